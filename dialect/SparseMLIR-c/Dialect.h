@@ -1,0 +1,49 @@
+/*===- Dialect.h - C API of the smlir dialect ---------------------*- C -*-===*\
+|*                                                                            *|
+|* The C API the Python extension uses: dialect registration, the two       *|
+|* attribute interfaces, pass registration.                                  *|
+\*===----------------------------------------------------------------------===*/
+
+#ifndef SPARSE_MLIR_C_DIALECT_H
+#define SPARSE_MLIR_C_DIALECT_H
+
+#include "mlir-c/IR.h"
+#include "mlir-c/Support.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+MLIR_DECLARE_CAPI_DIALECT_REGISTRATION(SparseMLIR, smlir);
+
+/// Registers the smlir passes and pipelines (idempotent).
+MLIR_CAPI_EXPORTED void mlirSparseMLIRRegisterAllPasses(void);
+
+/// True when `attr` implements smlir's EncodingAttrInterface.
+MLIR_CAPI_EXPORTED bool mlirAttributeIsASparseMLIREncoding(MlirAttribute attr);
+
+/// The `#sparse_tensor.encoding` for a tensor of `rank`; null for dense.
+MLIR_CAPI_EXPORTED MlirAttribute
+mlirSparseMLIREncodingGetSparseTensorEncoding(MlirAttribute attr, int64_t rank);
+
+/// Writes the format's short name (`csr`, `2:4`, ...) through `callback`.
+MLIR_CAPI_EXPORTED void
+mlirSparseMLIREncodingGetFormatName(MlirAttribute attr,
+                                    MlirStringCallback callback,
+                                    void *userData);
+
+/// True when `attr` implements smlir's SparsifierAttrInterface.
+MLIR_CAPI_EXPORTED bool mlirAttributeIsASparseMLIRSparsifier(MlirAttribute attr);
+
+/// 0 streaming, 1 blocking, 2 materializing.
+MLIR_CAPI_EXPORTED int32_t mlirSparseMLIRSparsifierGetKind(MlirAttribute attr);
+
+/// True when the sparsifier compares magnitudes (needs a float tensor).
+MLIR_CAPI_EXPORTED bool
+mlirSparseMLIRSparsifierNeedsOrdering(MlirAttribute attr);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif // SPARSE_MLIR_C_DIALECT_H

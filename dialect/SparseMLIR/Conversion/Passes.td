@@ -1,0 +1,48 @@
+//===- Passes.td - smlir conversion passes -----------------*- tablegen -*-===//
+
+#ifndef SPARSE_MLIR_CONVERSION_PASSES_TD
+#define SPARSE_MLIR_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertSparseMLIRToSparseTensor
+    : Pass<"convert-smlir-to-sparse-tensor"> {
+  let summary = "Lower smlir.sparsify with streaming sparsifiers to upstream ops";
+  let description = [{
+    Rewrites every `smlir.sparsify` whose sparsifier is streaming into
+    upstream ops that the `sparsifier` pipeline understands:
+
+    - `#smlir.keep_all` into `sparse_tensor.convert` (which drops exact zeros),
+      or into nothing for `#smlir.dense`;
+    - `#smlir.threshold<t>` into an element-wise `linalg.generic` that selects
+      `|x| >= t ? x : 0`, followed by `sparse_tensor.convert` into the
+      encoding.
+
+    Sparsifiers of the other kinds must have been lowered by earlier passes;
+    finding one is an error that names the tensor and the sparsifier.
+
+    ```mlir
+    %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.threshold<0.5>
+        as #smlir.csr -> tensor<8x8xf32, #CSR>
+    // becomes
+    %e = tensor.empty() : tensor<8x8xf32>
+    %m = linalg.generic {...} ins(%x : tensor<8x8xf32>) outs(%e : tensor<8x8xf32>) {
+      ^bb0(%in: f32, %out: f32):
+        %a = math.absf %in : f32
+        %k = arith.cmpf oge, %a, %cst : f32
+        %s = arith.select %k, %in, %zero : f32
+        linalg.yield %s : f32
+    } -> tensor<8x8xf32>
+    %r = sparse_tensor.convert %m : tensor<8x8xf32> to tensor<8x8xf32, #CSR>
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::sparse_tensor::SparseTensorDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+#endif // SPARSE_MLIR_CONVERSION_PASSES_TD

@@ -1,0 +1,292 @@
+//===- SparseMLIRAttrs.td - encodings and sparsifiers ------*- tablegen -*-===//
+
+#ifndef SPARSE_MLIR_ATTRS_TD
+#define SPARSE_MLIR_ATTRS_TD
+
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "SparseMLIR/IR/SparseMLIRDialect.td"
+include "SparseMLIR/IR/SparseMLIRInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Enums and parameters
+//===----------------------------------------------------------------------===//
+
+def SparseMLIR_SparsifierKind : I32EnumAttr<"SparsifierKind",
+    "STen sparsifier kind", [
+      I32EnumAttrCase<"Streaming", 0, "streaming">,
+      I32EnumAttrCase<"Blocking", 1, "blocking">,
+      I32EnumAttrCase<"Materializing", 2, "materializing">]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::smlir";
+}
+
+// A float printed in its shortest round-trip form; parsed from a decimal or
+// a hexadecimal bit pattern (0x7FF8000000000000 is NaN).
+class SparseMLIR_F64Parameter<string desc> : APFloatParameter<desc> {
+  let parser = "::mlir::smlir::parseF64Parameter($_parser)";
+  let printer = "::mlir::smlir::printF64Parameter($_printer, $_self)";
+}
+
+// `[r, c]`: a block shape.
+def SparseMLIR_BlockParameter : ArrayRefParameter<"int64_t", "block shape"> {
+  let parser = "::mlir::smlir::parseBlockParameter($_parser)";
+  let printer = "::mlir::smlir::printBlockParameter($_printer, $_self)";
+}
+
+// Index bit width of positions / coordinates: 0 means `index` (64 bits).
+class SparseMLIR_WidthParameter<string default>
+    : DefaultValuedParameter<"unsigned", default,
+                             "bit width (0 = index, 8, 16, 32, 64)">;
+
+class SparseMLIR_BoolParameter<string default>
+    : DefaultValuedParameter<"bool", default, "true or false"> {
+  let parser = "::mlir::smlir::parseBoolParameter($_parser)";
+  let printer = "$_printer << ($_self ? \"true\" : \"false\")";
+}
+
+//===----------------------------------------------------------------------===//
+// Encodings
+//===----------------------------------------------------------------------===//
+
+class SparseMLIR_Encoding<string name, string attrMnemonic>
+    : AttrDef<SparseMLIR_Dialect, name,
+              [DeclareAttrInterfaceMethods<SparseMLIR_EncodingAttrInterface>]> {
+  let mnemonic = attrMnemonic;
+}
+
+def SparseMLIR_DenseEncodingAttr : SparseMLIR_Encoding<"DenseEncoding", "dense"> {
+  let summary = "Dense (row-major) storage";
+  let description = [{
+    Every value is stored; the tensor type carries no sparse_tensor encoding.
+    A sparsifier attached with a dense encoding only zeroes values.
+
+    ```mlir
+    %m = smlir.sparsify %x : tensor<8x8xf32> with #smlir.threshold<0.1>
+        as #smlir.dense -> tensor<8x8xf32>
+    ```
+  }];
+}
+
+def SparseMLIR_CSREncodingAttr : SparseMLIR_Encoding<"CSREncoding", "csr"> {
+  let summary = "Compressed sparse rows";
+  let description = [{
+    Rank >= 2: every leading dimension dense, the last one compressed, so a
+    rank-3 tensor is a batch of CSR matrices. Buffers are the positions
+    (torch's `crow_indices`), coordinates (`col_indices`) and values.
+
+    ```mlir
+    #smlir.csr                                  // 32-bit positions and coordinates
+    #smlir.csr<posWidth = 64, crdWidth = 16>
+    // tensor<MxN> -> #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed),
+    //                                          posWidth = 32, crdWidth = 32 }>
+    ```
+  }];
+  let parameters = (ins SparseMLIR_WidthParameter<"32">:$posWidth,
+                        SparseMLIR_WidthParameter<"32">:$crdWidth);
+  let assemblyFormat = "(`<` struct(params)^ `>`)?";
+  let genVerifyDecl = 1;
+}
+
+def SparseMLIR_CSCEncodingAttr : SparseMLIR_Encoding<"CSCEncoding", "csc"> {
+  let summary = "Compressed sparse columns";
+  let description = [{
+    Rank >= 2: leading dimensions dense, then the last dimension dense and the
+    one before it compressed (column-major within each matrix).
+
+    ```mlir
+    #smlir.csc   // (d0, d1) -> (d1 : dense, d0 : compressed)
+    ```
+  }];
+  let parameters = (ins SparseMLIR_WidthParameter<"32">:$posWidth,
+                        SparseMLIR_WidthParameter<"32">:$crdWidth);
+  let assemblyFormat = "(`<` struct(params)^ `>`)?";
+  let genVerifyDecl = 1;
+}
+
+def SparseMLIR_COOEncodingAttr : SparseMLIR_Encoding<"COOEncoding", "coo"> {
+  let summary = "Coordinate list";
+  let description = [{
+    Rank >= 1: the first dimension `compressed(nonunique)`, the others
+    `singleton` with coordinates stored as separate arrays (structure of
+    arrays), as torch's `indices()` rows.
+
+    ```mlir
+    #smlir.coo   // (d0, d1) -> (d0 : compressed(nonunique), d1 : singleton(soa))
+    ```
+  }];
+  let parameters = (ins SparseMLIR_WidthParameter<"32">:$posWidth,
+                        SparseMLIR_WidthParameter<"32">:$crdWidth);
+  let assemblyFormat = "(`<` struct(params)^ `>`)?";
+  let genVerifyDecl = 1;
+}
+
+def SparseMLIR_BSREncodingAttr : SparseMLIR_Encoding<"BSREncoding", "bsr"> {
+  let summary = "Block compressed sparse rows";
+  let description = [{
+    Rank 2: the matrix is tiled into `r x c` blocks; block rows are dense,
+    block columns compressed, and each stored block is dense. Static
+    dimensions must be divisible by the block.
+
+    ```mlir
+    #smlir.bsr<block = [4, 4]>
+    // (i, j) -> (i floordiv 4 : dense, j floordiv 4 : compressed, i mod 4 : dense, j mod 4 : dense)
+    ```
+  }];
+  let parameters = (ins SparseMLIR_BlockParameter:$block,
+                        SparseMLIR_WidthParameter<"32">:$posWidth,
+                        SparseMLIR_WidthParameter<"32">:$crdWidth);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def SparseMLIR_NMEncodingAttr : SparseMLIR_Encoding<"NMEncoding", "nm"> {
+  let summary = "n:m structured sparsity along the last dimension";
+  let description = [{
+    Rank >= 1, `0 < n < m`: every group of `m` consecutive values of the last
+    dimension holds at most `n` nonzeros. Only the `n` values and their
+    in-group positions (`crdWidth` bits each, default 8) are stored. 2:4 is
+    the format of NVIDIA sparse tensor cores.
+
+    ```mlir
+    #smlir.nm<n = 2, m = 4>
+    // (i, j) -> (i : dense, j floordiv 4 : dense, j mod 4 : structured[2, 4])
+    ```
+  }];
+  let parameters = (ins "int64_t":$n, "int64_t":$m,
+                        SparseMLIR_WidthParameter<"8">:$crdWidth);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Sparsifiers
+//===----------------------------------------------------------------------===//
+
+// `overridden` lists interface methods with a default that the attribute
+// implements itself.
+class SparseMLIR_Sparsifier<string name, string attrMnemonic,
+                            list<string> overridden = []>
+    : AttrDef<SparseMLIR_Dialect, name,
+              [DeclareAttrInterfaceMethods<SparseMLIR_SparsifierAttrInterface,
+                                           overridden>]> {
+  let mnemonic = attrMnemonic;
+}
+
+def SparseMLIR_KeepAllAttr : SparseMLIR_Sparsifier<"KeepAll", "keep_all"> {
+  let summary = "Keep every nonzero (streaming)";
+  let description = [{
+    Keeps every value; only exact zeros are dropped by a sparse encoding
+    (e.g. the zeros a ReLU produces).
+
+    ```mlir
+    %s = smlir.sparsify %x : tensor<8x8xf32> with #smlir.keep_all
+        as #smlir.csr -> tensor<8x8xf32, #CSR>
+    ```
+  }];
+}
+
+def SparseMLIR_ThresholdAttr : SparseMLIR_Sparsifier<"Threshold", "threshold"> {
+  let summary = "Keep |x| >= value (streaming)";
+  let description = [{
+    Keeps the values whose magnitude is at least `value` (a non-negative,
+    non-NaN number); NaN inputs are dropped. Needs a floating-point tensor.
+
+    ```mlir
+    #smlir.threshold<0.05>
+    ```
+  }];
+  let parameters = (ins SparseMLIR_F64Parameter<"threshold">:$value);
+  let assemblyFormat = "`<` $value `>`";
+  let builders = [AttrBuilder<(ins "double":$value), [{
+    return $_get($_ctxt, ::llvm::APFloat(value));
+  }]>];
+  let genVerifyDecl = 1;
+}
+
+def SparseMLIR_RandomFractionAttr
+    : SparseMLIR_Sparsifier<"RandomFraction", "random_fraction"> {
+  let summary = "Drop a random fraction of the values (streaming)";
+  let description = [{
+    Drops each value independently with probability `fraction`, using a
+    counter-based random number generator keyed by `seed` and the element's
+    linear index, so the mask does not depend on thread order.
+
+    ```mlir
+    #smlir.random_fraction<fraction = 0.1, seed = 0>
+    ```
+  }];
+  let parameters = (ins SparseMLIR_F64Parameter<"fraction dropped">:$fraction,
+                        DefaultValuedParameter<"uint64_t", "0", "seed">:$seed);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let builders = [AttrBuilder<(ins "double":$fraction, "uint64_t":$seed), [{
+    return $_get($_ctxt, ::llvm::APFloat(fraction), seed);
+  }]>];
+  let genVerifyDecl = 1;
+}
+
+def SparseMLIR_ScalarFractionAttr
+    : SparseMLIR_Sparsifier<"ScalarFraction", "scalar_fraction"> {
+  let summary = "Magnitude pruning: drop the fraction of smallest |x| (materializing)";
+  let description = [{
+    Drops the `fraction` of values with the smallest magnitude (ties broken by
+    lower linear index first), i.e. keeps the `numel - floor(fraction * numel)`
+    largest. Needs the whole tensor to find the cut-off.
+
+    ```mlir
+    #smlir.scalar_fraction<0.9>
+    ```
+  }];
+  let parameters = (ins SparseMLIR_F64Parameter<"fraction dropped">:$fraction);
+  let assemblyFormat = "`<` $fraction `>`";
+  let builders = [AttrBuilder<(ins "double":$fraction), [{
+    return $_get($_ctxt, ::llvm::APFloat(fraction));
+  }]>];
+  let genVerifyDecl = 1;
+}
+
+def SparseMLIR_BlockFractionAttr
+    : SparseMLIR_Sparsifier<"BlockFraction", "block_fraction", ["verifyShape"]> {
+  let summary = "Drop the fraction of blocks with the smallest L1 norm (materializing)";
+  let description = [{
+    Tiles the trailing dimensions into blocks and drops the `fraction` of
+    blocks with the smallest L1 norm, whole. The block must divide the static
+    trailing dimensions. Pairs with `#smlir.bsr` of the same block.
+
+    ```mlir
+    #smlir.block_fraction<fraction = 0.75, block = [4, 4]>
+    ```
+  }];
+  let parameters = (ins SparseMLIR_F64Parameter<"fraction dropped">:$fraction,
+                        SparseMLIR_BlockParameter:$block);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let builders = [AttrBuilder<(ins "double":$fraction,
+                                   "::llvm::ArrayRef<int64_t>":$block), [{
+    return $_get($_ctxt, ::llvm::APFloat(fraction), block);
+  }]>];
+  let genVerifyDecl = 1;
+}
+
+def SparseMLIR_NMMagnitudeAttr
+    : SparseMLIR_Sparsifier<"NMMagnitude", "nm_magnitude", ["verifyShape"]> {
+  let summary = "Keep the n largest |x| of every m along a dimension (blocking)";
+  let description = [{
+    Along dimension `dim` (negative counts from the end), every group of `m`
+    consecutive values keeps its `n` largest magnitudes (ties broken by lower
+    index). With `transposable = true` the tensor must be a matrix and each
+    `m x m` tile keeps at most `n` values in every row *and* every column
+    (greedy by magnitude), so the transpose is n:m too.
+
+    ```mlir
+    #smlir.nm_magnitude<n = 2, m = 4>
+    #smlir.nm_magnitude<n = 2, m = 4, dim = 0, transposable = true>
+    ```
+  }];
+  let parameters = (ins "int64_t":$n, "int64_t":$m,
+                        DefaultValuedParameter<"int64_t", "-1", "dimension">:$dim,
+                        SparseMLIR_BoolParameter<"false">:$transposable);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+#endif // SPARSE_MLIR_ATTRS_TD

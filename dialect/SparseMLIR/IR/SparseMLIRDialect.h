@@ -1,0 +1,36 @@
+//===- SparseMLIRDialect.h - smlir dialect, attributes ----------*- C++ -*-===//
+//
+// Public header of the smlir dialect: the dialect class, the STen sparsifier
+// kinds, the encoding / sparsifier attribute interfaces and their attributes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SPARSE_MLIR_IR_SPARSEMLIRDIALECT_H
+#define SPARSE_MLIR_IR_SPARSEMLIRDIALECT_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Attributes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/APFloat.h"
+
+#include "SparseMLIR/IR/SparseMLIRDialect.h.inc"
+#include "SparseMLIR/IR/SparseMLIREnums.h.inc"
+#include "SparseMLIR/IR/SparseMLIRAttrInterfaces.h.inc"
+
+namespace mlir::smlir {
+// Parsers / printers of custom attribute parameters (used by generated code).
+FailureOr<llvm::APFloat> parseF64Parameter(AsmParser &parser);
+void printF64Parameter(AsmPrinter &printer, const llvm::APFloat &value);
+FailureOr<SmallVector<int64_t>> parseBlockParameter(AsmParser &parser);
+void printBlockParameter(AsmPrinter &printer, ArrayRef<int64_t> block);
+FailureOr<bool> parseBoolParameter(AsmParser &parser);
+} // namespace mlir::smlir
+
+#define GET_ATTRDEF_CLASSES
+#include "SparseMLIR/IR/SparseMLIRAttrs.h.inc"
+
+#endif // SPARSE_MLIR_IR_SPARSEMLIRDIALECT_H

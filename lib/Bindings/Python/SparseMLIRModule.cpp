@@ -1,0 +1,102 @@
+//===- SparseMLIRModule.cpp - nanobind extension `_smlir` -----------------===//
+//
+// Uses only the C API and NanobindAdaptors, so the extension shares the MLIR
+// copy inside the mlir wheel's libMLIRPythonCAPI.so: our attributes, upstream
+// sparse_tensor, PassManager and ExecutionEngine live in one context.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SparseMLIR-c/Dialect.h"
+
+#include "mlir-c/IR.h"
+#include "mlir/Bindings/Python/Nanobind.h"
+#include "mlir/Bindings/Python/NanobindAdaptors.h"
+
+#include <optional>
+#include <string>
+
+namespace nb = nanobind;
+using namespace mlir::python::nanobind_adaptors;
+
+static void requireEncoding(MlirAttribute attr) {
+  if (!mlirAttributeIsASparseMLIREncoding(attr))
+    throw nb::type_error("expected an smlir encoding attribute "
+                         "(#smlir.dense, #smlir.csr, ...)");
+}
+
+static void requireSparsifier(MlirAttribute attr) {
+  if (!mlirAttributeIsASparseMLIRSparsifier(attr))
+    throw nb::type_error("expected an smlir sparsifier attribute "
+                         "(#smlir.keep_all, #smlir.threshold<...>, ...)");
+}
+
+NB_MODULE(_smlir, m) {
+  m.doc() = "sparse_mlir native extension: the smlir dialect and its passes";
+
+  m.def(
+      "register_dialect",
+      [](MlirContext context, bool load) {
+        MlirDialectHandle handle = mlirGetDialectHandle__smlir__();
+        mlirDialectHandleRegisterDialect(handle, context);
+        if (load)
+          mlirDialectHandleLoadDialect(handle, context);
+      },
+      nb::arg("context").none() = nb::none(), nb::arg("load") = true,
+      "Registers (and by default loads) the smlir dialect in `context`.");
+  m.def("register_passes", &mlirSparseMLIRRegisterAllPasses,
+        "Registers smlir passes and pipelines with the global registry.");
+
+  m.def("is_encoding", &mlirAttributeIsASparseMLIREncoding, nb::arg("attr"));
+  m.def("is_sparsifier", &mlirAttributeIsASparseMLIRSparsifier,
+        nb::arg("attr"));
+  m.def(
+      "sparse_tensor_encoding",
+      [](MlirAttribute attr, int64_t rank) -> std::optional<MlirAttribute> {
+        requireEncoding(attr);
+        if (rank < 1)
+          throw nb::value_error("rank must be >= 1");
+        MlirAttribute enc =
+            mlirSparseMLIREncodingGetSparseTensorEncoding(attr, rank);
+        if (mlirAttributeIsNull(enc))
+          return std::nullopt;
+        return enc;
+      },
+      nb::arg("encoding"), nb::arg("rank"),
+      "The #sparse_tensor.encoding an smlir encoding stands for at `rank` "
+      "(None for #smlir.dense).");
+  m.def(
+      "format_name",
+      [](MlirAttribute attr) {
+        requireEncoding(attr);
+        std::string name;
+        mlirSparseMLIREncodingGetFormatName(
+            attr,
+            [](MlirStringRef s, void *userData) {
+              static_cast<std::string *>(userData)->append(s.data, s.length);
+            },
+            &name);
+        return name;
+      },
+      nb::arg("encoding"));
+  m.def(
+      "sparsifier_kind",
+      [](MlirAttribute attr) -> std::string {
+        requireSparsifier(attr);
+        switch (mlirSparseMLIRSparsifierGetKind(attr)) {
+        case 0:
+          return "streaming";
+        case 1:
+          return "blocking";
+        default:
+          return "materializing";
+        }
+      },
+      nb::arg("sparsifier"));
+  m.def(
+      "sparsifier_needs_ordering",
+      [](MlirAttribute attr) {
+        requireSparsifier(attr);
+        return mlirSparseMLIRSparsifierNeedsOrdering(attr);
+      },
+      nb::arg("sparsifier"));
+}

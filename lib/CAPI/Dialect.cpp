@@ -1,0 +1,46 @@
+//===- Dialect.cpp - C API of the smlir dialect ---------------------------===//
+
+#include "SparseMLIR-c/Dialect.h"
+#include "SparseMLIR/IR/SparseMLIRDialect.h"
+#include "SparseMLIR/InitAll.h"
+
+#include "mlir/CAPI/IR.h"
+#include "mlir/CAPI/Registration.h"
+#include "mlir/CAPI/Support.h"
+
+using namespace mlir;
+using namespace mlir::smlir;
+
+MLIR_DEFINE_CAPI_DIALECT_REGISTRATION(SparseMLIR, smlir, SparseMLIRDialect)
+
+void mlirSparseMLIRRegisterAllPasses(void) { registerAllPasses(); }
+
+bool mlirAttributeIsASparseMLIREncoding(MlirAttribute attr) {
+  return isa<EncodingAttrInterface>(unwrap(attr));
+}
+
+MlirAttribute mlirSparseMLIREncodingGetSparseTensorEncoding(MlirAttribute attr,
+                                                            int64_t rank) {
+  return wrap(cast<EncodingAttrInterface>(unwrap(attr))
+                  .getSparseTensorEncoding(rank));
+}
+
+void mlirSparseMLIREncodingGetFormatName(MlirAttribute attr,
+                                         MlirStringCallback callback,
+                                         void *userData) {
+  std::string name = cast<EncodingAttrInterface>(unwrap(attr)).getFormatName();
+  callback(mlirStringRefCreate(name.data(), name.size()), userData);
+}
+
+bool mlirAttributeIsASparseMLIRSparsifier(MlirAttribute attr) {
+  return isa<SparsifierAttrInterface>(unwrap(attr));
+}
+
+int32_t mlirSparseMLIRSparsifierGetKind(MlirAttribute attr) {
+  return static_cast<int32_t>(
+      cast<SparsifierAttrInterface>(unwrap(attr)).getKind());
+}
+
+bool mlirSparseMLIRSparsifierNeedsOrdering(MlirAttribute attr) {
+  return cast<SparsifierAttrInterface>(unwrap(attr)).needsOrdering();
+}

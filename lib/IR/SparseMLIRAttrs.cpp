@@ -1,0 +1,397 @@
+//===- SparseMLIRAttrs.cpp - encodings and sparsifiers --------------------===//
+
+#include "SparseMLIR/IR/SparseMLIRDialect.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::smlir;
+using sparse_tensor::LevelFormat;
+using sparse_tensor::LevelPropNonDefault;
+using sparse_tensor::LevelType;
+using sparse_tensor::SparseTensorEncodingAttr;
+
+#include "SparseMLIR/IR/SparseMLIREnums.cpp.inc"
+#include "SparseMLIR/IR/SparseMLIRAttrInterfaces.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "SparseMLIR/IR/SparseMLIRAttrs.cpp.inc"
+
+void SparseMLIRDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "SparseMLIR/IR/SparseMLIRAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Shared checks
+//===----------------------------------------------------------------------===//
+
+static std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "[";
+  llvm::interleaveComma(shape, os, [&](int64_t d) {
+    if (ShapedType::isDynamic(d))
+      os << "?";
+    else
+      os << d;
+  });
+  os << "]";
+  return s;
+}
+
+static LogicalResult verifyWidth(function_ref<InFlightDiagnostic()> emitError,
+                                 StringRef what, unsigned width) {
+  if (width == 0 || width == 8 || width == 16 || width == 32 || width == 64)
+    return success();
+  return emitError() << what
+                     << " must be 0 (index), 8, 16, 32 or 64, got " << width;
+}
+
+static LogicalResult verifyBlock(function_ref<InFlightDiagnostic()> emitError,
+                                 ArrayRef<int64_t> block) {
+  if (block.empty())
+    return emitError() << "block must have at least one dimension";
+  for (int64_t b : block)
+    if (b <= 0)
+      return emitError() << "block sizes must be positive, got "
+                         << shapeString(block);
+  return success();
+}
+
+static LogicalResult verifyFraction(function_ref<InFlightDiagnostic()> emitError,
+                                    const llvm::APFloat &fraction) {
+  double f = fraction.convertToDouble();
+  if (!(f >= 0.0 && f <= 1.0)) // also rejects NaN
+    return emitError() << "fraction must be in [0, 1], got " << f;
+  return success();
+}
+
+static LogicalResult verifyNM(function_ref<InFlightDiagnostic()> emitError,
+                              int64_t n, int64_t m) {
+  if (n <= 0 || n >= m)
+    return emitError() << "n:m needs 0 < n < m, got " << n << ":" << m;
+  if (m > 255)
+    return emitError() << "n:m supports m <= 255, got m = " << m;
+  return success();
+}
+
+static bool divides(int64_t block, int64_t dim) {
+  return ShapedType::isDynamic(dim) || dim % block == 0;
+}
+
+static LogicalResult verifyMinRank(function_ref<InFlightDiagnostic()> emitError,
+                                   Attribute attr, ArrayRef<int64_t> shape,
+                                   int64_t minRank) {
+  if (static_cast<int64_t>(shape.size()) >= minRank)
+    return success();
+  return emitError() << "encoding " << attr << " needs a tensor of rank >= "
+                     << minRank << ", got rank " << shape.size()
+                     << " (shape " << shapeString(shape) << ")";
+}
+
+static SparseTensorEncodingAttr makeEncoding(MLIRContext *ctx,
+                                             ArrayRef<LevelType> lvlTypes,
+                                             AffineMap dimToLvl,
+                                             unsigned posWidth,
+                                             unsigned crdWidth) {
+  return SparseTensorEncodingAttr::get(ctx, lvlTypes, dimToLvl, AffineMap(),
+                                       posWidth, crdWidth);
+}
+
+static LevelType denseLT() { return LevelType(LevelFormat::Dense); }
+
+static LevelType compressedLT(bool unique = true) {
+  if (unique)
+    return LevelType(LevelFormat::Compressed);
+  return *sparse_tensor::buildLevelType(LevelFormat::Compressed,
+                                        {LevelPropNonDefault::Nonunique});
+}
+
+//===----------------------------------------------------------------------===//
+// Encodings
+//===----------------------------------------------------------------------===//
+
+std::string DenseEncodingAttr::getFormatName() const { return "dense"; }
+
+SparseTensorEncodingAttr DenseEncodingAttr::getSparseTensorEncoding(int64_t) const {
+  return {};
+}
+
+LogicalResult
+DenseEncodingAttr::verifyShape(ArrayRef<int64_t>,
+                               function_ref<InFlightDiagnostic()>) const {
+  return success();
+}
+
+// CSR ------------------------------------------------------------------------
+
+LogicalResult CSREncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                      unsigned posWidth, unsigned crdWidth) {
+  return success(succeeded(verifyWidth(emitError, "posWidth", posWidth)) &&
+                 succeeded(verifyWidth(emitError, "crdWidth", crdWidth)));
+}
+
+std::string CSREncodingAttr::getFormatName() const { return "csr"; }
+
+SparseTensorEncodingAttr CSREncodingAttr::getSparseTensorEncoding(int64_t rank) const {
+  SmallVector<LevelType> lvls(rank - 1, denseLT());
+  lvls.push_back(compressedLT());
+  return makeEncoding(getContext(), lvls, AffineMap(), getPosWidth(),
+                      getCrdWidth());
+}
+
+LogicalResult
+CSREncodingAttr::verifyShape(ArrayRef<int64_t> shape,
+                             function_ref<InFlightDiagnostic()> emitError) const {
+  return verifyMinRank(emitError, *this, shape, 2);
+}
+
+// CSC ------------------------------------------------------------------------
+
+LogicalResult CSCEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                      unsigned posWidth, unsigned crdWidth) {
+  return success(succeeded(verifyWidth(emitError, "posWidth", posWidth)) &&
+                 succeeded(verifyWidth(emitError, "crdWidth", crdWidth)));
+}
+
+std::string CSCEncodingAttr::getFormatName() const { return "csc"; }
+
+SparseTensorEncodingAttr CSCEncodingAttr::getSparseTensorEncoding(int64_t rank) const {
+  MLIRContext *ctx = getContext();
+  SmallVector<unsigned> perm = llvm::to_vector(llvm::seq<unsigned>(0, rank));
+  std::swap(perm[rank - 1], perm[rank - 2]);
+  SmallVector<LevelType> lvls(rank - 1, denseLT());
+  lvls.push_back(compressedLT());
+  return makeEncoding(ctx, lvls, AffineMap::getPermutationMap(perm, ctx),
+                      getPosWidth(), getCrdWidth());
+}
+
+LogicalResult
+CSCEncodingAttr::verifyShape(ArrayRef<int64_t> shape,
+                             function_ref<InFlightDiagnostic()> emitError) const {
+  return verifyMinRank(emitError, *this, shape, 2);
+}
+
+// COO ------------------------------------------------------------------------
+
+LogicalResult COOEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                      unsigned posWidth, unsigned crdWidth) {
+  return success(succeeded(verifyWidth(emitError, "posWidth", posWidth)) &&
+                 succeeded(verifyWidth(emitError, "crdWidth", crdWidth)));
+}
+
+std::string COOEncodingAttr::getFormatName() const { return "coo"; }
+
+SparseTensorEncodingAttr COOEncodingAttr::getSparseTensorEncoding(int64_t rank) const {
+  SmallVector<LevelType> lvls;
+  if (rank == 1) {
+    lvls.push_back(compressedLT());
+  } else {
+    lvls.push_back(compressedLT(/*unique=*/false));
+    for (int64_t l = 1; l < rank - 1; ++l)
+      lvls.push_back(*sparse_tensor::buildLevelType(
+          LevelFormat::Singleton,
+          {LevelPropNonDefault::Nonunique, LevelPropNonDefault::SoA}));
+    lvls.push_back(*sparse_tensor::buildLevelType(
+        LevelFormat::Singleton, {LevelPropNonDefault::SoA}));
+  }
+  return makeEncoding(getContext(), lvls, AffineMap(), getPosWidth(),
+                      getCrdWidth());
+}
+
+LogicalResult
+COOEncodingAttr::verifyShape(ArrayRef<int64_t> shape,
+                             function_ref<InFlightDiagnostic()> emitError) const {
+  return verifyMinRank(emitError, *this, shape, 1);
+}
+
+// BSR ------------------------------------------------------------------------
+
+LogicalResult BSREncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                      ArrayRef<int64_t> block,
+                                      unsigned posWidth, unsigned crdWidth) {
+  if (block.size() != 2)
+    return emitError() << "bsr block must have 2 dimensions [rows, cols], got "
+                       << block.size();
+  return success(succeeded(verifyBlock(emitError, block)) &&
+                 succeeded(verifyWidth(emitError, "posWidth", posWidth)) &&
+                 succeeded(verifyWidth(emitError, "crdWidth", crdWidth)));
+}
+
+std::string BSREncodingAttr::getFormatName() const { return "bsr"; }
+
+SparseTensorEncodingAttr BSREncodingAttr::getSparseTensorEncoding(int64_t) const {
+  MLIRContext *ctx = getContext();
+  AffineExpr i = getAffineDimExpr(0, ctx), j = getAffineDimExpr(1, ctx);
+  int64_t r = getBlock()[0], c = getBlock()[1];
+  AffineMap dimToLvl = AffineMap::get(
+      2, 0, {i.floorDiv(r), j.floorDiv(c), i % r, j % c}, ctx);
+  return makeEncoding(ctx, {denseLT(), compressedLT(), denseLT(), denseLT()},
+                      dimToLvl, getPosWidth(), getCrdWidth());
+}
+
+LogicalResult
+BSREncodingAttr::verifyShape(ArrayRef<int64_t> shape,
+                             function_ref<InFlightDiagnostic()> emitError) const {
+  if (shape.size() != 2)
+    return emitError() << "encoding " << *this
+                       << " needs a tensor of rank 2, got rank " << shape.size()
+                       << " (shape " << shapeString(shape) << ")";
+  if (!divides(getBlock()[0], shape[0]) || !divides(getBlock()[1], shape[1]))
+    return emitError() << "encoding " << *this << " needs block ["
+                       << getBlock()[0] << ", " << getBlock()[1]
+                       << "] to divide the shape " << shapeString(shape);
+  return success();
+}
+
+// n:m ------------------------------------------------------------------------
+
+LogicalResult NMEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                     int64_t n, int64_t m, unsigned crdWidth) {
+  return success(succeeded(verifyNM(emitError, n, m)) &&
+                 succeeded(verifyWidth(emitError, "crdWidth", crdWidth)));
+}
+
+std::string NMEncodingAttr::getFormatName() const {
+  return std::to_string(getN()) + ":" + std::to_string(getM());
+}
+
+SparseTensorEncodingAttr NMEncodingAttr::getSparseTensorEncoding(int64_t rank) const {
+  MLIRContext *ctx = getContext();
+  SmallVector<AffineExpr> results;
+  for (int64_t d = 0; d < rank - 1; ++d)
+    results.push_back(getAffineDimExpr(d, ctx));
+  AffineExpr last = getAffineDimExpr(rank - 1, ctx);
+  results.push_back(last.floorDiv(getM()));
+  results.push_back(last % getM());
+  SmallVector<LevelType> lvls(rank, denseLT());
+  lvls.push_back(*sparse_tensor::buildLevelType(LevelFormat::NOutOfM,
+                                                std::vector<LevelPropNonDefault>{}, getN(),
+                                                getM()));
+  return makeEncoding(ctx, lvls, AffineMap::get(rank, 0, results, ctx),
+                      /*posWidth=*/0, getCrdWidth());
+}
+
+LogicalResult
+NMEncodingAttr::verifyShape(ArrayRef<int64_t> shape,
+                            function_ref<InFlightDiagnostic()> emitError) const {
+  if (failed(verifyMinRank(emitError, *this, shape, 1)))
+    return failure();
+  if (!divides(getM(), shape.back()))
+    return emitError() << "encoding " << *this << " needs m = " << getM()
+                       << " to divide the last dimension, got shape "
+                       << shapeString(shape);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Sparsifiers
+//===----------------------------------------------------------------------===//
+
+SparsifierKind KeepAllAttr::getKind() const { return SparsifierKind::Streaming; }
+bool KeepAllAttr::needsOrdering() const { return false; }
+
+SparsifierKind ThresholdAttr::getKind() const { return SparsifierKind::Streaming; }
+bool ThresholdAttr::needsOrdering() const { return true; }
+
+LogicalResult ThresholdAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                    llvm::APFloat value) {
+  if (value.isNaN())
+    return emitError() << "threshold must not be NaN";
+  if (value.isNegative())
+    return emitError() << "threshold must be >= 0 (it is compared with |x|), got "
+                       << value.convertToDouble();
+  return success();
+}
+
+SparsifierKind RandomFractionAttr::getKind() const {
+  return SparsifierKind::Streaming;
+}
+bool RandomFractionAttr::needsOrdering() const { return false; }
+
+LogicalResult
+RandomFractionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                           llvm::APFloat fraction, uint64_t) {
+  return verifyFraction(emitError, fraction);
+}
+
+SparsifierKind ScalarFractionAttr::getKind() const {
+  return SparsifierKind::Materializing;
+}
+bool ScalarFractionAttr::needsOrdering() const { return true; }
+
+LogicalResult
+ScalarFractionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                           llvm::APFloat fraction) {
+  return verifyFraction(emitError, fraction);
+}
+
+SparsifierKind BlockFractionAttr::getKind() const {
+  return SparsifierKind::Materializing;
+}
+bool BlockFractionAttr::needsOrdering() const { return true; }
+
+LogicalResult
+BlockFractionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                          llvm::APFloat fraction, ArrayRef<int64_t> block) {
+  return success(succeeded(verifyFraction(emitError, fraction)) &&
+                 succeeded(verifyBlock(emitError, block)));
+}
+
+LogicalResult
+BlockFractionAttr::verifyShape(ArrayRef<int64_t> shape,
+                               function_ref<InFlightDiagnostic()> emitError) const {
+  ArrayRef<int64_t> block = getBlock();
+  if (block.size() > shape.size())
+    return emitError() << "sparsifier " << *this << " has a " << block.size()
+                       << "-d block but the tensor has rank " << shape.size();
+  ArrayRef<int64_t> trailing = shape.take_back(block.size());
+  for (auto [b, d] : llvm::zip(block, trailing))
+    if (!divides(b, d))
+      return emitError() << "sparsifier " << *this
+                         << " needs its block to divide the trailing dimensions "
+                            "of the shape "
+                         << shapeString(shape);
+  return success();
+}
+
+SparsifierKind NMMagnitudeAttr::getKind() const { return SparsifierKind::Blocking; }
+bool NMMagnitudeAttr::needsOrdering() const { return true; }
+
+LogicalResult
+NMMagnitudeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t n,
+                        int64_t m, int64_t, bool) {
+  return verifyNM(emitError, n, m);
+}
+
+LogicalResult
+NMMagnitudeAttr::verifyShape(ArrayRef<int64_t> shape,
+                             function_ref<InFlightDiagnostic()> emitError) const {
+  int64_t rank = shape.size();
+  if (getTransposable()) {
+    if (rank != 2)
+      return emitError() << "sparsifier " << *this
+                         << " (transposable) needs a matrix, got rank " << rank;
+    if (!divides(getM(), shape[0]) || !divides(getM(), shape[1]))
+      return emitError() << "sparsifier " << *this << " needs m = " << getM()
+                         << " to divide both dimensions, got shape "
+                         << shapeString(shape);
+    return success();
+  }
+  int64_t dim = getDim();
+  if (dim < -rank || dim >= rank)
+    return emitError() << "sparsifier " << *this << " has dim = " << dim
+                       << ", out of range for rank " << rank;
+  int64_t d = dim < 0 ? dim + rank : dim;
+  if (!divides(getM(), shape[d]))
+    return emitError() << "sparsifier " << *this << " needs m = " << getM()
+                       << " to divide dimension " << d << ", got shape "
+                       << shapeString(shape);
+  return success();
+}
+

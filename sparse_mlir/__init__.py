@@ -1,0 +1,31 @@
+"""sparse_mlir: an MLIR sparse-tensor compiler for PyTorch models.
+
+Public API: storage formats (`Dense`, `CSR`, `CSC`, `COO`, `BSR`, `NM`),
+sparsifiers (`KeepAll`, `Threshold`, `RandomFraction`, `ScalarFraction`,
+`BlockFraction`, `NMMagnitude`), `make_context` and the error hierarchy.
+"""
+
+from mlir import ir as _ir  # noqa: F401  (loads libMLIRPythonCAPI.so before _smlir)
+
+from .context import make_context
+from .encodings import BSR, COO, CSC, CSR, NM, Dense, Encoding
+from .errors import CompileError, SparseMLIRError, SpecError
+from .sparsifiers import (
+    BlockFraction,
+    KeepAll,
+    NMMagnitude,
+    RandomFraction,
+    ScalarFraction,
+    Sparsifier,
+    Threshold,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BSR", "COO", "CSC", "CSR", "NM", "Dense", "Encoding",
+    "BlockFraction", "KeepAll", "NMMagnitude", "RandomFraction", "ScalarFraction", "Sparsifier",
+    "Threshold",
+    "CompileError", "SparseMLIRError", "SpecError",
+    "make_context",
+]

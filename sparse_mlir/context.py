@@ -1,0 +1,28 @@
+"""MLIR contexts with the smlir dialect loaded next to every upstream dialect."""
+
+from __future__ import annotations
+
+from mlir import ir
+
+from . import _smlir
+
+
+def make_context() -> ir.Context:
+    """A new context where smlir, sparse_tensor, linalg, ... are all usable.
+
+    The `mlir` package registers every upstream dialect in new contexts; the
+    smlir dialect and passes come from our extension, which shares the same
+    MLIR library, so one PassManager can mix smlir and upstream passes.
+    """
+    context = ir.Context()
+    _smlir.register_dialect(context)
+    _smlir.register_passes()
+    return context
+
+
+def parse_attribute(text: str, context: ir.Context | None = None) -> ir.Attribute:
+    """Parses `text` in `context` (or the current one)."""
+    if context is None:
+        return ir.Attribute.parse(text)
+    with context:
+        return ir.Attribute.parse(text)

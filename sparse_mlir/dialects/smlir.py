@@ -1,0 +1,24 @@
+"""The smlir dialect in Python: generated op classes plus typed builders."""
+
+from __future__ import annotations
+
+from mlir import ir
+
+from .. import _smlir
+from ._smlir_ops_gen import *  # noqa: F401,F403
+from ._smlir_ops_gen import SparsifyOp, _Dialect  # noqa: F401
+
+
+def sparsify_result_type(source_type: ir.RankedTensorType, encoding: ir.Attribute) -> ir.RankedTensorType:
+    """`source_type` with the sparse_tensor encoding `encoding` stands for."""
+    sparse = _smlir.sparse_tensor_encoding(encoding, source_type.rank)
+    return ir.RankedTensorType.get(source_type.shape, source_type.element_type, sparse)
+
+
+def sparsify(source: ir.Value, sparsifier: ir.Attribute, encoding: ir.Attribute,
+             *, tensor_name: str | None = None, loc: ir.Location | None = None,
+             ip: ir.InsertionPoint | None = None) -> ir.Value:
+    """Builds `smlir.sparsify`, inferring the result type from `encoding`."""
+    result_type = sparsify_result_type(ir.RankedTensorType(source.type), encoding)
+    name = ir.StringAttr.get(tensor_name) if tensor_name is not None else None
+    return SparsifyOp(result_type, source, sparsifier, encoding, tensor_name=name, loc=loc, ip=ip).result

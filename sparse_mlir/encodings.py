@@ -1,0 +1,164 @@
+"""Storage formats of a tensor: Dense, CSR, CSC, COO, BSR, NM.
+
+Each class validates its arguments, produces the matching `#smlir.*` encoding
+attribute and, through the C++ interface, the `#sparse_tensor.encoding` it
+stands for. `sparsifier=` chooses which values are kept; left out, the
+format's default applies (`default_sparsifier`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mlir import ir
+
+from . import _smlir
+from ._literals import int_list_literal
+from ._validate import check_block, check_nm, check_width
+from .context import make_context, parse_attribute
+from .errors import SpecError
+from .sparsifiers import KeepAll, NMMagnitude, Sparsifier
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """Base class of every storage format spec."""
+
+    sparsifier: Sparsifier | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if self.sparsifier is not None and not isinstance(self.sparsifier, Sparsifier):
+            raise SpecError(
+                f"{type(self).__name__}: sparsifier must be a sparse_mlir sparsifier "
+                f"(KeepAll(), Threshold(...), ...), got {self.sparsifier!r}")
+
+    def attr_text(self) -> str:
+        raise NotImplementedError
+
+    def default_sparsifier(self) -> Sparsifier:
+        """Keep the existing zeros; formats with a structure prune to fit it."""
+        return KeepAll()
+
+    @property
+    def effective_sparsifier(self) -> Sparsifier:
+        return self.sparsifier if self.sparsifier is not None else self.default_sparsifier()
+
+    def to_attr(self, context: ir.Context | None = None) -> ir.Attribute:
+        """The `#smlir.*` encoding attribute (in `context` or the current one)."""
+        return parse_attribute(self.attr_text(), context)
+
+    def sparse_tensor_encoding(self, rank: int, context: ir.Context | None = None) -> ir.Attribute | None:
+        """The equivalent `#sparse_tensor.encoding` at `rank` (None for Dense)."""
+        if context is None:
+            return _smlir.sparse_tensor_encoding(self.to_attr(), rank)
+        with context:
+            return _smlir.sparse_tensor_encoding(self.to_attr(), rank)
+
+    @property
+    def format_name(self) -> str:
+        with make_context():
+            return _smlir.format_name(self.to_attr())
+
+
+def _widths_text(pos_width: int, crd_width: int) -> str:
+    return f"posWidth = {pos_width}, crdWidth = {crd_width}"
+
+
+@dataclass(frozen=True)
+class Dense(Encoding):
+    """Every value stored (a sparsifier then only zeroes values)."""
+
+    def attr_text(self) -> str:
+        return "#smlir.dense"
+
+
+@dataclass(frozen=True)
+class CSR(Encoding):
+    """Compressed sparse rows (batched for rank > 2)."""
+
+    pos_width: int = 32
+    crd_width: int = 32
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_width("CSR", "pos_width", self.pos_width)
+        check_width("CSR", "crd_width", self.crd_width)
+
+    def attr_text(self) -> str:
+        return f"#smlir.csr<{_widths_text(self.pos_width, self.crd_width)}>"
+
+
+@dataclass(frozen=True)
+class CSC(Encoding):
+    """Compressed sparse columns."""
+
+    pos_width: int = 32
+    crd_width: int = 32
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_width("CSC", "pos_width", self.pos_width)
+        check_width("CSC", "crd_width", self.crd_width)
+
+    def attr_text(self) -> str:
+        return f"#smlir.csc<{_widths_text(self.pos_width, self.crd_width)}>"
+
+
+@dataclass(frozen=True)
+class COO(Encoding):
+    """Coordinate list (one coordinate array per dimension)."""
+
+    pos_width: int = 32
+    crd_width: int = 32
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_width("COO", "pos_width", self.pos_width)
+        check_width("COO", "crd_width", self.crd_width)
+
+    def attr_text(self) -> str:
+        return f"#smlir.coo<{_widths_text(self.pos_width, self.crd_width)}>"
+
+
+@dataclass(frozen=True)
+class BSR(Encoding):
+    """Block compressed sparse rows with `block = (rows, cols)` dense blocks."""
+
+    block: tuple[int, int] = (4, 4)
+    pos_width: int = 32
+    crd_width: int = 32
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "block", check_block("BSR", self.block, rank=2))
+        check_width("BSR", "pos_width", self.pos_width)
+        check_width("BSR", "crd_width", self.crd_width)
+
+    def attr_text(self) -> str:
+        return (f"#smlir.bsr<block = {int_list_literal(self.block)}, "
+                f"{_widths_text(self.pos_width, self.crd_width)}>")
+
+
+@dataclass(frozen=True)
+class NM(Encoding):
+    """n:m structured sparsity along the last dimension (2:4 for sparse tensor cores).
+
+    The default sparsifier keeps the n largest magnitudes of every m.
+    """
+
+    n: int = 2
+    m: int = 4
+    crd_width: int = 8
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        n, m = check_nm("NM", self.n, self.m)
+        object.__setattr__(self, "n", n)
+        object.__setattr__(self, "m", m)
+        check_width("NM", "crd_width", self.crd_width)
+
+    def default_sparsifier(self) -> Sparsifier:
+        return NMMagnitude(self.n, self.m, dim=-1)
+
+    def attr_text(self) -> str:
+        return f"#smlir.nm<n = {self.n}, m = {self.m}, crdWidth = {self.crd_width}>"

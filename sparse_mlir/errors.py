@@ -1,0 +1,25 @@
+"""The one exception hierarchy of sparse_mlir: catch `SparseMLIRError` for all."""
+
+from __future__ import annotations
+
+
+class SparseMLIRError(Exception):
+    """Base class of every error sparse_mlir raises on purpose."""
+
+
+class SpecError(SparseMLIRError, ValueError):
+    """An encoding or sparsifier was given invalid arguments."""
+
+
+class CompileError(SparseMLIRError):
+    """A pass pipeline failed; carries the pipeline and a reproducer command."""
+
+    def __init__(self, message: str, pipeline: str | None = None, reproducer: str | None = None):
+        details = [message]
+        if pipeline:
+            details.append(f"pipeline: {pipeline}")
+        if reproducer:
+            details.append(f"reproduce with: {reproducer}")
+        super().__init__("\n".join(details))
+        self.pipeline = pipeline
+        self.reproducer = reproducer

@@ -1,0 +1,135 @@
+"""Sparsifiers: which values of a tensor are kept (STen's taxonomy).
+
+Each class validates its arguments and produces the matching `#smlir.*`
+attribute. The kind (streaming / blocking / materializing) is asked from the
+attribute's C++ interface, so Python and the passes never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+
+from . import _smlir
+from ._literals import f64_literal, int_list_literal
+from ._validate import check_block, check_fraction, check_int, check_nm, check_threshold
+from .errors import SpecError
+from .context import make_context, parse_attribute
+
+
+class Sparsifier:
+    """Base class of every sparsifier spec."""
+
+    def attr_text(self) -> str:
+        raise NotImplementedError
+
+    def to_attr(self, context: ir.Context | None = None) -> ir.Attribute:
+        """The `#smlir.*` sparsifier attribute (in `context` or the current one)."""
+        return parse_attribute(self.attr_text(), context)
+
+    @property
+    def kind(self) -> str:
+        """`streaming`, `blocking` or `materializing`, from the C++ interface."""
+        with make_context():
+            return _smlir.sparsifier_kind(self.to_attr())
+
+    @property
+    def needs_ordering(self) -> bool:
+        """True when magnitudes are compared (the tensor must be floating-point)."""
+        with make_context():
+            return _smlir.sparsifier_needs_ordering(self.to_attr())
+
+
+@dataclass(frozen=True)
+class KeepAll(Sparsifier):
+    """Keep every value; a sparse encoding drops only exact zeros."""
+
+    def attr_text(self) -> str:
+        return "#smlir.keep_all"
+
+
+@dataclass(frozen=True)
+class Threshold(Sparsifier):
+    """Keep the values with |x| >= value."""
+
+    value: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "value", check_threshold("Threshold", self.value))
+
+    def attr_text(self) -> str:
+        return f"#smlir.threshold<{f64_literal(self.value)}>"
+
+
+@dataclass(frozen=True)
+class RandomFraction(Sparsifier):
+    """Drop each value with probability `fraction` (counter-based RNG keyed by `seed`)."""
+
+    fraction: float
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fraction", check_fraction("RandomFraction", self.fraction))
+        seed = check_int("RandomFraction", "seed", self.seed)
+        if not 0 <= seed < 2**64:
+            raise SpecError(f"RandomFraction: seed must be in [0, 2**64), got {seed}")
+        object.__setattr__(self, "seed", seed)
+
+    def attr_text(self) -> str:
+        return f"#smlir.random_fraction<fraction = {f64_literal(self.fraction)}, seed = {self.seed}>"
+
+
+@dataclass(frozen=True)
+class ScalarFraction(Sparsifier):
+    """Magnitude pruning: drop the `fraction` of values with the smallest |x|."""
+
+    fraction: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fraction", check_fraction("ScalarFraction", self.fraction))
+
+    def attr_text(self) -> str:
+        return f"#smlir.scalar_fraction<{f64_literal(self.fraction)}>"
+
+
+@dataclass(frozen=True)
+class BlockFraction(Sparsifier):
+    """Drop the `fraction` of `block`-shaped tiles with the smallest L1 norm."""
+
+    fraction: float
+    block: tuple[int, ...] = (4, 4)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fraction", check_fraction("BlockFraction", self.fraction))
+        object.__setattr__(self, "block", check_block("BlockFraction", self.block))
+
+    def attr_text(self) -> str:
+        return (f"#smlir.block_fraction<fraction = {f64_literal(self.fraction)}, "
+                f"block = {int_list_literal(self.block)}>")
+
+
+@dataclass(frozen=True)
+class NMMagnitude(Sparsifier):
+    """Keep the `n` largest |x| of every `m` consecutive values along `dim`.
+
+    `transposable=True` (matrices only) keeps at most `n` per row and per column
+    of every m x m tile, so the transpose is n:m as well.
+    """
+
+    n: int
+    m: int
+    dim: int = -1
+    transposable: bool = False
+
+    def __post_init__(self) -> None:
+        n, m = check_nm("NMMagnitude", self.n, self.m)
+        object.__setattr__(self, "n", n)
+        object.__setattr__(self, "m", m)
+        object.__setattr__(self, "dim", check_int("NMMagnitude", "dim", self.dim))
+        if not isinstance(self.transposable, bool):
+            raise SpecError(f"NMMagnitude: transposable must be a bool, got {self.transposable!r}")
+
+    def attr_text(self) -> str:
+        return (f"#smlir.nm_magnitude<n = {self.n}, m = {self.m}, dim = {self.dim}, "
+                f"transposable = {'true' if self.transposable else 'false'}>")
