@@ -8,6 +8,7 @@ sparsifiers (`KeepAll`, `Threshold`, `RandomFraction`, `ScalarFraction`,
 from mlir import ir as _ir  # noqa: F401  (loads libMLIRPythonCAPI.so before _smlir)
 
 from .context import make_context
+from .dialects import smlir as _smlir_ops  # noqa: F401  (typed op views for smlir.*)
 from .encodings import BSR, COO, CSC, CSR, NM, Dense, Encoding
 from .errors import CompileError, SparseMLIRError, SpecError
 from .sparsifiers import (

@@ -5,8 +5,14 @@ from __future__ import annotations
 from mlir import ir
 
 from .. import _smlir
+from ._ods_common import _cext
 from ._smlir_ops_gen import *  # noqa: F401,F403
 from ._smlir_ops_gen import SparsifyOp, _Dialect  # noqa: F401
+
+# Let MLIR's Python registry find this module when it meets an `smlir.*` op
+# (it only looks in `mlir.dialects` by default).
+if "sparse_mlir.dialects" not in _cext.globals.dialect_search_modules:
+    _cext.globals.append_dialect_search_prefix("sparse_mlir.dialects")
 
 
 def sparsify_result_type(source_type: ir.RankedTensorType, encoding: ir.Attribute) -> ir.RankedTensorType:

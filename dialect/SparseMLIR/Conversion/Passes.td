@@ -14,23 +14,26 @@ def ConvertSparseMLIRToSparseTensor
 
     - `#smlir.keep_all` into `sparse_tensor.convert` (which drops exact zeros),
       or into nothing for `#smlir.dense`;
-    - `#smlir.threshold<t>` into an element-wise `linalg.generic` that selects
-      `|x| >= t ? x : 0`, followed by `sparse_tensor.convert` into the
-      encoding.
+    - `#smlir.threshold<t>` into an element-wise `linalg.generic` over a
+      zero-filled output that selects `|x| >= t ? x : out`, followed by
+      `sparse_tensor.convert` into the encoding.
 
     Sparsifiers of the other kinds must have been lowered by earlier passes;
-    finding one is an error that names the tensor and the sparsifier.
+    finding one is an error that names the tensor and the sparsifier. So is
+    an n:m target (`#smlir.nm`): `sparse_tensor.convert` drops zeros and
+    would leave groups with fewer than n stored entries.
 
     ```mlir
     %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.threshold<0.5>
         as #smlir.csr -> tensor<8x8xf32, #CSR>
     // becomes
     %e = tensor.empty() : tensor<8x8xf32>
-    %m = linalg.generic {...} ins(%x : tensor<8x8xf32>) outs(%e : tensor<8x8xf32>) {
+    %z = linalg.fill ins(%zero : f32) outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+    %m = linalg.generic {...} ins(%x : tensor<8x8xf32>) outs(%z : tensor<8x8xf32>) {
       ^bb0(%in: f32, %out: f32):
         %a = math.absf %in : f32
         %k = arith.cmpf oge, %a, %cst : f32
-        %s = arith.select %k, %in, %zero : f32
+        %s = arith.select %k, %in, %out : f32
         linalg.yield %s : f32
     } -> tensor<8x8xf32>
     %r = sparse_tensor.convert %m : tensor<8x8xf32> to tensor<8x8xf32, #CSR>

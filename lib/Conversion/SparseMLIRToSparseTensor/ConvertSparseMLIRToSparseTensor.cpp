@@ -22,35 +22,51 @@ using namespace mlir::smlir;
 namespace {
 
 /// Builds `|x| >= threshold ? x : 0` element-wise into a dense tensor.
+///
+/// The output starts as zeros (linalg.fill) and the body yields the output
+/// value for dropped elements. Writing `select(keep, x, 0)` into a
+/// tensor.empty instead would let upstream's FoldConvertIntoProducer turn
+/// generic + convert into one dense-in/sparse-out generic, which MLIR 22's
+/// sparsification rejects ("failed to legalize unresolved materialization").
 static Value buildThresholdSelect(OpBuilder &b, Location loc, Value source,
                                   double threshold) {
   auto type = cast<RankedTensorType>(source.getType());
+  Type elementType = type.getElementType();
   SmallVector<Value> dynamicSizes;
   for (int64_t d = 0; d < type.getRank(); ++d)
     if (type.isDynamicDim(d))
       dynamicSizes.push_back(tensor::DimOp::create(b, loc, source, d));
-  Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
-                                       type.getElementType(), dynamicSizes);
+  Value empty = tensor::EmptyOp::create(b, loc, type.getShape(), elementType,
+                                        dynamicSizes);
+  Value zero = arith::ConstantOp::create(b, loc, elementType,
+                                         b.getZeroAttr(elementType));
+  Value zeros =
+      linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{empty})
+          .getResult(0);
+  Value cut = arith::ConstantOp::create(b, loc, elementType,
+                                        b.getFloatAttr(elementType, threshold));
   auto map = b.getMultiDimIdentityMap(type.getRank());
   SmallVector<utils::IteratorType> iterators(type.getRank(),
                                              utils::IteratorType::parallel);
   auto generic = linalg::GenericOp::create(
-      b, loc, type, ValueRange{source}, ValueRange{init},
+      b, loc, type, ValueRange{source}, ValueRange{zeros},
       ArrayRef<AffineMap>{map, map}, iterators,
       [&](OpBuilder &nb, Location nloc, ValueRange args) {
-        Type elementType = args[0].getType();
-        Value zero = arith::ConstantOp::create(nb, nloc, elementType,
-                                               nb.getZeroAttr(elementType));
-        Value cut = arith::ConstantOp::create(
-            nb, nloc, elementType, nb.getFloatAttr(elementType, threshold));
         Value magnitude = math::AbsFOp::create(nb, nloc, args[0]);
         // `oge` is false for NaN: NaN inputs are dropped.
         Value keep = arith::CmpFOp::create(nb, nloc, arith::CmpFPredicate::OGE,
                                            magnitude, cut);
-        Value kept = arith::SelectOp::create(nb, nloc, keep, args[0], zero);
+        Value kept = arith::SelectOp::create(nb, nloc, keep, args[0], args[1]);
         linalg::YieldOp::create(nb, nloc, kept);
       });
   return generic.getResult(0);
+}
+
+static bool hasStructuredLevel(RankedTensorType type) {
+  auto encoding = sparse_tensor::getSparseTensorEncoding(type);
+  return encoding && llvm::any_of(encoding.getLvlTypes(), [](auto lt) {
+           return sparse_tensor::isNOutOfMLT(lt);
+         });
 }
 
 /// Stores a dense value in the result type's encoding (nothing for dense).
@@ -68,6 +84,11 @@ struct LowerStreamingSparsify : public OpRewritePattern<SparsifyOp> {
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     Attribute sparsifier = op.getSparsifier();
+    // sparse_tensor.convert drops zeros, which leaves n:m groups with fewer
+    // than n entries: the structured level then reads garbage. Those need the
+    // n:m sparsifier lowering, which pads every group to exactly n.
+    if (hasStructuredLevel(op.getResult().getType()))
+      return rewriter.notifyMatchFailure(op, "n:m storage needs exactly n per group");
     Value dense;
     if (isa<KeepAllAttr>(sparsifier)) {
       dense = op.getSource();
@@ -96,6 +117,13 @@ struct ConvertSparseMLIRToSparseTensorPass
       InFlightDiagnostic diag = op.emitOpError();
       if (std::optional<StringRef> name = op.getTensorName())
         diag << "tensor '" << *name << "': ";
+      if (hasStructuredLevel(op.getResult().getType())) {
+        diag << "storing into " << op.getEncoding()
+             << " needs every group padded to exactly n entries, which only "
+                "the n:m sparsifier lowering does; sparse_tensor.convert "
+                "would drop zeros";
+        return WalkResult::interrupt();
+      }
       diag << "sparsifier " << op.getSparsifier() << " ("
            << stringifySparsifierKind(op.getSparsifier().getKind())
            << ") has no lowering in convert-smlir-to-sparse-tensor; lower it "

@@ -1,0 +1,257 @@
+// RUN: sparse-mlir-opt %s -convert-smlir-to-sparse-tensor -split-input-file -verify-diagnostics | FileCheck %s
+
+// Streaming sparsifiers (keep_all, threshold) lower to linalg +
+// sparse_tensor; the others are reported as having no lowering here.
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// keep_all only stores the tensor: sparse_tensor.convert drops exact zeros.
+// CHECK-DAG:   #[[$CSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+// CHECK-LABEL: func.func @keep_all_to_csr_is_one_convert(
+// CHECK-SAME:      %[[X:.*]]: tensor<8x8xf32>)
+// CHECK-NEXT:    %[[R:.*]] = sparse_tensor.convert %[[X]] : tensor<8x8xf32> to tensor<8x8xf32, #[[$CSR]]>
+// CHECK-NEXT:    return %[[R]] : tensor<8x8xf32, #[[$CSR]]>
+func.func @keep_all_to_csr_is_one_convert(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR> {
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.keep_all as #smlir.csr -> tensor<8x8xf32, #CSR>
+  return %r : tensor<8x8xf32, #CSR>
+}
+
+/// keep_all needs no float: integer tensors are converted as well.
+// CHECK-LABEL: func.func @keep_all_integer_to_csr(
+// CHECK-SAME:      %[[X:.*]]: tensor<8x8xi32>)
+// CHECK-NEXT:    %[[R:.*]] = sparse_tensor.convert %[[X]] : tensor<8x8xi32> to tensor<8x8xi32, #[[$CSR]]>
+// CHECK-NEXT:    return %[[R]]
+func.func @keep_all_integer_to_csr(%x: tensor<8x8xi32>) -> tensor<8x8xi32, #CSR> {
+  %r = smlir.sparsify %x : tensor<8x8xi32> with #smlir.keep_all as #smlir.csr -> tensor<8x8xi32, #CSR>
+  return %r : tensor<8x8xi32, #CSR>
+}
+
+/// keep_all into dense storage is the identity: the op folds away.
+// CHECK-LABEL: func.func @keep_all_to_dense_folds_away(
+// CHECK-SAME:      %[[X:.*]]: tensor<8x8xf32>)
+// CHECK-NEXT:    return %[[X]] : tensor<8x8xf32>
+func.func @keep_all_to_dense_folds_away(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.keep_all as #smlir.dense -> tensor<8x8xf32>
+  return %r : tensor<8x8xf32>
+}
+
+// -----
+
+#COO = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : compressed(nonunique), d1 : singleton(soa)), posWidth = 32, crdWidth = 32 }>
+#BSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 floordiv 2 : dense, d1 floordiv 4 : compressed, d0 mod 2 : dense, d1 mod 4 : dense), posWidth = 32, crdWidth = 32 }>
+
+/// keep_all converts into whatever encoding the result type carries.
+// CHECK-DAG:   #[[$COO:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : compressed(nonunique), d1 : singleton(soa)), posWidth = 32, crdWidth = 32 }>
+// CHECK-DAG:   #[[$BSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 floordiv 2 : dense, d1 floordiv 4 : compressed, d0 mod 2 : dense, d1 mod 4 : dense), posWidth = 32, crdWidth = 32 }>
+// CHECK-LABEL: func.func @keep_all_to_coo(
+// CHECK-SAME:      %[[X:.*]]: tensor<8x8xf32>)
+// CHECK-NEXT:    %[[R:.*]] = sparse_tensor.convert %[[X]] : tensor<8x8xf32> to tensor<8x8xf32, #[[$COO]]>
+// CHECK-NEXT:    return %[[R]]
+func.func @keep_all_to_coo(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #COO> {
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.keep_all as #smlir.coo -> tensor<8x8xf32, #COO>
+  return %r : tensor<8x8xf32, #COO>
+}
+
+// CHECK-LABEL: func.func @keep_all_to_bsr(
+// CHECK-SAME:      %[[X:.*]]: tensor<8x8xf32>)
+// CHECK-NEXT:    %[[R:.*]] = sparse_tensor.convert %[[X]] : tensor<8x8xf32> to tensor<8x8xf32, #[[$BSR]]>
+// CHECK-NEXT:    return %[[R]]
+func.func @keep_all_to_bsr(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #BSR> {
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.keep_all as #smlir.bsr<block = [2, 4]> -> tensor<8x8xf32, #BSR>
+  return %r : tensor<8x8xf32, #BSR>
+}
+
+/// A threshold in front of BSR storage: mask first, then convert.
+// CHECK-LABEL: func.func @threshold_to_bsr(
+// CHECK-SAME:      %[[X:.*]]: tensor<8x8xf32>)
+// CHECK:         %[[MASKED:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<8x8xf32>)
+// CHECK:         %[[R:.*]] = sparse_tensor.convert %[[MASKED]] : tensor<8x8xf32> to tensor<8x8xf32, #[[$BSR]]>
+// CHECK-NEXT:    return %[[R]]
+func.func @threshold_to_bsr(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #BSR> {
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.threshold<0.5> as #smlir.bsr<block = [2, 4]> -> tensor<8x8xf32, #BSR>
+  return %r : tensor<8x8xf32, #BSR>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// threshold selects |x| >= t ? x : 0 element-wise into a zero-filled dense
+/// tensor, then converts it. `oge` is false for NaN, so NaN inputs are dropped.
+// CHECK-DAG:   #[[$ID2:.*]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG:   #[[$CSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+// CHECK-LABEL: func.func @threshold_to_csr(
+// CHECK-SAME:      %[[X:.*]]: tensor<8x8xf32>)
+// CHECK-DAG:     %[[CUT:.*]] = arith.constant 5.000000e-02 : f32
+// CHECK-DAG:     %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG:     %[[EMPTY:.*]] = tensor.empty() : tensor<8x8xf32>
+// CHECK:         %[[ZEROS:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[EMPTY]] : tensor<8x8xf32>)
+// CHECK:         %[[MASKED:.*]] = linalg.generic {indexing_maps = [#[[$ID2]], #[[$ID2]]], iterator_types = ["parallel", "parallel"]} ins(%[[X]] : tensor<8x8xf32>) outs(%[[ZEROS]] : tensor<8x8xf32>) {
+// CHECK-NEXT:    ^bb0(%[[IN:.*]]: f32, %[[OUT:.*]]: f32):
+// CHECK-NEXT:      %[[ABS:.*]] = math.absf %[[IN]] : f32
+// CHECK-NEXT:      %[[KEEP:.*]] = arith.cmpf oge, %[[ABS]], %[[CUT]] : f32
+// CHECK-NEXT:      %[[SEL:.*]] = arith.select %[[KEEP]], %[[IN]], %[[OUT]] : f32
+// CHECK-NEXT:      linalg.yield %[[SEL]] : f32
+// CHECK-NEXT:    } -> tensor<8x8xf32>
+// CHECK-NEXT:    %[[R:.*]] = sparse_tensor.convert %[[MASKED]] : tensor<8x8xf32> to tensor<8x8xf32, #[[$CSR]]>
+// CHECK-NEXT:    return %[[R]] : tensor<8x8xf32, #[[$CSR]]>
+func.func @threshold_to_csr(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR> {
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.threshold<0.05> as #smlir.csr {tensor_name = "w"} -> tensor<8x8xf32, #CSR>
+  return %r : tensor<8x8xf32, #CSR>
+}
+
+/// Into dense storage the masked tensor is the result: no convert.
+// CHECK-LABEL: func.func @threshold_to_dense_has_no_convert(
+// CHECK-SAME:      %[[X:.*]]: tensor<8x8xf64>)
+// CHECK-DAG:     %[[CUT:.*]] = arith.constant 5.000000e-02 : f64
+// CHECK:         %[[MASKED:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<8x8xf64>)
+// CHECK:           arith.cmpf oge, %{{.*}}, %[[CUT]] : f64
+// CHECK:         } -> tensor<8x8xf64>
+// CHECK-NEXT:    return %[[MASKED]] : tensor<8x8xf64>
+func.func @threshold_to_dense_has_no_convert(%x: tensor<8x8xf64>) -> tensor<8x8xf64> {
+  %r = smlir.sparsify %x : tensor<8x8xf64> with #smlir.threshold<0.05> as #smlir.dense -> tensor<8x8xf64>
+  return %r : tensor<8x8xf64>
+}
+
+/// The threshold constant has the tensor's element type (0.25 is exact in f16).
+// CHECK-LABEL: func.func @threshold_f16(
+// CHECK-DAG:     %[[CUT:.*]] = arith.constant 2.500000e-01 : f16
+// CHECK:         linalg.generic
+// CHECK:           %[[ABS:.*]] = math.absf %{{.*}} : f16
+// CHECK-NEXT:      arith.cmpf oge, %[[ABS]], %[[CUT]] : f16
+// CHECK:         sparse_tensor.convert %{{.*}} : tensor<8x8xf16> to tensor<8x8xf16, #[[$CSR]]>
+func.func @threshold_f16(%x: tensor<8x8xf16>) -> tensor<8x8xf16, #CSR> {
+  %r = smlir.sparsify %x : tensor<8x8xf16> with #smlir.threshold<0.25> as #smlir.csr -> tensor<8x8xf16, #CSR>
+  return %r : tensor<8x8xf16, #CSR>
+}
+
+/// An infinite threshold becomes the element type's infinity.
+// CHECK-LABEL: func.func @threshold_infinity_bf16(
+// CHECK-DAG:     %[[CUT:.*]] = arith.constant 0x7F80 : bf16
+// CHECK:         arith.cmpf oge, %{{.*}}, %[[CUT]] : bf16
+func.func @threshold_infinity_bf16(%x: tensor<8x8xbf16>) -> tensor<8x8xbf16> {
+  %r = smlir.sparsify %x : tensor<8x8xbf16> with #smlir.threshold<0x7FF0000000000000> as #smlir.dense -> tensor<8x8xbf16>
+  return %r : tensor<8x8xbf16>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// Dynamic dimensions of the mask are read from the source.
+// CHECK-DAG:   #[[$CSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+// CHECK-LABEL: func.func @threshold_dynamic_rows(
+// CHECK-SAME:      %[[X:.*]]: tensor<?x8xf32>)
+// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
+// CHECK:         %[[D0:.*]] = tensor.dim %[[X]], %[[C0]] : tensor<?x8xf32>
+// CHECK:         %[[EMPTY:.*]] = tensor.empty(%[[D0]]) : tensor<?x8xf32>
+// CHECK:         %[[ZEROS:.*]] = linalg.fill {{.*}} outs(%[[EMPTY]] : tensor<?x8xf32>)
+// CHECK:         %[[MASKED:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<?x8xf32>) outs(%[[ZEROS]] : tensor<?x8xf32>)
+// CHECK:         sparse_tensor.convert %[[MASKED]] : tensor<?x8xf32> to tensor<?x8xf32, #[[$CSR]]>
+func.func @threshold_dynamic_rows(%x: tensor<?x8xf32>) -> tensor<?x8xf32, #CSR> {
+  %r = smlir.sparsify %x : tensor<?x8xf32> with #smlir.threshold<0.05> as #smlir.csr -> tensor<?x8xf32, #CSR>
+  return %r : tensor<?x8xf32, #CSR>
+}
+
+/// Every dynamic dimension gets its own tensor.dim, in order.
+// CHECK-LABEL: func.func @threshold_all_dims_dynamic(
+// CHECK-SAME:      %[[X:.*]]: tensor<?x?xf32>)
+// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
+// CHECK-DAG:     %[[D0:.*]] = tensor.dim %[[X]], %[[C0]] : tensor<?x?xf32>
+// CHECK-DAG:     %[[D1:.*]] = tensor.dim %[[X]], %[[C1]] : tensor<?x?xf32>
+// CHECK:         tensor.empty(%[[D0]], %[[D1]]) : tensor<?x?xf32>
+func.func @threshold_all_dims_dynamic(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %r = smlir.sparsify %x : tensor<?x?xf32> with #smlir.threshold<0.05> as #smlir.dense -> tensor<?x?xf32>
+  return %r : tensor<?x?xf32>
+}
+
+// -----
+
+#BCSR = #sparse_tensor.encoding<{ map = (d0, d1, d2) -> (d0 : dense, d1 : dense, d2 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// The mask is element-wise over every dimension of a batched tensor.
+// CHECK-DAG:   #[[$ID3:.*]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-DAG:   #[[$BCSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1, d2) -> (d0 : dense, d1 : dense, d2 : compressed), posWidth = 32, crdWidth = 32 }>
+// CHECK-LABEL: func.func @threshold_batched_csr(
+// CHECK:         linalg.generic {indexing_maps = [#[[$ID3]], #[[$ID3]]], iterator_types = ["parallel", "parallel", "parallel"]}
+// CHECK:         sparse_tensor.convert %{{.*}} : tensor<2x8x8xf32> to tensor<2x8x8xf32, #[[$BCSR]]>
+func.func @threshold_batched_csr(%x: tensor<2x8x8xf32>) -> tensor<2x8x8xf32, #BCSR> {
+  %r = smlir.sparsify %x : tensor<2x8x8xf32> with #smlir.threshold<0.05> as #smlir.csr -> tensor<2x8x8xf32, #BCSR>
+  return %r : tensor<2x8x8xf32, #BCSR>
+}
+
+// -----
+
+/// random_fraction is streaming but has no lowering in this pass yet.
+func.func @negative_random_fraction_not_lowered(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.random_fraction<fraction = 0.5, seed = 3> (streaming) has no lowering in convert-smlir-to-sparse-tensor; lower it with the smlir sparsifier passes first}}
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.random_fraction<fraction = 0.5, seed = 3> as #smlir.dense -> tensor<8x8xf32>
+  return %r : tensor<8x8xf32>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// Materializing sparsifiers need the whole tensor: not lowered here.
+func.func @negative_scalar_fraction_not_lowered(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR> {
+  // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.scalar_fraction<0.9> (materializing) has no lowering in convert-smlir-to-sparse-tensor; lower it with the smlir sparsifier passes first}}
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.scalar_fraction<0.9> as #smlir.csr -> tensor<8x8xf32, #CSR>
+  return %r : tensor<8x8xf32, #CSR>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// Blocking sparsifiers are not lowered here either.
+func.func @negative_nm_magnitude_not_lowered(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR> {
+  // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.nm_magnitude<n = 2, m = 4> (blocking) has no lowering in convert-smlir-to-sparse-tensor; lower it with the smlir sparsifier passes first}}
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.nm_magnitude<n = 2, m = 4> as #smlir.csr -> tensor<8x8xf32, #CSR>
+  return %r : tensor<8x8xf32, #CSR>
+}
+
+// -----
+
+#BSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 floordiv 4 : dense, d1 floordiv 4 : compressed, d0 mod 4 : dense, d1 mod 4 : dense), posWidth = 32, crdWidth = 32 }>
+
+/// The error names the tensor when tensor_name is given.
+func.func @negative_block_fraction_not_lowered(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #BSR> {
+  // expected-error@+1 {{'smlir.sparsify' op tensor 'layer.weight': sparsifier #smlir.block_fraction<fraction = 0.75, block = [4, 4]> (materializing) has no lowering in convert-smlir-to-sparse-tensor; lower it with the smlir sparsifier passes first}}
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.block_fraction<fraction = 0.75, block = [4, 4]> as #smlir.bsr<block = [4, 4]> {tensor_name = "layer.weight"} -> tensor<8x8xf32, #BSR>
+  return %r : tensor<8x8xf32, #BSR>
+}
+
+// -----
+
+#NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+
+/// n:m storage needs exactly n entries per group; sparse_tensor.convert drops
+/// zeros, so even keep_all is not lowered into it.
+func.func @negative_keep_all_to_nm(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #NM> {
+  // expected-error@+1 {{'smlir.sparsify' op storing into #smlir.nm<n = 2, m = 4> needs every group padded to exactly n entries, which only the n:m sparsifier lowering does; sparse_tensor.convert would drop zeros}}
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.keep_all as #smlir.nm<n = 2, m = 4> -> tensor<8x8xf32, #NM>
+  return %r : tensor<8x8xf32, #NM>
+}
+
+// -----
+
+#NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 8 : dense, d1 mod 8 : structured[1, 8]), crdWidth = 8 }>
+
+func.func @negative_threshold_to_nm(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #NM> {
+  // expected-error@+1 {{'smlir.sparsify' op tensor 'w': storing into #smlir.nm<n = 1, m = 8> needs every group padded to exactly n entries, which only the n:m sparsifier lowering does; sparse_tensor.convert would drop zeros}}
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.threshold<0.5> as #smlir.nm<n = 1, m = 8> {tensor_name = "w"} -> tensor<8x8xf32, #NM>
+  return %r : tensor<8x8xf32, #NM>
+}
+
+// -----
+
+#NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+
+/// For an n:m target the storage problem is reported, not the sparsifier.
+func.func @negative_nm_magnitude_to_nm(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #NM> {
+  // expected-error@+1 {{'smlir.sparsify' op storing into #smlir.nm<n = 2, m = 4> needs every group padded to exactly n entries}}
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.nm_magnitude<n = 2, m = 4> as #smlir.nm<n = 2, m = 4> -> tensor<8x8xf32, #NM>
+  return %r : tensor<8x8xf32, #NM>
+}

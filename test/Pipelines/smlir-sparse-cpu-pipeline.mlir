@@ -1,0 +1,90 @@
+// RUN: sparse-mlir-opt %s --pass-pipeline='builtin.module(smlir-sparse-cpu-pipeline)' | FileCheck %s
+// RUN: sparse-mlir-opt %s --pass-pipeline='builtin.module(smlir-sparse-cpu-pipeline)' | FileCheck %s --check-prefix=LEFTOVER
+
+// smlir + linalg + sparse_tensor go all the way to the LLVM dialect. Public
+// functions with sparse arguments or results are wrapped by the sparse
+// assembler (their body moves to @_internal_<name>), so their sparse tensors
+// cross the boundary as positions / coordinates / values buffers.
+
+/// Nothing of the input dialects is left.
+// LEFTOVER-NOT: smlir.
+// LEFTOVER-NOT: sparse_tensor.
+// LEFTOVER-NOT: linalg.
+// LEFTOVER-NOT: tensor.
+// LEFTOVER-NOT: bufferization.
+// LEFTOVER-NOT: memref.
+// LEFTOVER-NOT: scf.
+// LEFTOVER-NOT: arith.
+// LEFTOVER-NOT: math.
+// LEFTOVER-NOT: func.func
+// LEFTOVER-NOT: unrealized_conversion_cast
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// A sparse result is returned as three 1-d buffers: positions, coordinates
+/// and values.
+// CHECK-LABEL: llvm.func @threshold_to_csr(
+// CHECK-SAME:      -> !llvm.struct<(struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>, struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>, struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>)> attributes {llvm.emit_c_interface}
+// CHECK:         llvm.call @_internal_threshold_to_csr(
+// CHECK-LABEL: llvm.func @_mlir_ciface_threshold_to_csr(
+// CHECK:         llvm.call @threshold_to_csr(
+func.func @threshold_to_csr(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR> attributes { llvm.emit_c_interface } {
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.threshold<0.05> as #smlir.csr {tensor_name = "w"} -> tensor<8x8xf32, #CSR>
+  return %r : tensor<8x8xf32, #CSR>
+}
+
+/// A CSR argument arrives as its three buffers (plus the dense operand and
+/// the dense result).
+// CHECK-LABEL: llvm.func @csr_arg_matmul(
+// CHECK-SAME:      -> !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)> attributes {llvm.emit_c_interface}
+// CHECK:         llvm.call @_internal_csr_arg_matmul(
+// CHECK-LABEL: llvm.func @_mlir_ciface_csr_arg_matmul(
+func.func @csr_arg_matmul(%w: tensor<8x8xf32, #CSR>, %x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes { llvm.emit_c_interface } {
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<8x4xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%init : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %y = linalg.matmul ins(%w, %x : tensor<8x8xf32, #CSR>, tensor<8x4xf32>) outs(%acc : tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %y : tensor<8x4xf32>
+}
+
+/// The threshold mask survives as |x| >= 0.05 in front of the CSR insertion.
+// CHECK-LABEL: llvm.func @_internal_threshold_to_csr(
+// CHECK:         %[[CUT:.*]] = llvm.mlir.constant(5.000000e-02 : f32) : f32
+// CHECK:         %[[ABS:.*]] = llvm.intr.fabs(%{{.*}}) : (f32) -> f32
+// CHECK-NEXT:    llvm.fcmp "oge" %[[ABS]], %[[CUT]] : f32
+// CHECK:         llvm.call @_insert_dense_compressed_8_8_f32_32_32(
+
+/// Sparsify inside the function, then multiply: all dense at the boundary, so
+/// no wrapper; the mask and the multiply-add are both there.
+// CHECK-LABEL: llvm.func @csr_weight_matmul(
+// CHECK-SAME:      -> !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)> attributes {llvm.emit_c_interface}
+// CHECK:         %[[CUT:.*]] = llvm.mlir.constant(5.000000e-02 : f32) : f32
+// CHECK:         %[[ABS:.*]] = llvm.intr.fabs(%{{.*}}) : (f32) -> f32
+// CHECK-NEXT:    llvm.fcmp "oge" %[[ABS]], %[[CUT]] : f32
+// CHECK:         %[[MUL:.*]] = llvm.fmul
+// CHECK-NEXT:    llvm.fadd %{{.*}}, %[[MUL]] : f32
+// CHECK-LABEL: llvm.func @_mlir_ciface_csr_weight_matmul(
+// CHECK:         llvm.call @csr_weight_matmul(
+func.func @csr_weight_matmul(%w: tensor<8x8xf32>, %x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes { llvm.emit_c_interface } {
+  %s = smlir.sparsify %w : tensor<8x8xf32> with #smlir.threshold<0.05> as #smlir.csr -> tensor<8x8xf32, #CSR>
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<8x4xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%init : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %y = linalg.matmul ins(%s, %x : tensor<8x8xf32, #CSR>, tensor<8x4xf32>) outs(%acc : tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %y : tensor<8x4xf32>
+}
+
+// CHECK-LABEL: llvm.func @_internal_csr_arg_matmul(
+// CHECK:         %[[MUL:.*]] = llvm.fmul
+// CHECK-NEXT:    llvm.fadd %{{.*}}, %[[MUL]] : f32
+
+/// keep_all into CSR and back to dense: the CSR tensor only lives inside.
+// CHECK-LABEL: llvm.func @keep_all_csr_back_to_dense(
+// CHECK-SAME:      -> !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)> attributes {llvm.emit_c_interface}
+// CHECK-LABEL: llvm.func @_mlir_ciface_keep_all_csr_back_to_dense(
+// CHECK:         llvm.call @keep_all_csr_back_to_dense(
+func.func @keep_all_csr_back_to_dense(%x: tensor<8x8xf32>) -> tensor<8x8xf32> attributes { llvm.emit_c_interface } {
+  %s = smlir.sparsify %x : tensor<8x8xf32> with #smlir.keep_all as #smlir.csr -> tensor<8x8xf32, #CSR>
+  %d = sparse_tensor.convert %s : tensor<8x8xf32, #CSR> to tensor<8x8xf32>
+  return %d : tensor<8x8xf32>
+}
