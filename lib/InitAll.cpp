@@ -4,6 +4,7 @@
 #include "SparseMLIR/Conversion/Passes.h"
 #include "SparseMLIR/IR/SparseMLIRDialect.h"
 #include "SparseMLIR/Pipelines/Pipelines.h"
+#include "SparseMLIR/Transforms/Passes.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -19,6 +20,7 @@ void mlir::smlir::registerAllPasses() {
   static std::once_flag once;
   std::call_once(once, [] {
     registerSparseMLIRConversionPasses();
+    registerSparseMLIRTransformsPasses();
     registerSparseMLIRPipelines();
   });
 }

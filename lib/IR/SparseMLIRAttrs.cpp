@@ -303,7 +303,7 @@ LogicalResult ThresholdAttr::verify(function_ref<InFlightDiagnostic()> emitError
                                     llvm::APFloat value) {
   if (value.isNaN())
     return emitError() << "threshold must not be NaN";
-  if (value.isNegative())
+  if (value.isNegative() && !value.isZero())
     return emitError() << "threshold must be >= 0 (it is compared with |x|), got "
                        << value.convertToDouble();
   return success();
@@ -373,6 +373,10 @@ LogicalResult
 NMMagnitudeAttr::verifyShape(ArrayRef<int64_t> shape,
                              function_ref<InFlightDiagnostic()> emitError) const {
   int64_t rank = shape.size();
+  int64_t dim = getDim();
+  if (dim < -rank || dim >= rank)
+    return emitError() << "sparsifier " << *this << " has dim = " << dim
+                       << ", out of range for rank " << rank;
   if (getTransposable()) {
     if (rank != 2)
       return emitError() << "sparsifier " << *this
@@ -383,10 +387,6 @@ NMMagnitudeAttr::verifyShape(ArrayRef<int64_t> shape,
                          << shapeString(shape);
     return success();
   }
-  int64_t dim = getDim();
-  if (dim < -rank || dim >= rank)
-    return emitError() << "sparsifier " << *this << " has dim = " << dim
-                       << ", out of range for rank " << rank;
   int64_t d = dim < 0 ? dim + rank : dim;
   if (!divides(getM(), shape[d]))
     return emitError() << "sparsifier " << *this << " needs m = " << getM()

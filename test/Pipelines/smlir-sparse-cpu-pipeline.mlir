@@ -33,9 +33,10 @@ func.func @threshold_to_csr(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR> attrib
   return %r : tensor<8x8xf32, #CSR>
 }
 
-/// A CSR argument arrives as its three buffers (plus the dense operand and
-/// the dense result).
+/// A CSR argument arrives as three 1-d memrefs (pointer, pointer, offset,
+/// size, stride each), before the 2-d dense operand.
 // CHECK-LABEL: llvm.func @csr_arg_matmul(
+// CHECK-SAME:      {{(%arg[0-9]+: !llvm.ptr, %arg[0-9]+: !llvm.ptr, %arg[0-9]+: i64, %arg[0-9]+: i64, %arg[0-9]+: i64, ){3}%}}arg15: !llvm.ptr, %arg16: !llvm.ptr, %arg17: i64, %arg18: i64, %arg19: i64, %arg20: i64, %arg21: i64)
 // CHECK-SAME:      -> !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)> attributes {llvm.emit_c_interface}
 // CHECK:         llvm.call @_internal_csr_arg_matmul(
 // CHECK-LABEL: llvm.func @_mlir_ciface_csr_arg_matmul(
@@ -53,6 +54,11 @@ func.func @csr_arg_matmul(%w: tensor<8x8xf32, #CSR>, %x: tensor<8x4xf32>) -> ten
 // CHECK:         %[[ABS:.*]] = llvm.intr.fabs(%{{.*}}) : (f32) -> f32
 // CHECK-NEXT:    llvm.fcmp "oge" %[[ABS]], %[[CUT]] : f32
 // CHECK:         llvm.call @_insert_dense_compressed_8_8_f32_32_32(
+
+/// The wrapped bodies (@_internal_*) are printed together, after the wrappers.
+// CHECK-LABEL: llvm.func @_internal_csr_arg_matmul(
+// CHECK:         %[[MUL:.*]] = llvm.fmul
+// CHECK-NEXT:    llvm.fadd %{{.*}}, %[[MUL]] : f32
 
 /// Sparsify inside the function, then multiply: all dense at the boundary, so
 /// no wrapper; the mask and the multiply-add are both there.
@@ -74,13 +80,11 @@ func.func @csr_weight_matmul(%w: tensor<8x8xf32>, %x: tensor<8x4xf32>) -> tensor
   return %y : tensor<8x4xf32>
 }
 
-// CHECK-LABEL: llvm.func @_internal_csr_arg_matmul(
-// CHECK:         %[[MUL:.*]] = llvm.fmul
-// CHECK-NEXT:    llvm.fadd %{{.*}}, %[[MUL]] : f32
-
-/// keep_all into CSR and back to dense: the CSR tensor only lives inside.
+/// keep_all into CSR and back to dense: the CSR tensor only lives inside,
+/// but it is built (the convert pair is not folded away).
 // CHECK-LABEL: llvm.func @keep_all_csr_back_to_dense(
 // CHECK-SAME:      -> !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)> attributes {llvm.emit_c_interface}
+// CHECK:         llvm.call @_insert_dense_compressed_8_8_f32_32_32(
 // CHECK-LABEL: llvm.func @_mlir_ciface_keep_all_csr_back_to_dense(
 // CHECK:         llvm.call @keep_all_csr_back_to_dense(
 func.func @keep_all_csr_back_to_dense(%x: tensor<8x8xf32>) -> tensor<8x8xf32> attributes { llvm.emit_c_interface } {

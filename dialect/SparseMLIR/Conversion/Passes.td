@@ -9,8 +9,8 @@ def ConvertSparseMLIRToSparseTensor
     : Pass<"convert-smlir-to-sparse-tensor"> {
   let summary = "Lower smlir.sparsify with streaming sparsifiers to upstream ops";
   let description = [{
-    Rewrites every `smlir.sparsify` whose sparsifier is streaming into
-    upstream ops that the `sparsifier` pipeline understands:
+    Rewrites every `smlir.sparsify` with a keep-all or threshold sparsifier
+    into upstream ops that the `sparsifier` pipeline understands:
 
     - `#smlir.keep_all` into `sparse_tensor.convert` (which drops exact zeros),
       or into nothing for `#smlir.dense`;
@@ -18,8 +18,10 @@ def ConvertSparseMLIRToSparseTensor
       zero-filled output that selects `|x| >= t ? x : out`, followed by
       `sparse_tensor.convert` into the encoding.
 
-    Sparsifiers of the other kinds must have been lowered by earlier passes;
-    finding one is an error that names the tensor and the sparsifier. So is
+    Other sparsifiers (random fraction, blocking and materializing ones) have
+    no lowering here yet: on function arguments,
+    `smlir-hoist-argument-sparsifiers` hands them to the caller; anywhere
+    else each one is reported with the tensor's name and the sparsifier. So is
     an n:m target (`#smlir.nm`): `sparse_tensor.convert` drops zeros and
     would leave groups with fewer than n stored entries.
 

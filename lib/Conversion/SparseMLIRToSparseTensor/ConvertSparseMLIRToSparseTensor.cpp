@@ -29,7 +29,7 @@ namespace {
 /// generic + convert into one dense-in/sparse-out generic, which MLIR 22's
 /// sparsification rejects ("failed to legalize unresolved materialization").
 static Value buildThresholdSelect(OpBuilder &b, Location loc, Value source,
-                                  double threshold) {
+                                  llvm::APFloat threshold) {
   auto type = cast<RankedTensorType>(source.getType());
   Type elementType = type.getElementType();
   SmallVector<Value> dynamicSizes;
@@ -43,6 +43,11 @@ static Value buildThresholdSelect(OpBuilder &b, Location loc, Value source,
   Value zeros =
       linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{empty})
           .getResult(0);
+  // Round the cut-off up to the element type: for a representable |x|,
+  // |x| >= rounded-up(t) exactly when |x| >= t.
+  bool losesInfo = false;
+  threshold.convert(cast<FloatType>(elementType).getFloatSemantics(),
+                    llvm::APFloat::rmTowardPositive, &losesInfo);
   Value cut = arith::ConstantOp::create(b, loc, elementType,
                                         b.getFloatAttr(elementType, threshold));
   auto map = b.getMultiDimIdentityMap(type.getRank());
@@ -94,7 +99,7 @@ struct LowerStreamingSparsify : public OpRewritePattern<SparsifyOp> {
       dense = op.getSource();
     } else if (auto threshold = dyn_cast<ThresholdAttr>(sparsifier)) {
       dense = buildThresholdSelect(rewriter, loc, op.getSource(),
-                                   threshold.getValue().convertToDouble());
+                                   threshold.getValue());
     } else {
       return rewriter.notifyMatchFailure(op, "no lowering for this sparsifier");
     }
@@ -112,25 +117,29 @@ struct ConvertSparseMLIRToSparseTensorPass
     patterns.add<LowerStreamingSparsify>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
-    // Whatever is left has a sparsifier this pass cannot lower: say which.
-    WalkResult result = getOperation()->walk([](SparsifyOp op) {
+    // Whatever is left has a sparsifier this pass cannot lower: say which,
+    // for every such op.
+    bool failedAny = false;
+    getOperation()->walk([&](SparsifyOp op) {
+      failedAny = true;
       InFlightDiagnostic diag = op.emitOpError();
       if (std::optional<StringRef> name = op.getTensorName())
         diag << "tensor '" << *name << "': ";
       if (hasStructuredLevel(op.getResult().getType())) {
         diag << "storing into " << op.getEncoding()
-             << " needs every group padded to exactly n entries, which only "
-                "the n:m sparsifier lowering does; sparse_tensor.convert "
-                "would drop zeros";
-        return WalkResult::interrupt();
+             << " needs every group padded to exactly n entries; "
+                "sparse_tensor.convert would drop zeros and corrupt the "
+                "groups (pass the tensor as a packed n:m function argument "
+                "instead)";
+        return;
       }
       diag << "sparsifier " << op.getSparsifier() << " ("
            << stringifySparsifierKind(op.getSparsifier().getKind())
-           << ") has no lowering in convert-smlir-to-sparse-tensor; lower it "
-              "with the smlir sparsifier passes first";
-      return WalkResult::interrupt();
+           << ") has no lowering in convert-smlir-to-sparse-tensor; apply it "
+              "to a function argument (smlir-hoist-argument-sparsifiers) so "
+              "the caller runs it";
     });
-    if (result.wasInterrupted())
+    if (failedAny)
       signalPassFailure();
   }
 };

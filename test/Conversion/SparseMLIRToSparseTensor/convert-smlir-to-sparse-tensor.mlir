@@ -185,7 +185,7 @@ func.func @threshold_batched_csr(%x: tensor<2x8x8xf32>) -> tensor<2x8x8xf32, #BC
 
 /// random_fraction is streaming but has no lowering in this pass yet.
 func.func @negative_random_fraction_not_lowered(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
-  // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.random_fraction<fraction = 0.5, seed = 3> (streaming) has no lowering in convert-smlir-to-sparse-tensor; lower it with the smlir sparsifier passes first}}
+  // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.random_fraction<fraction = 0.5, seed = 3> (streaming) has no lowering in convert-smlir-to-sparse-tensor; apply it to a function argument (smlir-hoist-argument-sparsifiers) so the caller runs it}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.random_fraction<fraction = 0.5, seed = 3> as #smlir.dense -> tensor<8x8xf32>
   return %r : tensor<8x8xf32>
 }
@@ -196,7 +196,7 @@ func.func @negative_random_fraction_not_lowered(%x: tensor<8x8xf32>) -> tensor<8
 
 /// Materializing sparsifiers need the whole tensor: not lowered here.
 func.func @negative_scalar_fraction_not_lowered(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR> {
-  // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.scalar_fraction<0.9> (materializing) has no lowering in convert-smlir-to-sparse-tensor; lower it with the smlir sparsifier passes first}}
+  // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.scalar_fraction<0.9> (materializing) has no lowering in convert-smlir-to-sparse-tensor; apply it to a function argument (smlir-hoist-argument-sparsifiers) so the caller runs it}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.scalar_fraction<0.9> as #smlir.csr -> tensor<8x8xf32, #CSR>
   return %r : tensor<8x8xf32, #CSR>
 }
@@ -207,7 +207,7 @@ func.func @negative_scalar_fraction_not_lowered(%x: tensor<8x8xf32>) -> tensor<8
 
 /// Blocking sparsifiers are not lowered here either.
 func.func @negative_nm_magnitude_not_lowered(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR> {
-  // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.nm_magnitude<n = 2, m = 4> (blocking) has no lowering in convert-smlir-to-sparse-tensor; lower it with the smlir sparsifier passes first}}
+  // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.nm_magnitude<n = 2, m = 4> (blocking) has no lowering in convert-smlir-to-sparse-tensor; apply it to a function argument (smlir-hoist-argument-sparsifiers) so the caller runs it}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.nm_magnitude<n = 2, m = 4> as #smlir.csr -> tensor<8x8xf32, #CSR>
   return %r : tensor<8x8xf32, #CSR>
 }
@@ -218,7 +218,7 @@ func.func @negative_nm_magnitude_not_lowered(%x: tensor<8x8xf32>) -> tensor<8x8x
 
 /// The error names the tensor when tensor_name is given.
 func.func @negative_block_fraction_not_lowered(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #BSR> {
-  // expected-error@+1 {{'smlir.sparsify' op tensor 'layer.weight': sparsifier #smlir.block_fraction<fraction = 0.75, block = [4, 4]> (materializing) has no lowering in convert-smlir-to-sparse-tensor; lower it with the smlir sparsifier passes first}}
+  // expected-error@+1 {{'smlir.sparsify' op tensor 'layer.weight': sparsifier #smlir.block_fraction<fraction = 0.75, block = [4, 4]> (materializing) has no lowering in convert-smlir-to-sparse-tensor; apply it to a function argument (smlir-hoist-argument-sparsifiers) so the caller runs it}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.block_fraction<fraction = 0.75, block = [4, 4]> as #smlir.bsr<block = [4, 4]> {tensor_name = "layer.weight"} -> tensor<8x8xf32, #BSR>
   return %r : tensor<8x8xf32, #BSR>
 }
@@ -230,7 +230,7 @@ func.func @negative_block_fraction_not_lowered(%x: tensor<8x8xf32>) -> tensor<8x
 /// n:m storage needs exactly n entries per group; sparse_tensor.convert drops
 /// zeros, so even keep_all is not lowered into it.
 func.func @negative_keep_all_to_nm(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #NM> {
-  // expected-error@+1 {{'smlir.sparsify' op storing into #smlir.nm<n = 2, m = 4> needs every group padded to exactly n entries, which only the n:m sparsifier lowering does; sparse_tensor.convert would drop zeros}}
+  // expected-error@+1 {{'smlir.sparsify' op storing into #smlir.nm<n = 2, m = 4> needs every group padded to exactly n entries; sparse_tensor.convert would drop zeros and corrupt the groups (pass the tensor as a packed n:m function argument instead)}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.keep_all as #smlir.nm<n = 2, m = 4> -> tensor<8x8xf32, #NM>
   return %r : tensor<8x8xf32, #NM>
 }
@@ -240,7 +240,7 @@ func.func @negative_keep_all_to_nm(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #NM> 
 #NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 8 : dense, d1 mod 8 : structured[1, 8]), crdWidth = 8 }>
 
 func.func @negative_threshold_to_nm(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #NM> {
-  // expected-error@+1 {{'smlir.sparsify' op tensor 'w': storing into #smlir.nm<n = 1, m = 8> needs every group padded to exactly n entries, which only the n:m sparsifier lowering does; sparse_tensor.convert would drop zeros}}
+  // expected-error@+1 {{'smlir.sparsify' op tensor 'w': storing into #smlir.nm<n = 1, m = 8> needs every group padded to exactly n entries; sparse_tensor.convert would drop zeros and corrupt the groups (pass the tensor as a packed n:m function argument instead)}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.threshold<0.5> as #smlir.nm<n = 1, m = 8> {tensor_name = "w"} -> tensor<8x8xf32, #NM>
   return %r : tensor<8x8xf32, #NM>
 }

@@ -104,6 +104,14 @@ func.func @random_fraction_below_0(%x: tensor<8x8xf32>) {
 
 // -----
 
+func.func @random_fraction_above_1(%x: tensor<8x8xf32>) {
+  // expected-error@+1 {{fraction must be in [0, 1], got 1.000000e+01}}
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.random_fraction<fraction = 10.0, seed = 1> as #smlir.dense -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
 func.func @random_fraction_nan(%x: tensor<8x8xf32>) {
   // expected-error@+1 {{fraction must be in [0, 1], got nan}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.random_fraction<fraction = 0x7FF8000000000000> as #smlir.dense -> tensor<8x8xf32>
@@ -115,6 +123,14 @@ func.func @random_fraction_nan(%x: tensor<8x8xf32>) {
 func.func @scalar_fraction_above_1(%x: tensor<8x8xf32>) {
   // expected-error@+1 {{fraction must be in [0, 1], got 1.500000e+00}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.scalar_fraction<1.5> as #smlir.dense -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @scalar_fraction_below_0(%x: tensor<8x8xf32>) {
+  // expected-error@+1 {{fraction must be in [0, 1], got -1.000000e-03}}
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.scalar_fraction<-1.0e-3> as #smlir.dense -> tensor<8x8xf32>
   return
 }
 
@@ -205,6 +221,24 @@ func.func @nm_magnitude_transposable_not_a_bool(%x: tensor<8x8xf32>) {
 //===----------------------------------------------------------------------===//
 // smlir.sparsify: source and result types
 //===----------------------------------------------------------------------===//
+
+/// The properties are constrained to the encoding / sparsifier interfaces
+/// (only reachable through the generic form).
+func.func @sparsifier_used_as_encoding(%x: tensor<8x8xf32>) {
+  // expected-error@+1 {{invalid properties {encoding = #smlir.keep_all, sparsifier = #smlir.keep_all} for op smlir.sparsify: Invalid attribute `encoding` in property conversion: #smlir.keep_all}}
+  %r = "smlir.sparsify"(%x) <{sparsifier = #smlir.keep_all, encoding = #smlir.keep_all}> : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @encoding_used_as_sparsifier(%x: tensor<8x8xf32>) {
+  // expected-error@+1 {{invalid properties {encoding = #smlir.dense, sparsifier = #smlir.dense} for op smlir.sparsify: Invalid attribute `sparsifier` in property conversion: #smlir.dense}}
+  %r = "smlir.sparsify"(%x) <{sparsifier = #smlir.dense, encoding = #smlir.dense}> : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  return
+}
+
+// -----
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 

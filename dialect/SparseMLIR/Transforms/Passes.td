@@ -1,0 +1,62 @@
+//===- Passes.td - smlir transformation passes -------------*- tablegen -*-===//
+
+#ifndef SPARSE_MLIR_TRANSFORMS_PASSES_TD
+#define SPARSE_MLIR_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def HoistArgumentSparsifiers
+    : Pass<"smlir-hoist-argument-sparsifiers", "::mlir::func::FuncOp"> {
+  let summary = "Move sparsifiers of function arguments to the caller";
+  let description = [{
+    A weight is sparsified once, at compile time, not at every call. For each
+    `smlir.sparsify` whose source is a weight argument (marked with the unit
+    attribute `smlir.weight`) of a public function, and the argument's only
+    sparsifier, the argument takes the sparse result type and records what
+    the caller must apply before passing it:
+
+    - `smlir.sparsifier`: the sparsifier attribute,
+    - `smlir.encoding`: the storage encoding,
+    - `smlir.tensor_name`: the tensor's name, when the op had one.
+
+    Other (dense) uses of the argument read a `sparse_tensor.convert` back to
+    dense, so the function computes the same values.
+
+    ```mlir
+    func.func @main(%w: tensor<8x8xf32> {smlir.weight}) -> ... {
+      %s = smlir.sparsify %w : tensor<8x8xf32> with #smlir.scalar_fraction<0.9>
+          as #smlir.csr -> tensor<8x8xf32, #CSR>
+    // becomes
+    func.func @main(%w: tensor<8x8xf32, #CSR> {smlir.encoding = #smlir.csr,
+                     smlir.sparsifier = #smlir.scalar_fraction<0.9>, smlir.weight}) -> ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::sparse_tensor::SparseTensorDialect"];
+}
+
+def RewriteSparseMatmul
+    : Pass<"smlir-rewrite-sparse-matmul", "::mlir::func::FuncOp"> {
+  let summary = "Compute x * W^T with a sparse W as (W * x^T)^T";
+  let description = [{
+    torch-mlir imports `F.linear(x, W)` as `linalg.matmul(x, transpose(W))`.
+    With a sparse `W` that form makes the sparsifier gather along the
+    reduction for every output (xWt), which measured 3-7x slower than
+    iterating W's stored rows and doing a contiguous axpy over the
+    activations (WxT). This pass rewrites
+
+    ```mlir
+    %t = linalg.transpose ins(%W : tensor<NxK, #CSR>) ... permutation = [1, 0]
+    %y = linalg.matmul ins(%x, %t : tensor<MxK>, tensor<KxN, #CSR>) outs(%zero : tensor<MxN>)
+    ```
+
+    into a transpose of `x` (dense, O(MK)), a `linalg.generic` computing
+    `yT[n, m] += W[n, k] * xT[k, m]` with W's rows outermost, and a transpose
+    of the result. A non-zero `outs` is added back. Matmuls with a
+    user-defined indexing map or a dense right-hand side are left alone.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+#endif // SPARSE_MLIR_TRANSFORMS_PASSES_TD
