@@ -52,3 +52,45 @@ def invoke(engine: ExecutionEngine, name: str, args: Sequence[np.ndarray],
     outs = [make_nd_memref_descriptor(rank, _CTYPES[np.dtype(dtype)])() for rank, dtype in results]
     engine.invoke(name, *[ctypes.pointer(ctypes.pointer(o)) for o in outs], *descriptors)
     return [ranked_memref_to_numpy([o]) if o.shape else np.empty(0) for o in outs]
+
+
+_LIBC = ctypes.CDLL(None)
+_LIBC.free.argtypes = [ctypes.c_void_p]
+
+
+class Kernel:
+    """A JIT-compiled `@name` with its leading arguments bound once.
+
+    `bound` (packed weights) are turned into memref descriptors once and kept
+    alive here; each call only wraps the new inputs, which the kernel reads
+    in place. The kernel returns one memref it allocated: it is copied into
+    a fresh numpy array and freed, so nothing accumulates across calls.
+    """
+
+    def __init__(self, engine: ExecutionEngine, name: str, bound: Sequence[np.ndarray],
+                 result_rank: int, result_dtype: np.dtype) -> None:
+        self._engine = engine
+        self._function = engine.lookup(name)
+        self._bound = [np.ascontiguousarray(a) for a in bound]
+        self._bound_descriptors = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a)))
+                                   for a in self._bound]
+        self._result_ctype = make_nd_memref_descriptor(result_rank, _CTYPES[np.dtype(result_dtype)])
+        self._result_dtype = np.dtype(result_dtype)
+
+    def __call__(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        result = self._result_ctype()
+        input_descriptors = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in inputs]
+        pointers = [ctypes.pointer(ctypes.pointer(result)), *self._bound_descriptors, *input_descriptors]
+        packed = (ctypes.c_void_p * len(pointers))()
+        for i, p in enumerate(pointers):
+            packed[i] = ctypes.cast(p, ctypes.c_void_p)
+        self._function(packed)
+        view = ranked_memref_to_numpy([result])
+        output = np.array(view, dtype=self._result_dtype, copy=True)
+        allocated = ctypes.cast(result.allocated, ctypes.c_void_p).value
+        if allocated and not self._aliases_argument(allocated, inputs):
+            _LIBC.free(allocated)
+        return output
+
+    def _aliases_argument(self, address: int, inputs: Sequence[np.ndarray]) -> bool:
+        return any(a.ctypes.data == address for a in (*self._bound, *inputs))

@@ -5,17 +5,58 @@
 #include "SparseMLIR/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Passes.h"
 
-#include "mlir/Dialect/SparseTensor/Pipelines/Passes.h"
 #include "mlir/Dialect/SparseTensor/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
 
+#include <string>
+
 using namespace mlir;
+
+// Upstream's `sparsifier` pass list (MLIR 22.1.8, --dump-pass-pipeline),
+// spelled as text. Built programmatically through buildSparsifier(), the
+// same list fails on functions with two sparse arguments of one type
+// ("failed to legalize unresolved materialization ... storage_specifier");
+// parsed from text it does not. Keeping the text also makes the pipeline
+// exactly what `--dump-pass-pipeline` shows.
+static std::string
+sparsifierPassList(const smlir::SparseCPUPipelineOptions &options) {
+  std::string vl = std::to_string(options.vectorLength);
+  // linalg-fuse-elementwise-ops is not here: run after the sparse matmul
+  // rewrite, it fuses dense producers (bias add, ReLU, the transpose of x)
+  // into the sparse kernel, which sparsification then rejects and which
+  // would recompute them per stored weight. It runs before the rewrite.
+  return "func.func(linalg-generalize-named-ops),"
+         "sparsification-and-bufferization{enable-simd-index32=true vl=" +
+         vl +
+         "},"
+         "sparse-storage-specifier-to-llvm,"
+         "func.func(canonicalize),"
+         "func.func(convert-linalg-to-loops),"
+         "func.func(convert-vector-to-scf),"
+         "func.func(expand-realloc),"
+         "func.func(convert-scf-to-cf),"
+         "expand-strided-metadata,"
+         "lower-affine,"
+         "convert-vector-to-llvm,"
+         "func.func(convert-complex-to-standard),"
+         "func.func(arith-expand),"
+         "func.func(convert-math-to-llvm),"
+         "convert-math-to-libm,"
+         "convert-complex-to-libm,"
+         "convert-vector-to-llvm,"
+         "convert-to-llvm,"
+         "reconcile-unrealized-casts";
+}
 
 void mlir::smlir::buildSparseCPUPipeline(
     OpPassManager &pm, const SparseCPUPipelineOptions &options) {
   // Weights are sparsified once by the caller: their arguments become sparse.
   pm.addNestedPass<func::FuncOp>(createHoistArgumentSparsifiers());
+  // Fuse dense element-wise chains (bias add + activation) while matmuls are
+  // still named ops that fusion leaves alone.
+  pm.addNestedPass<func::FuncOp>(createLinalgElementwiseOpFusionPass());
   // x * W^T with sparse W -> (W * x^T)^T, the loop order that runs fast.
   pm.addNestedPass<func::FuncOp>(createRewriteSparseMatmul());
   // Our sparsifiers and encodings become upstream linalg + sparse_tensor.
@@ -25,11 +66,9 @@ void mlir::smlir::buildSparseCPUPipeline(
   // (direct-out=false: sparse results are written into caller-provided
   // buffers.)
   pm.addPass(createSparseAssembler());
-  // Upstream sparsification, bufferization and lowering to the LLVM dialect.
-  sparse_tensor::SparsifierOptions sparsifierOptions;
-  sparsifierOptions.enableRuntimeLibrary = options.enableRuntimeLibrary;
-  sparsifierOptions.vectorLength = options.vectorLength;
-  sparse_tensor::buildSparsifier(pm, sparsifierOptions);
+  // Sparsification, bufferization and lowering to the LLVM dialect.
+  if (failed(parsePassPipeline(sparsifierPassList(options), pm)))
+    llvm::report_fatal_error("smlir-sparse-cpu-pipeline: bad pass list");
 }
 
 void mlir::smlir::registerSparseMLIRPipelines() {

@@ -19,6 +19,10 @@
 // LEFTOVER-NOT: func.func
 // LEFTOVER-NOT: unrealized_conversion_cast
 
+/// The pruned 16x8 weight of @linear_pruned_weight is never built in the
+/// module (no CSR insertion for it): the caller passes it already sparse.
+// LEFTOVER-NOT: @_insert_dense_compressed_16_8_
+
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 
 /// A sparse result is returned as three 1-d buffers: positions, coordinates
@@ -48,6 +52,28 @@ func.func @csr_arg_matmul(%w: tensor<8x8xf32, #CSR>, %x: tensor<8x4xf32>) -> ten
   return %y : tensor<8x4xf32>
 }
 
+/// F.linear with a weight pruned to 90% by the caller: the scalar_fraction
+/// sparsifier is hoisted out of the function (it has no in-function lowering),
+/// so the weight arrives as CSR buffers, three 1-d memrefs after the 2-d x.
+/// The C interface passes x, the three buffers and the result by pointer.
+// CHECK-LABEL: llvm.func @linear_pruned_weight(
+// CHECK-SAME:      %arg0: !llvm.ptr, %arg1: !llvm.ptr, %arg2: i64, %arg3: i64, %arg4: i64, %arg5: i64, %arg6: i64{{(, %arg[0-9]+: !llvm.ptr, %arg[0-9]+: !llvm.ptr, %arg[0-9]+: i64, %arg[0-9]+: i64, %arg[0-9]+: i64){3}\)}}
+// CHECK-SAME:      -> !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)> attributes {llvm.emit_c_interface}
+// CHECK:         llvm.call @_internal_linear_pruned_weight(
+// CHECK-LABEL: llvm.func @_mlir_ciface_linear_pruned_weight(
+// CHECK-SAME:      %arg0: !llvm.ptr, %arg1: !llvm.ptr, %arg2: !llvm.ptr, %arg3: !llvm.ptr, %arg4: !llvm.ptr)
+// CHECK:         llvm.call @linear_pruned_weight(
+func.func @linear_pruned_weight(%x: tensor<3x8xf32>, %w: tensor<16x8xf32> {smlir.weight}) -> tensor<3x16xf32> attributes { llvm.emit_c_interface } {
+  %s = smlir.sparsify %w : tensor<16x8xf32> with #smlir.scalar_fraction<0.9> as #smlir.csr {tensor_name = "fc.weight"} -> tensor<16x8xf32, #CSR>
+  %e = tensor.empty() : tensor<8x16xf32>
+  %t = linalg.transpose ins(%s : tensor<16x8xf32, #CSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<3x16xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%init : tensor<3x16xf32>) -> tensor<3x16xf32>
+  %y = linalg.matmul ins(%x, %t : tensor<3x8xf32>, tensor<8x16xf32>) outs(%acc : tensor<3x16xf32>) -> tensor<3x16xf32>
+  return %y : tensor<3x16xf32>
+}
+
 /// The threshold mask survives as |x| >= 0.05 in front of the CSR insertion.
 // CHECK-LABEL: llvm.func @_internal_threshold_to_csr(
 // CHECK:         %[[CUT:.*]] = llvm.mlir.constant(5.000000e-02 : f32) : f32
@@ -58,6 +84,18 @@ func.func @csr_arg_matmul(%w: tensor<8x8xf32, #CSR>, %x: tensor<8x4xf32>) -> ten
 /// The wrapped bodies (@_internal_*) are printed together, after the wrappers.
 // CHECK-LABEL: llvm.func @_internal_csr_arg_matmul(
 // CHECK:         %[[MUL:.*]] = llvm.fmul
+// CHECK-NEXT:    llvm.fadd %{{.*}}, %[[MUL]] : f32
+
+/// The result is accumulated as yT (N x M = 16 x 3, a zero constant), and each stored W
+/// value is loaded once, before the innermost loop over the batch, then
+/// multiplied into every x element of its row.
+// CHECK-LABEL: llvm.func @_internal_linear_pruned_weight(
+// CHECK:         llvm.mlir.addressof @__constant_16x3xf32 : !llvm.ptr
+// CHECK:         llvm.load %{{.*}} : !llvm.ptr -> i32
+// CHECK:         %[[WV:.*]] = llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK-NEXT:    llvm.br ^[[LOOP:bb[0-9]+]](
+// CHECK-NEXT:  ^[[LOOP]](
+// CHECK:         %[[MUL:.*]] = llvm.fmul %[[WV]], %{{.*}} : f32
 // CHECK-NEXT:    llvm.fadd %{{.*}}, %[[MUL]] : f32
 
 /// Sparsify inside the function, then multiply: all dense at the boundary, so

@@ -18,10 +18,6 @@ struct SparseCPUPipelineOptions
   PassOptions::Option<int32_t> vectorLength{
       *this, "vl", llvm::cl::desc("SIMD vector length for sparse loops (0: none)"),
       llvm::cl::init(0)};
-  PassOptions::Option<bool> enableRuntimeLibrary{
-      *this, "enable-runtime-library",
-      llvm::cl::desc("Use the sparse runtime library instead of direct codegen"),
-      llvm::cl::init(false)};
 };
 
 /// smlir ops -> upstream sparse_tensor -> buffers -> LLVM dialect, for the CPU.

@@ -1,0 +1,196 @@
+"""sparse_mlir.compile(): a torch model with sparse weights -> a torch callable.
+
+Import (torch-mlir, text) -> annotate (smlir.sparsify on encoded weights) ->
+`smlir-sparse-cpu-pipeline` (hoist weight sparsifiers to compile time,
+rewrite sparse matmuls, upstream sparsifier, LLVM) -> ExecutionEngine.
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+from mlir import ir, passmanager
+
+from . import _tools
+from .context import make_context
+from .dialects import smlir
+from .encodings import Dense, Encoding
+from .errors import CompileError, SpecError
+from .importers.torch_fx import import_model
+from .runtime import Kernel, jit
+from .weights import apply_sparsifier, pack
+
+PIPELINE = "builtin.module(smlir-sparse-cpu-pipeline)"
+# The smlir part of PIPELINE alone, for the "sparse" IR stage.
+SMLIR_PASSES = ("builtin.module(func.func(smlir-hoist-argument-sparsifiers, smlir-rewrite-sparse-matmul), "
+                "convert-smlir-to-sparse-tensor)")
+STAGES = ("linalg", "annotated", "sparse", "llvm")
+
+
+@dataclass(frozen=True)
+class TensorStats:
+    shape: tuple[int, ...]
+    format: str
+    sparsifier: str
+    nnz: int
+    density: float
+
+
+class CompiledModule:
+    """The torch-callable result of `compile()`."""
+
+    def __init__(self, kernel: Kernel, input_specs: list[tuple[tuple[int, ...], torch.dtype]],
+                 effective: dict[str, torch.Tensor], stats: dict[str, TensorStats], stages: dict[str, str],
+                 compile_seconds: float) -> None:
+        self._kernel = kernel
+        self._input_specs = input_specs
+        self._effective = effective
+        self._stats = stats
+        self._stages = stages
+        self.pipeline = PIPELINE
+        self.compile_seconds = compile_seconds
+
+    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
+        arrays = [self._check_input(i, t) for i, t in enumerate(inputs)]
+        if len(arrays) != len(self._input_specs):
+            raise SpecError(f"expected {len(self._input_specs)} inputs, got {len(arrays)}")
+        return torch.from_numpy(self._kernel(arrays))
+
+    def _check_input(self, index: int, tensor: Any) -> np.ndarray:
+        if index >= len(self._input_specs):
+            raise SpecError(f"expected {len(self._input_specs)} inputs, got more")
+        shape, dtype = self._input_specs[index]
+        if not isinstance(tensor, torch.Tensor):
+            raise SpecError(f"input {index}: expected a torch.Tensor, got {type(tensor).__name__}")
+        if tensor.device.type != "cpu":
+            raise SpecError(f"input {index}: expected a CPU tensor, got device {tensor.device}")
+        if tensor.dtype != dtype:
+            raise SpecError(f"input {index}: expected dtype {dtype}, got {tensor.dtype}")
+        if tuple(tensor.shape) != shape:
+            raise SpecError(f"input {index}: expected shape {shape} (shapes are static, as in example_args), "
+                            f"got {tuple(tensor.shape)}")
+        if not tensor.is_contiguous():
+            raise SpecError(f"input {index}: expected a contiguous tensor; call .contiguous() first")
+        return tensor.detach().numpy()
+
+    def effective_state_dict(self) -> dict[str, torch.Tensor]:
+        """Dense-equivalent parameters after sparsification (zeros where pruned)."""
+        return {name: t.clone() for name, t in self._effective.items()}
+
+    def stats(self) -> dict[str, TensorStats]:
+        """Shape, format, sparsifier, nnz and density of every encoded tensor."""
+        return dict(self._stats)
+
+    def ir(self, stage: str = "sparse") -> str:
+        """MLIR text at `stage`: linalg (imported), annotated, sparse (after smlir passes), llvm."""
+        if stage not in self._stages:
+            raise ValueError(f"unknown stage {stage!r}; choose one of {STAGES}")
+        return self._stages[stage]
+
+
+def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = None,
+            example_args: Sequence[torch.Tensor] = (), *, opt_level: int = 3) -> CompiledModule:
+    """Compiles `model` with the weights named in `encodings` stored sparsely."""
+    start = time.perf_counter()
+    encodings = dict(encodings or {})
+    params = dict(model.named_parameters())
+    _check_names(encodings, params)
+    example_args = tuple(example_args)
+
+    effective: dict[str, torch.Tensor] = {}
+    for name, encoding in encodings.items():
+        if not isinstance(encoding, Encoding):
+            raise SpecError(f"{name}: expected a sparse_mlir encoding (CSR(), NM(2, 4), ...), got {encoding!r}")
+        weight = params[name].detach()
+        if not weight.dtype.is_floating_point and encoding.effective_sparsifier.needs_ordering:
+            raise SpecError(f"{name}: {type(encoding.effective_sparsifier).__name__} compares magnitudes and "
+                            f"needs a floating-point tensor, got {weight.dtype}")
+        effective[name] = torch.from_numpy(apply_sparsifier(encoding.effective_sparsifier, weight.numpy(), name))
+
+    imported = import_model(model, example_args)
+    stages = {"linalg": imported.text}
+    with make_context() as context, ir.Location.unknown():
+        module = ir.Module.parse(imported.text)
+        _annotate(module, imported.param_names, encodings)
+        stages["annotated"] = str(module)
+        sparse_module = ir.Module.parse(stages["annotated"])
+        _run(SMLIR_PASSES, sparse_module, stages["annotated"])
+        stages["sparse"] = str(sparse_module)
+        _run(PIPELINE, module, stages["annotated"])
+        stages["llvm"] = str(module)
+        engine = jit(module, opt_level=opt_level)
+
+    bound: list[np.ndarray] = []
+    for name, value in zip(imported.param_names, imported.params):
+        if name in encodings:
+            bound += pack(encodings[name], effective[name].numpy(), name)
+        else:
+            bound.append(value.contiguous().numpy())
+    output = model(*example_args) if example_args else None
+    if not isinstance(output, torch.Tensor):
+        raise SpecError("compile() supports models returning one tensor for now")
+    kernel = Kernel(engine, "main", bound, output.dim(), output.detach().numpy().dtype)
+    stats = {name: _stats(encodings[name], effective[name]) for name in encodings}
+    input_specs = [(tuple(a.shape), a.dtype) for a in example_args]
+    compiled = CompiledModule(kernel, input_specs, effective, stats, stages, time.perf_counter() - start)
+    compiled._keep_alive = (context, module)  # the engine's code lives as long as these
+    return compiled
+
+
+def _check_names(encodings: Mapping[str, Encoding], params: Mapping[str, torch.nn.Parameter]) -> None:
+    for name in encodings:
+        if name not in params:
+            close = difflib.get_close_matches(name, list(params), n=3)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise SpecError(f"unknown tensor name {name!r}{hint} Parameters: {', '.join(params)}")
+
+
+def _annotate(module: ir.Module, param_names: list[str], encodings: Mapping[str, Encoding]) -> None:
+    """Attaches `smlir.sparsify` to every encoded weight argument of @main."""
+    main = next(op for op in module.body.operations if getattr(op, "sym_name", None)
+                and op.sym_name.value == "main")
+    entry = main.regions[0].blocks[0]
+    arg_attrs = [dict() for _ in entry.arguments]
+    first_op = entry.operations[0]
+    for index, name in enumerate(param_names):
+        arg_attrs[index]["smlir.weight"] = ir.UnitAttr.get()
+        if name not in encodings:
+            continue
+        encoding = encodings[name]
+        arg = entry.arguments[index]
+        with ir.InsertionPoint(first_op):
+            result_type = smlir.sparsify_result_type(ir.RankedTensorType(arg.type), encoding.to_attr())
+            op = smlir.SparsifyOp(result_type, arg, encoding.effective_sparsifier.to_attr(), encoding.to_attr(),
+                                  tensor_name=ir.StringAttr.get(name))
+        arg.replace_all_uses_except(op.result, op.operation)
+    main.arg_attrs = ir.ArrayAttr.get([ir.DictAttr.get(d) for d in arg_attrs])
+    main.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+    try:
+        module.operation.verify()
+    except ir.MLIRError as error:
+        raise SpecError(_diagnostics(error)) from None
+
+
+def _run(pipeline: str, module: ir.Module, source: str) -> None:
+    try:
+        passmanager.PassManager.parse(pipeline).run(module.operation)
+    except ir.MLIRError as error:
+        raise CompileError(_diagnostics(error), pipeline=pipeline,
+                           reproducer=f"{_tools.opt_path()} annotated.mlir --pass-pipeline='{pipeline}' "
+                                      "(annotated.mlir = fn.ir('annotated'))") from None
+
+
+def _diagnostics(error: ir.MLIRError) -> str:
+    return "; ".join(str(d.message) for d in error.error_diagnostics) or str(error)
+
+
+def _stats(encoding: Encoding, effective: torch.Tensor) -> TensorStats:
+    nnz = int(torch.count_nonzero(effective))
+    return TensorStats(shape=tuple(effective.shape), format=Dense().format_name if isinstance(encoding, Dense)
+                       else encoding.format_name, sparsifier=encoding.effective_sparsifier.attr_text(),
+                       nnz=nnz, density=nnz / max(1, effective.numel()))

@@ -1,0 +1,131 @@
+"""Compile-time sparsification and packing of weights (numpy).
+
+`apply_sparsifier` computes the dense-equivalent weight (zeros where pruned):
+the same function is the eager reference for tests and `effective_state_dict`.
+`pack` turns it into the buffers MLIR's sparse assembler expects for an
+argument of that encoding (positions / coordinates per level, then values).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .encodings import BSR, COO, CSC, CSR, NM, Dense, Encoding
+from .errors import SpecError
+from .sparsifiers import BlockFraction, KeepAll, NMMagnitude, RandomFraction, ScalarFraction, Sparsifier, Threshold
+
+_INDEX_DTYPES = {0: np.int64, 8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
+
+
+def apply_sparsifier(sparsifier: Sparsifier, w: np.ndarray, name: str = "tensor") -> np.ndarray:
+    """The values `sparsifier` keeps of `w`, zeros elsewhere (a new array)."""
+    if isinstance(sparsifier, KeepAll):
+        return w.copy()
+    if isinstance(sparsifier, Threshold):
+        return np.where(np.abs(w) >= sparsifier.value, w, 0).astype(w.dtype)
+    if isinstance(sparsifier, ScalarFraction):
+        return _scalar_fraction(w, sparsifier.fraction)
+    if isinstance(sparsifier, BlockFraction):
+        return _block_fraction(w, sparsifier.fraction, sparsifier.block, name)
+    if isinstance(sparsifier, NMMagnitude):
+        return _nm_magnitude(w, sparsifier, name)
+    if isinstance(sparsifier, RandomFraction):
+        raise SpecError(f"{name}: RandomFraction on weights is not supported yet")
+    raise SpecError(f"{name}: unknown sparsifier {sparsifier!r}")
+
+
+def _keep_largest(scores: np.ndarray, keep: int) -> np.ndarray:
+    """Mask of the `keep` largest scores along the last axis; ties -> lower index."""
+    order = np.argsort(-scores, axis=-1, kind="stable")
+    mask = np.zeros(scores.shape, dtype=bool)
+    np.put_along_axis(mask, order[..., :keep], True, axis=-1)
+    return mask
+
+
+def _scalar_fraction(w: np.ndarray, fraction: float) -> np.ndarray:
+    flat = np.abs(w).reshape(-1)
+    drop = int(np.floor(fraction * flat.size))
+    mask = _keep_largest(flat, flat.size - drop).reshape(w.shape)
+    return np.where(mask, w, 0).astype(w.dtype)
+
+
+def _block_fraction(w: np.ndarray, fraction: float, block: tuple[int, ...], name: str) -> np.ndarray:
+    if len(block) != 2 or w.ndim != 2:
+        raise SpecError(f"{name}: BlockFraction supports 2-d blocks on matrices, got block {block} "
+                        f"for shape {tuple(w.shape)}")
+    r, c = block
+    rows, cols = w.shape
+    if rows % r or cols % c:
+        raise SpecError(f"{name}: block {block} must divide the shape {tuple(w.shape)}")
+    tiles = w.reshape(rows // r, r, cols // c, c)
+    norms = np.abs(tiles).sum(axis=(1, 3)).reshape(-1)
+    drop = int(np.floor(fraction * norms.size))
+    keep = _keep_largest(norms, norms.size - drop).reshape(rows // r, 1, cols // c, 1)
+    return np.where(keep, tiles, 0).reshape(w.shape).astype(w.dtype)
+
+
+def _nm_magnitude(w: np.ndarray, s: NMMagnitude, name: str) -> np.ndarray:
+    if s.transposable:
+        raise SpecError(f"{name}: transposable n:m on weights is not supported yet")
+    dim = s.dim % w.ndim
+    if w.shape[dim] % s.m:
+        raise SpecError(f"{name}: n:m with m = {s.m} must divide dimension {dim} of shape {tuple(w.shape)}")
+    moved = np.moveaxis(w, dim, -1)
+    groups = moved.reshape(*moved.shape[:-1], -1, s.m)
+    mask = _keep_largest(np.abs(groups), s.n)
+    kept = np.where(mask, groups, 0).reshape(moved.shape)
+    return np.ascontiguousarray(np.moveaxis(kept, -1, dim)).astype(w.dtype)
+
+
+def pack(encoding: Encoding, w: np.ndarray, name: str = "tensor") -> list[np.ndarray]:
+    """Buffers of `w` stored in `encoding`, in the sparse assembler's order."""
+    if isinstance(encoding, Dense):
+        return [np.ascontiguousarray(w)]
+    if w.ndim != 2:
+        raise SpecError(f"{name}: {type(encoding).__name__} weights must be matrices for now, "
+                        f"got shape {tuple(w.shape)}")
+    if isinstance(encoding, CSR):
+        return _pack_compressed(w, encoding.pos_width, encoding.crd_width)
+    if isinstance(encoding, CSC):
+        return _pack_compressed(np.ascontiguousarray(w.T), encoding.pos_width, encoding.crd_width)
+    if isinstance(encoding, COO):
+        rows, cols = np.nonzero(w)
+        pos_t, crd_t = _INDEX_DTYPES[encoding.pos_width], _INDEX_DTYPES[encoding.crd_width]
+        return [np.array([0, rows.size], pos_t), rows.astype(crd_t), cols.astype(crd_t),
+                np.ascontiguousarray(w[rows, cols])]
+    if isinstance(encoding, BSR):
+        r, c = encoding.block
+        rows, cols = w.shape
+        tiles = w.reshape(rows // r, r, cols // c, c).transpose(0, 2, 1, 3)  # [R, C, r, c]
+        nonzero = np.abs(tiles).sum(axis=(2, 3)) != 0
+        pos_t, crd_t = _INDEX_DTYPES[encoding.pos_width], _INDEX_DTYPES[encoding.crd_width]
+        positions = np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))]).astype(pos_t)
+        block_rows, block_cols = np.nonzero(nonzero)
+        values = np.ascontiguousarray(tiles[block_rows, block_cols].reshape(-1))
+        return [positions, block_cols.astype(crd_t), values]
+    if isinstance(encoding, NM):
+        return _pack_nm(w, encoding, name)
+    raise SpecError(f"{name}: cannot pack encoding {encoding!r}")
+
+
+def _pack_compressed(w: np.ndarray, pos_width: int, crd_width: int) -> list[np.ndarray]:
+    nonzero = w != 0
+    positions = np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))]).astype(_INDEX_DTYPES[pos_width])
+    _, cols = np.nonzero(nonzero)
+    return [positions, cols.astype(_INDEX_DTYPES[crd_width]), np.ascontiguousarray(w[nonzero])]
+
+
+def _pack_nm(w: np.ndarray, encoding: NM, name: str) -> list[np.ndarray]:
+    n, m = encoding.n, encoding.m
+    rows, cols = w.shape
+    groups = w.reshape(rows, cols // m, m)
+    count = (groups != 0).sum(axis=-1)
+    if (count > n).any():
+        raise SpecError(f"{name}: has groups with more than {n} nonzeros of {m}; "
+                        f"sparsify it with NMMagnitude({n}, {m}) first")
+    # Exactly n entries per group: the nonzeros first (in index order), padded
+    # with the lowest-index zeros so coordinates stay sorted within a group.
+    order = np.argsort(groups == 0, axis=-1, kind="stable")[..., :n]
+    order.sort(axis=-1)
+    values = np.take_along_axis(groups, order, axis=-1)
+    return [order.astype(_INDEX_DTYPES[encoding.crd_width]).reshape(-1), np.ascontiguousarray(values.reshape(-1))]

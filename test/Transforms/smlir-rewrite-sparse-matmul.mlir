@@ -1,0 +1,280 @@
+// RUN: sparse-mlir-opt %s -smlir-rewrite-sparse-matmul -split-input-file | FileCheck %s
+
+// torch-mlir imports F.linear(x, W) as
+//   linalg.matmul(x, linalg.transpose(W) permutation = [1, 0]).
+// With a sparse W the pass computes y = (W * x^T)^T instead: x is transposed
+// to K x M, a linalg.generic computes yT[n, m] += W[n, k] * xT[k, m] reading W
+// itself (rows outermost), and yT is transposed back to M x N.
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// The F.linear form with zero-filled outs: nothing is added back, and the
+/// transpose of W and the zero fill of the M x N result are left dead.
+// CHECK-DAG:   #[[$W_NK:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-DAG:   #[[$XT_KM:.*]] = affine_map<(d0, d1, d2) -> (d2, d1)>
+// CHECK-DAG:   #[[$YT_NM:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-DAG:   #[[$ID2:.*]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG:   #[[$CSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+// CHECK-LABEL: func.func @linear_zero_outs(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]>)
+// CHECK-DAG:     %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG:     %[[XT_INIT:.*]] = tensor.empty() : tensor<8x3xf32>
+// CHECK:         %[[XT:.*]] = linalg.transpose ins(%[[X]] : tensor<3x8xf32>) outs(%[[XT_INIT]] : tensor<8x3xf32>) permutation = [1, 0]
+// CHECK-NEXT:    %[[YT_EMPTY:.*]] = tensor.empty() : tensor<16x3xf32>
+// CHECK-NEXT:    %[[YT_INIT:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[YT_EMPTY]] : tensor<16x3xf32>) -> tensor<16x3xf32>
+// CHECK-NEXT:    %[[YT:.*]] = linalg.generic {indexing_maps = [#[[$W_NK]], #[[$XT_KM]], #[[$YT_NM]]], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK-SAME:        ins(%[[W]], %[[XT]] : tensor<16x8xf32, #[[$CSR]]>, tensor<8x3xf32>) outs(%[[YT_INIT]] : tensor<16x3xf32>) {
+// CHECK-NEXT:    ^bb0(%[[WV:.*]]: f32, %[[XV:.*]]: f32, %[[ACC:.*]]: f32):
+// CHECK-NEXT:      %[[MUL:.*]] = arith.mulf %[[WV]], %[[XV]] : f32
+// CHECK-NEXT:      %[[SUM:.*]] = arith.addf %[[ACC]], %[[MUL]] : f32
+// CHECK-NEXT:      linalg.yield %[[SUM]] : f32
+// CHECK-NEXT:    } -> tensor<16x3xf32>
+// CHECK-NEXT:    %[[Y_INIT:.*]] = tensor.empty() : tensor<3x16xf32>
+// CHECK-NEXT:    %[[Y:.*]] = linalg.transpose ins(%[[YT]] : tensor<16x3xf32>) outs(%[[Y_INIT]] : tensor<3x16xf32>) permutation = [1, 0]
+// CHECK-NEXT:    return %[[Y]] : tensor<3x16xf32>
+func.func @linear_zero_outs(%x: tensor<3x8xf32>, %w: tensor<16x8xf32, #CSR>) -> tensor<3x16xf32> {
+  %e = tensor.empty() : tensor<8x16xf32>
+  %t = linalg.transpose ins(%w : tensor<16x8xf32, #CSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
+  %zero = arith.constant 0.0 : f32
+  %e2 = tensor.empty() : tensor<3x16xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e2 : tensor<3x16xf32>) -> tensor<3x16xf32>
+  %y = linalg.matmul ins(%x, %t : tensor<3x8xf32>, tensor<8x16xf32>) outs(%fill : tensor<3x16xf32>) -> tensor<3x16xf32>
+  return %y : tensor<3x16xf32>
+}
+
+/// matmul accumulates into its outs: a non-zero outs (here a function
+/// argument) is added back element-wise after the final transpose.
+// CHECK-LABEL: func.func @linear_outs_is_argument(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]>, %[[B:[^:]*]]: tensor<3x16xf32>)
+// CHECK-DAG:     %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG:     %[[XT:.*]] = linalg.transpose ins(%[[X]] : tensor<3x8xf32>)
+/// W * xT itself still starts from zero.
+// CHECK:         %[[YT_INIT:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%{{.*}} : tensor<16x3xf32>)
+// CHECK-NEXT:    %[[YT:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[XT]] : tensor<16x8xf32, #[[$CSR]]>, tensor<8x3xf32>) outs(%[[YT_INIT]] : tensor<16x3xf32>)
+// CHECK:         %[[Y:.*]] = linalg.transpose ins(%[[YT]] : tensor<16x3xf32>) outs(%{{.*}} : tensor<3x16xf32>) permutation = [1, 0]
+// CHECK-NEXT:    %[[R:.*]] = linalg.generic {indexing_maps = [#[[$ID2]], #[[$ID2]]], iterator_types = ["parallel", "parallel"]} ins(%[[Y]] : tensor<3x16xf32>) outs(%[[B]] : tensor<3x16xf32>) {
+// CHECK-NEXT:    ^bb0(%[[IN:.*]]: f32, %[[OUT:.*]]: f32):
+// CHECK-NEXT:      %[[ADD:.*]] = arith.addf %[[OUT]], %[[IN]] : f32
+// CHECK-NEXT:      linalg.yield %[[ADD]] : f32
+// CHECK-NEXT:    } -> tensor<3x16xf32>
+// CHECK-NEXT:    return %[[R]] : tensor<3x16xf32>
+func.func @linear_outs_is_argument(%x: tensor<3x8xf32>, %w: tensor<16x8xf32, #CSR>, %b: tensor<3x16xf32>) -> tensor<3x16xf32> {
+  %e = tensor.empty() : tensor<8x16xf32>
+  %t = linalg.transpose ins(%w : tensor<16x8xf32, #CSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
+  %y = linalg.matmul ins(%x, %t : tensor<3x8xf32>, tensor<8x16xf32>) outs(%b : tensor<3x16xf32>) -> tensor<3x16xf32>
+  return %y : tensor<3x16xf32>
+}
+
+/// Only a fill with zero is dropped: a fill with 1.0 is added back too.
+// CHECK-LABEL: func.func @linear_outs_filled_with_one(
+// CHECK-DAG:     %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-DAG:     %[[ONES:.*]] = linalg.fill ins(%[[ONE]] : f32) outs(%{{.*}} : tensor<3x16xf32>)
+// CHECK:         %[[Y:.*]] = linalg.transpose ins(%{{.*}} : tensor<16x3xf32>) outs(%{{.*}} : tensor<3x16xf32>) permutation = [1, 0]
+// CHECK-NEXT:    %[[R:.*]] = linalg.generic {{.*}} ins(%[[Y]] : tensor<3x16xf32>) outs(%[[ONES]] : tensor<3x16xf32>)
+// CHECK:         return %[[R]] : tensor<3x16xf32>
+func.func @linear_outs_filled_with_one(%x: tensor<3x8xf32>, %w: tensor<16x8xf32, #CSR>) -> tensor<3x16xf32> {
+  %e = tensor.empty() : tensor<8x16xf32>
+  %t = linalg.transpose ins(%w : tensor<16x8xf32, #CSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
+  %one = arith.constant 1.0 : f32
+  %e2 = tensor.empty() : tensor<3x16xf32>
+  %fill = linalg.fill ins(%one : f32) outs(%e2 : tensor<3x16xf32>) -> tensor<3x16xf32>
+  %y = linalg.matmul ins(%x, %t : tensor<3x8xf32>, tensor<8x16xf32>) outs(%fill : tensor<3x16xf32>) -> tensor<3x16xf32>
+  return %y : tensor<3x16xf32>
+}
+
+/// The transposed W may also be read elsewhere: that transpose stays for its
+/// other user, the matmul still reads W directly.
+// CHECK-LABEL: func.func @linear_transpose_has_other_user(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]>)
+// CHECK:         %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf32, #[[$CSR]]>) outs(%{{.*}} : tensor<8x16xf32>) permutation = [1, 0]
+// CHECK:         linalg.generic {{.*}} ins(%[[W]], %{{.*}} : tensor<16x8xf32, #[[$CSR]]>, tensor<8x3xf32>)
+// CHECK:         %[[Y:.*]] = linalg.transpose ins(%{{.*}} : tensor<16x3xf32>)
+// CHECK-NEXT:    return %[[Y]], %[[T]] : tensor<3x16xf32>, tensor<8x16xf32>
+func.func @linear_transpose_has_other_user(%x: tensor<3x8xf32>, %w: tensor<16x8xf32, #CSR>) -> (tensor<3x16xf32>, tensor<8x16xf32>) {
+  %e = tensor.empty() : tensor<8x16xf32>
+  %t = linalg.transpose ins(%w : tensor<16x8xf32, #CSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
+  %zero = arith.constant 0.0 : f32
+  %e2 = tensor.empty() : tensor<3x16xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e2 : tensor<3x16xf32>) -> tensor<3x16xf32>
+  %y = linalg.matmul ins(%x, %t : tensor<3x8xf32>, tensor<8x16xf32>) outs(%fill : tensor<3x16xf32>) -> tensor<3x16xf32>
+  return %y, %t : tensor<3x16xf32>, tensor<8x16xf32>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// A dynamic batch M: every new tensor.empty with an M dimension reads it
+/// with tensor.dim (from x, then from yT for the final transpose).
+// CHECK-DAG:   #[[$CSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+// CHECK-LABEL: func.func @linear_dynamic_batch(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<?x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]>)
+// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
+// CHECK:         %[[M:.*]] = tensor.dim %[[X]], %[[C0]] : tensor<?x8xf32>
+// CHECK-NEXT:    %[[XT_INIT:.*]] = tensor.empty(%[[M]]) : tensor<8x?xf32>
+// CHECK-NEXT:    %[[XT:.*]] = linalg.transpose ins(%[[X]] : tensor<?x8xf32>) outs(%[[XT_INIT]] : tensor<8x?xf32>) permutation = [1, 0]
+// CHECK-NEXT:    %[[M2:.*]] = tensor.dim %[[X]], %[[C0]] : tensor<?x8xf32>
+// CHECK-NEXT:    %[[YT_EMPTY:.*]] = tensor.empty(%[[M2]]) : tensor<16x?xf32>
+// CHECK-NEXT:    %[[YT_INIT:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[YT_EMPTY]] : tensor<16x?xf32>) -> tensor<16x?xf32>
+// CHECK-NEXT:    %[[YT:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[XT]] : tensor<16x8xf32, #[[$CSR]]>, tensor<8x?xf32>) outs(%[[YT_INIT]] : tensor<16x?xf32>)
+// CHECK:         } -> tensor<16x?xf32>
+// CHECK-NEXT:    %[[M3:.*]] = tensor.dim %[[YT]], %[[C1]] : tensor<16x?xf32>
+// CHECK-NEXT:    %[[Y_INIT:.*]] = tensor.empty(%[[M3]]) : tensor<?x16xf32>
+// CHECK-NEXT:    %[[Y:.*]] = linalg.transpose ins(%[[YT]] : tensor<16x?xf32>) outs(%[[Y_INIT]] : tensor<?x16xf32>) permutation = [1, 0]
+// CHECK-NEXT:    return %[[Y]] : tensor<?x16xf32>
+func.func @linear_dynamic_batch(%x: tensor<?x8xf32>, %w: tensor<16x8xf32, #CSR>) -> tensor<?x16xf32> {
+  %e = tensor.empty() : tensor<8x16xf32>
+  %t = linalg.transpose ins(%w : tensor<16x8xf32, #CSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
+  %zero = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %m = tensor.dim %x, %c0 : tensor<?x8xf32>
+  %e2 = tensor.empty(%m) : tensor<?x16xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e2 : tensor<?x16xf32>) -> tensor<?x16xf32>
+  %y = linalg.matmul ins(%x, %t : tensor<?x8xf32>, tensor<8x16xf32>) outs(%fill : tensor<?x16xf32>) -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+/// A dynamic N read from W but a static outs: the result is cast back to the
+/// matmul's type.
+// CHECK-LABEL: func.func @linear_dynamic_weight_static_outs(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<?x8xf32, #[[$CSR]]>, %[[B:[^:]*]]: tensor<3x16xf32>)
+// CHECK:         %[[N:.*]] = tensor.dim %[[W]], %{{.*}} : tensor<?x8xf32, #[[$CSR]]>
+// CHECK-NEXT:    %[[YT_EMPTY:.*]] = tensor.empty(%[[N]]) : tensor<?x3xf32>
+// CHECK:         %[[Y:.*]] = linalg.transpose ins(%{{.*}} : tensor<?x3xf32>) outs(%{{.*}} : tensor<3x?xf32>) permutation = [1, 0]
+// CHECK-NEXT:    %[[R:.*]] = tensor.cast %[[Y]] : tensor<3x?xf32> to tensor<3x16xf32>
+// CHECK-NEXT:    return %[[R]] : tensor<3x16xf32>
+func.func @linear_dynamic_weight_static_outs(%x: tensor<3x8xf32>, %w: tensor<?x8xf32, #CSR>, %b: tensor<3x16xf32>) -> tensor<3x16xf32> {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %w, %c0 : tensor<?x8xf32, #CSR>
+  %e = tensor.empty(%n) : tensor<8x?xf32>
+  %t = linalg.transpose ins(%w : tensor<?x8xf32, #CSR>) outs(%e : tensor<8x?xf32>) permutation = [1, 0]
+  %zero = arith.constant 0.0 : f32
+  %fill = linalg.fill ins(%zero : f32) outs(%b : tensor<3x16xf32>) -> tensor<3x16xf32>
+  %y = linalg.matmul ins(%x, %t : tensor<3x8xf32>, tensor<8x?xf32>) outs(%fill : tensor<3x16xf32>) -> tensor<3x16xf32>
+  return %y : tensor<3x16xf32>
+}
+
+// -----
+
+#COO = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : compressed(nonunique), d1 : singleton(soa)), posWidth = 32, crdWidth = 32 }>
+#BSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 floordiv 2 : dense, d1 floordiv 4 : compressed, d0 mod 2 : dense, d1 mod 4 : dense), posWidth = 32, crdWidth = 32 }>
+
+/// Any sparse encoding of W is read directly by the generic: COO ...
+// CHECK-DAG:   #[[$COO:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : compressed(nonunique), d1 : singleton(soa)), posWidth = 32, crdWidth = 32 }>
+// CHECK-DAG:   #[[$BSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 floordiv 2 : dense, d1 floordiv 4 : compressed, d0 mod 2 : dense, d1 mod 4 : dense), posWidth = 32, crdWidth = 32 }>
+// CHECK-LABEL: func.func @linear_coo_weight(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32, #[[$COO]]>)
+// CHECK:         %[[XT:.*]] = linalg.transpose ins(%[[X]] : tensor<3x8xf32>)
+// CHECK:         %[[YT:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[XT]] : tensor<16x8xf32, #[[$COO]]>, tensor<8x3xf32>) outs(%{{.*}} : tensor<16x3xf32>)
+// CHECK:         %[[Y:.*]] = linalg.transpose ins(%[[YT]] : tensor<16x3xf32>) outs(%{{.*}} : tensor<3x16xf32>)
+// CHECK-NEXT:    return %[[Y]]
+func.func @linear_coo_weight(%x: tensor<3x8xf32>, %w: tensor<16x8xf32, #COO>) -> tensor<3x16xf32> {
+  %e = tensor.empty() : tensor<8x16xf32>
+  %t = linalg.transpose ins(%w : tensor<16x8xf32, #COO>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
+  %zero = arith.constant 0.0 : f32
+  %e2 = tensor.empty() : tensor<3x16xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e2 : tensor<3x16xf32>) -> tensor<3x16xf32>
+  %y = linalg.matmul ins(%x, %t : tensor<3x8xf32>, tensor<8x16xf32>) outs(%fill : tensor<3x16xf32>) -> tensor<3x16xf32>
+  return %y : tensor<3x16xf32>
+}
+
+/// ... and BSR (a non-identity dimension-to-level map).
+// CHECK-LABEL: func.func @linear_bsr_weight(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32, #[[$BSR]]>)
+// CHECK:         %[[XT:.*]] = linalg.transpose ins(%[[X]] : tensor<3x8xf32>)
+// CHECK:         %[[YT:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[XT]] : tensor<16x8xf32, #[[$BSR]]>, tensor<8x3xf32>) outs(%{{.*}} : tensor<16x3xf32>)
+// CHECK:         %[[Y:.*]] = linalg.transpose ins(%[[YT]] : tensor<16x3xf32>) outs(%{{.*}} : tensor<3x16xf32>)
+// CHECK-NEXT:    return %[[Y]]
+func.func @linear_bsr_weight(%x: tensor<3x8xf32>, %w: tensor<16x8xf32, #BSR>) -> tensor<3x16xf32> {
+  %e = tensor.empty() : tensor<8x16xf32>
+  %t = linalg.transpose ins(%w : tensor<16x8xf32, #BSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
+  %zero = arith.constant 0.0 : f32
+  %e2 = tensor.empty() : tensor<3x16xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e2 : tensor<3x16xf32>) -> tensor<3x16xf32>
+  %y = linalg.matmul ins(%x, %t : tensor<3x8xf32>, tensor<8x16xf32>) outs(%fill : tensor<3x16xf32>) -> tensor<3x16xf32>
+  return %y : tensor<3x16xf32>
+}
+
+// -----
+
+/// A dense W keeps the matmul: there is no sparse iteration to reorder.
+// CHECK-LABEL: func.func @negative_dense_weight(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32>, %[[B:[^:]*]]: tensor<3x16xf32>)
+// CHECK:         %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = linalg.matmul ins(%[[X]], %[[T]] : tensor<3x8xf32>, tensor<8x16xf32>) outs(%[[B]] : tensor<3x16xf32>)
+// CHECK-NEXT:    return %[[Y]]
+func.func @negative_dense_weight(%x: tensor<3x8xf32>, %w: tensor<16x8xf32>, %b: tensor<3x16xf32>) -> tensor<3x16xf32> {
+  %e = tensor.empty() : tensor<8x16xf32>
+  %t = linalg.transpose ins(%w : tensor<16x8xf32>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
+  %y = linalg.matmul ins(%x, %t : tensor<3x8xf32>, tensor<8x16xf32>) outs(%b : tensor<3x16xf32>) -> tensor<3x16xf32>
+  return %y : tensor<3x16xf32>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// A sparse left-hand side (W * x) already iterates W's rows outermost.
+// CHECK-LABEL: func.func @negative_sparse_lhs(
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32, #{{.*}}>, %[[X:[^:]*]]: tensor<8x3xf32>, %[[B:[^:]*]]: tensor<16x3xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = linalg.matmul ins(%[[W]], %[[X]] : tensor<16x8xf32, #{{.*}}>, tensor<8x3xf32>) outs(%[[B]] : tensor<16x3xf32>)
+// CHECK-NEXT:    return %[[Y]]
+func.func @negative_sparse_lhs(%w: tensor<16x8xf32, #CSR>, %x: tensor<8x3xf32>, %b: tensor<16x3xf32>) -> tensor<16x3xf32> {
+  %y = linalg.matmul ins(%w, %x : tensor<16x8xf32, #CSR>, tensor<8x3xf32>) outs(%b : tensor<16x3xf32>) -> tensor<16x3xf32>
+  return %y : tensor<16x3xf32>
+}
+
+/// Both operands sparse (lhs sparse, rhs a transposed sparse W): the rewrite
+/// would transpose a sparse x as if it were dense, so it is left alone.
+// CHECK-LABEL: func.func @negative_sparse_lhs_and_transposed_sparse_rhs(
+// CHECK-SAME:      %[[A:[^:]*]]: tensor<3x8xf32, #{{.*}}>, %[[W:[^:]*]]: tensor<16x8xf32, #{{.*}}>, %[[B:[^:]*]]: tensor<3x16xf32>)
+// CHECK:         %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf32, #{{.*}}>)
+// CHECK-NEXT:    %[[Y:.*]] = linalg.matmul ins(%[[A]], %[[T]] : tensor<3x8xf32, #{{.*}}>, tensor<8x16xf32>) outs(%[[B]] : tensor<3x16xf32>)
+// CHECK-NEXT:    return %[[Y]]
+func.func @negative_sparse_lhs_and_transposed_sparse_rhs(%a: tensor<3x8xf32, #CSR>, %w: tensor<16x8xf32, #CSR>, %b: tensor<3x16xf32>) -> tensor<3x16xf32> {
+  %e = tensor.empty() : tensor<8x16xf32>
+  %t = linalg.transpose ins(%w : tensor<16x8xf32, #CSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
+  %y = linalg.matmul ins(%a, %t : tensor<3x8xf32, #CSR>, tensor<8x16xf32>) outs(%b : tensor<3x16xf32>) -> tensor<3x16xf32>
+  return %y : tensor<3x16xf32>
+}
+
+/// A sparse right-hand side that is not a transpose is x * W, not F.linear.
+// CHECK-LABEL: func.func @negative_sparse_rhs_not_transposed(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<8x16xf32, #{{.*}}>, %[[B:[^:]*]]: tensor<3x16xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = linalg.matmul ins(%[[X]], %[[W]] : tensor<3x8xf32>, tensor<8x16xf32, #{{.*}}>) outs(%[[B]] : tensor<3x16xf32>)
+// CHECK-NEXT:    return %[[Y]]
+func.func @negative_sparse_rhs_not_transposed(%x: tensor<3x8xf32>, %w: tensor<8x16xf32, #CSR>, %b: tensor<3x16xf32>) -> tensor<3x16xf32> {
+  %y = linalg.matmul ins(%x, %w : tensor<3x8xf32>, tensor<8x16xf32, #CSR>) outs(%b : tensor<3x16xf32>) -> tensor<3x16xf32>
+  return %y : tensor<3x16xf32>
+}
+
+/// The body is mulf/addf: integer matmuls are left alone.
+// CHECK-LABEL: func.func @negative_integer_matmul(
+// CHECK:         %[[T:.*]] = linalg.transpose ins(%{{.*}} : tensor<16x8xi32, #{{.*}}>)
+// CHECK:         %[[Y:.*]] = linalg.matmul ins(%{{.*}}, %[[T]] : tensor<3x8xi32>, tensor<8x16xi32>)
+// CHECK-NEXT:    return %[[Y]]
+func.func @negative_integer_matmul(%x: tensor<3x8xi32>, %w: tensor<16x8xi32, #CSR>) -> tensor<3x16xi32> {
+  %e = tensor.empty() : tensor<8x16xi32>
+  %t = linalg.transpose ins(%w : tensor<16x8xi32, #CSR>) outs(%e : tensor<8x16xi32>) permutation = [1, 0]
+  %zero = arith.constant 0 : i32
+  %e2 = tensor.empty() : tensor<3x16xi32>
+  %fill = linalg.fill ins(%zero : i32) outs(%e2 : tensor<3x16xi32>) -> tensor<3x16xi32>
+  %y = linalg.matmul ins(%x, %t : tensor<3x8xi32>, tensor<8x16xi32>) outs(%fill : tensor<3x16xi32>) -> tensor<3x16xi32>
+  return %y : tensor<3x16xi32>
+}
+
+/// User-defined indexing maps (here x read as K x M) change what the operands
+/// mean: left alone even though the rhs is a transposed sparse W.
+// CHECK-LABEL: func.func @negative_user_defined_maps(
+// CHECK-SAME:      %[[XT:[^:]*]]: tensor<8x3xf32>, %[[W:[^:]*]]: tensor<16x8xf32, #{{.*}}>, %[[B:[^:]*]]: tensor<3x16xf32>)
+// CHECK:         %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf32, #{{.*}}>)
+// CHECK-NEXT:    %[[Y:.*]] = linalg.matmul indexing_maps = [{{.*}}] ins(%[[XT]], %[[T]] : tensor<8x3xf32>, tensor<8x16xf32>) outs(%[[B]] : tensor<3x16xf32>)
+// CHECK-NEXT:    return %[[Y]]
+func.func @negative_user_defined_maps(%xt: tensor<8x3xf32>, %w: tensor<16x8xf32, #CSR>, %b: tensor<3x16xf32>) -> tensor<3x16xf32> {
+  %e = tensor.empty() : tensor<8x16xf32>
+  %t = linalg.transpose ins(%w : tensor<16x8xf32, #CSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
+  %y = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>]
+      ins(%xt, %t : tensor<8x3xf32>, tensor<8x16xf32>) outs(%b : tensor<3x16xf32>) -> tensor<3x16xf32>
+  return %y : tensor<3x16xf32>
+}
