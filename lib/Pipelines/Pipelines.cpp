@@ -59,6 +59,10 @@ void mlir::smlir::buildSparseCPUPipeline(
   pm.addNestedPass<func::FuncOp>(createLinalgElementwiseOpFusionPass());
   // x * W^T with sparse W -> (W * x^T)^T, the loop order that runs fast.
   pm.addNestedPass<func::FuncOp>(createRewriteSparseMatmul());
+  // Weights whose readers have no sparse lowering are read densely, with a
+  // warning (an error with fallback=error).
+  pm.addNestedPass<func::FuncOp>(
+      createSparseFallback(SparseFallbackOptions{options.failOnFallback}));
   // Our sparsifiers and encodings become upstream linalg + sparse_tensor.
   pm.addPass(createConvertSparseMLIRToSparseTensor());
   // Sparse arguments and results of public functions become their buffers

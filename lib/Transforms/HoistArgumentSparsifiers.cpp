@@ -22,6 +22,11 @@ struct HoistArgumentSparsifiersPass
     func::FuncOp func = getOperation();
     if (func.isExternal() || !func.isPublic())
       return;
+    // Callers inside the module would pass dense tensors to the new sparse
+    // arguments: only entry points (called from outside) are rewritten.
+    if (Operation *module = SymbolTable::getNearestSymbolTable(func->getParentOp()))
+      if (!SymbolTable::symbolKnownUseEmpty(func, module))
+        return;
     Block &entry = func.getBody().front();
     bool changed = false;
     for (BlockArgument arg : entry.getArguments()) {

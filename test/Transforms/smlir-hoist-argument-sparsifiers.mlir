@@ -27,8 +27,9 @@ func.func @weight_becomes_sparse_argument(%x: tensor<4x8xf32>, %w: tensor<8x8xf3
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 
 /// Other readers of the weight (an add and a return) read one convert back to
-/// dense, made at the entry; the sparse user reads the argument. Without a
-/// tensor_name there is no smlir.tensor_name attribute.
+/// dense, made at the entry, so they now see the caller-pruned values; the
+/// sparse user reads the argument. Without a tensor_name there is no
+/// smlir.tensor_name attribute.
 // CHECK-DAG:   #[[$CSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 // CHECK-LABEL: func.func @dense_uses_read_a_convert(
 // CHECK-SAME:      %[[W:[^:]*]]: tensor<8x8xf32, #[[$CSR]]> {smlir.encoding = #smlir.csr, smlir.sparsifier = #smlir.scalar_fraction<0.9>, smlir.weight})

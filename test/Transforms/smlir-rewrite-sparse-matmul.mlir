@@ -23,7 +23,7 @@
 // CHECK-NEXT:    %[[YT_EMPTY:.*]] = tensor.empty() : tensor<16x3xf32>
 // CHECK-NEXT:    %[[YT_INIT:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[YT_EMPTY]] : tensor<16x3xf32>) -> tensor<16x3xf32>
 // CHECK-NEXT:    %[[YT:.*]] = linalg.generic {indexing_maps = [#[[$W_NK]], #[[$XT_KM]], #[[$YT_NM]]], iterator_types = ["parallel", "parallel", "reduction"]}
-// CHECK-SAME:        ins(%[[W]], %[[XT]] : tensor<16x8xf32, #[[$CSR]]>, tensor<8x3xf32>) outs(%[[YT_INIT]] : tensor<16x3xf32>) {
+// CHECK-SAME:        ins(%[[W]], %[[XT]] : tensor<16x8xf32, #[[$CSR]]>, tensor<8x3xf32>) outs(%[[YT_INIT]] : tensor<16x3xf32>) attrs =  {smlir.sparse_kernel} {
 // CHECK-NEXT:    ^bb0(%[[WV:.*]]: f32, %[[XV:.*]]: f32, %[[ACC:.*]]: f32):
 // CHECK-NEXT:      %[[MUL:.*]] = arith.mulf %[[WV]], %[[XV]] : f32
 // CHECK-NEXT:      %[[SUM:.*]] = arith.addf %[[ACC]], %[[MUL]] : f32

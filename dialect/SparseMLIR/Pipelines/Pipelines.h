@@ -18,6 +18,10 @@ struct SparseCPUPipelineOptions
   PassOptions::Option<int32_t> vectorLength{
       *this, "vl", llvm::cl::desc("SIMD vector length for sparse loops (0: none)"),
       llvm::cl::init(0)};
+  PassOptions::Option<bool> failOnFallback{
+      *this, "fail-on-fallback",
+      llvm::cl::desc("Error out when a sparse weight must be read densely"),
+      llvm::cl::init(false)};
 };
 
 /// smlir ops -> upstream sparse_tensor -> buffers -> LLVM dialect, for the CPU.

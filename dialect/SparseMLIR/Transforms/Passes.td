@@ -19,8 +19,10 @@ def HoistArgumentSparsifiers
     - `smlir.encoding`: the storage encoding,
     - `smlir.tensor_name`: the tensor's name, when the op had one.
 
-    Other (dense) uses of the argument read a `sparse_tensor.convert` back to
-    dense, so the function computes the same values.
+    Other (dense) uses of the argument read the sparsified weight through a
+    `sparse_tensor.convert` back to dense, as if the model had been given the
+    pruned weight. Functions called from inside the module are left alone
+    (their callers would pass dense tensors).
 
     ```mlir
     func.func @main(%w: tensor<8x8xf32> {smlir.weight}) -> ... {
@@ -57,6 +59,27 @@ def RewriteSparseMatmul
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",
                            "::mlir::arith::ArithDialect"];
+}
+
+def SparseFallback : Pass<"smlir-sparse-fallback", "::mlir::func::FuncOp"> {
+  let summary = "Read sparse weights densely where no sparse lowering exists";
+  let description = [{
+    MXNet's storage fallback. A sparse weight argument is kept sparse only if
+    every reader has a sparse lowering that is known to work: a kernel built
+    by `smlir-rewrite-sparse-matmul` (tagged `smlir.sparse_kernel`), a
+    `linalg.matmul` with the sparse operand on the left, a `sparse_tensor`
+    op, or `func.return`. Otherwise the argument goes back to its dense type
+    (marked `smlir.fallback`, so the caller passes the dense-equivalent
+    weight) and one warning per (op, format) names the op, the tensor and
+    the format. With `fail=true` the warning is an error.
+
+    ```mlir
+    // warning: no sparse lowering for 'linalg.generic' reading tensor
+    //          'proj.weight' stored as csr; computing it densely
+    ```
+  }];
+  let options = [Option<"fail", "fail", "bool", /*default=*/"false",
+                        "Report a fallback as an error">];
 }
 
 #endif // SPARSE_MLIR_TRANSFORMS_PASSES_TD
