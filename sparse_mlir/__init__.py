@@ -7,7 +7,7 @@ sparsifiers (`KeepAll`, `Threshold`, `RandomFraction`, `ScalarFraction`,
 
 from mlir import ir as _ir  # noqa: F401  (loads libMLIRPythonCAPI.so before _smlir)
 
-from .compiler import CompiledModule, compile
+from .compiler import CompiledModule, SparseFallbackWarning, compile
 from .context import make_context
 from .dialects import smlir as _smlir_ops  # noqa: F401  (typed op views for smlir.*)
 from .encodings import BSR, COO, CSC, CSR, NM, Dense, Encoding
@@ -30,5 +30,5 @@ __all__ = [
     "Threshold",
     "CompileError", "SparseMLIRError", "SpecError",
     "make_context",
-    "compile", "CompiledModule",
+    "compile", "CompiledModule", "SparseFallbackWarning",
 ]

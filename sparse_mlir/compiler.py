@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -25,11 +26,25 @@ from .importers.torch_fx import import_model
 from .runtime import Kernel, jit
 from .weights import apply_sparsifier, pack
 
-PIPELINE = "builtin.module(smlir-sparse-cpu-pipeline)"
-# The smlir part of PIPELINE alone, for the "sparse" IR stage.
-SMLIR_PASSES = ("builtin.module(func.func(smlir-hoist-argument-sparsifiers, smlir-rewrite-sparse-matmul), "
-                "convert-smlir-to-sparse-tensor)")
 STAGES = ("linalg", "annotated", "sparse", "llvm")
+FALLBACK_POLICIES = ("warn", "error")
+
+
+class SparseFallbackWarning(UserWarning):
+    """A sparse tensor is read densely because its reader has no sparse lowering."""
+
+
+def pipeline_for(on_fallback: str) -> str:
+    """The pass pipeline compile() runs (sparse-mlir-opt reproduces it)."""
+    fail = "true" if on_fallback == "error" else "false"
+    return f"builtin.module(smlir-sparse-cpu-pipeline{{fail-on-fallback={fail}}})"
+
+
+def smlir_passes_for(on_fallback: str) -> str:
+    """The smlir part of the pipeline alone, for the "sparse" IR stage."""
+    fail = "true" if on_fallback == "error" else "false"
+    return ("builtin.module(func.func(smlir-hoist-argument-sparsifiers, smlir-rewrite-sparse-matmul, "
+            f"smlir-sparse-fallback{{fail={fail}}}, smlir-fuse-dense-elementwise), convert-smlir-to-sparse-tensor)")
 
 
 @dataclass(frozen=True)
@@ -46,13 +61,13 @@ class CompiledModule:
 
     def __init__(self, kernel: Kernel, input_specs: list[tuple[tuple[int, ...], torch.dtype]],
                  effective: dict[str, torch.Tensor], stats: dict[str, TensorStats], stages: dict[str, str],
-                 compile_seconds: float) -> None:
+                 compile_seconds: float, pipeline: str) -> None:
         self._kernel = kernel
         self._input_specs = input_specs
         self._effective = effective
         self._stats = stats
         self._stages = stages
-        self.pipeline = PIPELINE
+        self.pipeline = pipeline
         self.compile_seconds = compile_seconds
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
@@ -94,9 +109,17 @@ class CompiledModule:
 
 
 def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = None,
-            example_args: Sequence[torch.Tensor] = (), *, opt_level: int = 3) -> CompiledModule:
-    """Compiles `model` with the weights named in `encodings` stored sparsely."""
+            example_args: Sequence[torch.Tensor] = (), *, on_fallback: str = "warn",
+            opt_level: int = 3) -> CompiledModule:
+    """Compiles `model` with the weights named in `encodings` stored sparsely.
+
+    `on_fallback="warn"` computes readers without a sparse lowering densely
+    with one `SparseFallbackWarning` per (op, format); "error" raises instead.
+    """
     start = time.perf_counter()
+    if on_fallback not in FALLBACK_POLICIES:
+        raise SpecError(f"on_fallback must be one of {FALLBACK_POLICIES}, got {on_fallback!r}")
+    pipeline = pipeline_for(on_fallback)
     encodings = dict(encodings or {})
     params = dict(model.named_parameters())
     _check_names(encodings, params)
@@ -119,25 +142,32 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         _annotate(module, imported.param_names, encodings)
         stages["annotated"] = str(module)
         sparse_module = ir.Module.parse(stages["annotated"])
-        _run(SMLIR_PASSES, sparse_module, stages["annotated"])
+        with _Diagnostics(context) as diagnostics:
+            _run(smlir_passes_for(on_fallback), sparse_module, stages["annotated"], pipeline, diagnostics)
+        for message in dict.fromkeys(diagnostics.warnings):
+            warnings.warn(message, SparseFallbackWarning, stacklevel=2)
         stages["sparse"] = str(sparse_module)
-        _run(PIPELINE, module, stages["annotated"])
+        stored_sparse = _sparse_arguments(sparse_module)
+        with _Diagnostics(context) as diagnostics:  # warnings were shown above
+            _run(pipeline, module, stages["annotated"], pipeline, diagnostics)
         stages["llvm"] = str(module)
         engine = jit(module, opt_level=opt_level)
 
     bound: list[np.ndarray] = []
     for name, value in zip(imported.param_names, imported.params):
-        if name in encodings:
+        if name in encodings and name in stored_sparse:
             bound += pack(encodings[name], effective[name].numpy(), name)
+        elif name in encodings:  # dense encoding, or read densely (fallback)
+            bound.append(effective[name].contiguous().numpy())
         else:
             bound.append(value.contiguous().numpy())
     output = model(*example_args) if example_args else None
     if not isinstance(output, torch.Tensor):
         raise SpecError("compile() supports models returning one tensor for now")
     kernel = Kernel(engine, "main", bound, output.dim(), output.detach().numpy().dtype)
-    stats = {name: _stats(encodings[name], effective[name]) for name in encodings}
+    stats = {name: _stats(encodings[name], effective[name], name in stored_sparse) for name in encodings}
     input_specs = [(tuple(a.shape), a.dtype) for a in example_args]
-    compiled = CompiledModule(kernel, input_specs, effective, stats, stages, time.perf_counter() - start)
+    compiled = CompiledModule(kernel, input_specs, effective, stats, stages, time.perf_counter() - start, pipeline)
     compiled._keep_alive = (context, module)  # the engine's code lives as long as these
     return compiled
 
@@ -152,8 +182,7 @@ def _check_names(encodings: Mapping[str, Encoding], params: Mapping[str, torch.n
 
 def _annotate(module: ir.Module, param_names: list[str], encodings: Mapping[str, Encoding]) -> None:
     """Attaches `smlir.sparsify` to every encoded weight argument of @main."""
-    main = next(op for op in module.body.operations if getattr(op, "sym_name", None)
-                and op.sym_name.value == "main")
+    main = _main(module)
     entry = main.regions[0].blocks[0]
     arg_attrs = [dict() for _ in entry.arguments]
     first_op = entry.operations[0]
@@ -173,24 +202,68 @@ def _annotate(module: ir.Module, param_names: list[str], encodings: Mapping[str,
     try:
         module.operation.verify()
     except ir.MLIRError as error:
-        raise SpecError(_diagnostics(error)) from None
+        raise SpecError(_error_text(error)) from None
 
 
-def _run(pipeline: str, module: ir.Module, source: str) -> None:
+class _Diagnostics:
+    """Collects warnings emitted while passes run (errors come as MLIRError)."""
+
+    def __init__(self, context: ir.Context) -> None:
+        self._context = context
+        self.warnings: list[str] = []
+
+    def __enter__(self) -> "_Diagnostics":
+        self._handler = self._context.attach_diagnostic_handler(self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._handler.detach()
+
+    def _handle(self, diagnostic: ir.Diagnostic) -> bool:
+        if diagnostic.severity == ir.DiagnosticSeverity.WARNING:
+            self.warnings.append(str(diagnostic.message))
+            return True
+        return False  # errors propagate into the MLIRError
+
+
+def _run(passes: str, module: ir.Module, source: str, pipeline: str, diagnostics: _Diagnostics) -> None:
     try:
-        passmanager.PassManager.parse(pipeline).run(module.operation)
+        passmanager.PassManager.parse(passes).run(module.operation)
     except ir.MLIRError as error:
-        raise CompileError(_diagnostics(error), pipeline=pipeline,
+        raise CompileError(_error_text(error), pipeline=pipeline,
                            reproducer=f"{_tools.opt_path()} annotated.mlir --pass-pipeline='{pipeline}' "
                                       "(annotated.mlir = fn.ir('annotated'))") from None
 
 
-def _diagnostics(error: ir.MLIRError) -> str:
+def _error_text(error: ir.MLIRError) -> str:
     return "; ".join(str(d.message) for d in error.error_diagnostics) or str(error)
 
 
-def _stats(encoding: Encoding, effective: torch.Tensor) -> TensorStats:
+def _sparse_arguments(module: ir.Module) -> set[str]:
+    """Names of the weights @main still takes in a sparse encoding."""
+    main = _main(module)
+    names: set[str] = set()
+    for index, arg in enumerate(main.regions[0].blocks[0].arguments):
+        if "#sparse_tensor.encoding" not in str(arg.type):
+            continue
+        attrs = ir.DictAttr(main.arg_attrs[index])
+        if "smlir.tensor_name" in attrs:
+            names.add(ir.StringAttr(attrs["smlir.tensor_name"]).value)
+    return names
+
+
+def _main(module: ir.Module) -> Any:
+    for op in module.body.operations:
+        if "sym_name" in op.attributes and ir.StringAttr(op.attributes["sym_name"]).value == "main":
+            return op
+    raise CompileError("the imported module has no @main function")
+
+
+def _stats(encoding: Encoding, effective: torch.Tensor, stored_sparse: bool) -> TensorStats:
     nnz = int(torch.count_nonzero(effective))
-    return TensorStats(shape=tuple(effective.shape), format=Dense().format_name if isinstance(encoding, Dense)
-                       else encoding.format_name, sparsifier=encoding.effective_sparsifier.attr_text(),
+    format_name = encoding.format_name
+    if not stored_sparse and not isinstance(encoding, Dense):
+        format_name = f"dense (fallback from {format_name})"
+    return TensorStats(shape=tuple(effective.shape), format=format_name,
+                       sparsifier=encoding.effective_sparsifier.attr_text(),
                        nnz=nnz, density=nnz / max(1, effective.numel()))

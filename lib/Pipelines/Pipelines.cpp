@@ -5,7 +5,6 @@
 #include "SparseMLIR/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Linalg/Passes.h"
 
 #include "mlir/Dialect/SparseTensor/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -54,15 +53,15 @@ void mlir::smlir::buildSparseCPUPipeline(
     OpPassManager &pm, const SparseCPUPipelineOptions &options) {
   // Weights are sparsified once by the caller: their arguments become sparse.
   pm.addNestedPass<func::FuncOp>(createHoistArgumentSparsifiers());
-  // Fuse dense element-wise chains (bias add + activation) while matmuls are
-  // still named ops that fusion leaves alone.
-  pm.addNestedPass<func::FuncOp>(createLinalgElementwiseOpFusionPass());
   // x * W^T with sparse W -> (W * x^T)^T, the loop order that runs fast.
   pm.addNestedPass<func::FuncOp>(createRewriteSparseMatmul());
   // Weights whose readers have no sparse lowering are read densely, with a
   // warning (an error with fallback=error).
   pm.addNestedPass<func::FuncOp>(
       createSparseFallback(SparseFallbackOptions{options.failOnFallback}));
+  // Fuse dense element-wise chains (bias add + activation), leaving sparse
+  // kernels and contractions alone.
+  pm.addNestedPass<func::FuncOp>(createFuseDenseElementwise());
   // Our sparsifiers and encodings become upstream linalg + sparse_tensor.
   pm.addPass(createConvertSparseMLIRToSparseTensor());
   // Sparse arguments and results of public functions become their buffers

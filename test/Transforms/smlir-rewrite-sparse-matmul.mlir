@@ -198,6 +198,110 @@ func.func @linear_bsr_weight(%x: tensor<3x8xf32>, %w: tensor<16x8xf32, #BSR>) ->
 
 // -----
 
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+#X_BMK = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#WT_KN = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#Y_BMN = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+
+/// torch-mlir imports F.linear on a 3-d input as a linalg.generic
+/// out[b, m, n] += x[b, m, k] * transpose(W)[k, n]. The batch dimensions are
+/// collapsed into M, the 2-d WxT kernel is built as for the matmul, and the
+/// result is expanded back. Zero-filled outs: nothing is added back, and the
+/// transpose of W and the 3-d fill, left dead, are erased.
+// CHECK-DAG:   #[[$W_NK:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-DAG:   #[[$XT_KM:.*]] = affine_map<(d0, d1, d2) -> (d2, d1)>
+// CHECK-DAG:   #[[$YT_NM:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-DAG:   #[[$ID2:.*]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG:   #[[$CSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+// CHECK-LABEL: func.func @linear_3d_zero_outs(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<2x5x16xf32>, %[[W:[^:]*]]: tensor<12x16xf32, #[[$CSR]]>)
+// CHECK-NEXT:    %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:    %[[X2D:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<2x5x16xf32> into tensor<10x16xf32>
+// CHECK-NEXT:    %[[XT_INIT:.*]] = tensor.empty() : tensor<16x10xf32>
+// CHECK-NEXT:    %[[XT:.*]] = linalg.transpose ins(%[[X2D]] : tensor<10x16xf32>) outs(%[[XT_INIT]] : tensor<16x10xf32>) permutation = [1, 0]
+// CHECK-NEXT:    %[[YT_EMPTY:.*]] = tensor.empty() : tensor<12x10xf32>
+// CHECK-NEXT:    %[[YT_INIT:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[YT_EMPTY]] : tensor<12x10xf32>) -> tensor<12x10xf32>
+// CHECK-NEXT:    %[[YT:.*]] = linalg.generic {indexing_maps = [#[[$W_NK]], #[[$XT_KM]], #[[$YT_NM]]], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK-SAME:        ins(%[[W]], %[[XT]] : tensor<12x16xf32, #[[$CSR]]>, tensor<16x10xf32>) outs(%[[YT_INIT]] : tensor<12x10xf32>) attrs =  {smlir.sparse_kernel} {
+// CHECK-NEXT:    ^bb0(%[[WV:.*]]: f32, %[[XV:.*]]: f32, %[[ACC:.*]]: f32):
+// CHECK-NEXT:      %[[MUL:.*]] = arith.mulf %[[WV]], %[[XV]] : f32
+// CHECK-NEXT:      %[[SUM:.*]] = arith.addf %[[ACC]], %[[MUL]] : f32
+// CHECK-NEXT:      linalg.yield %[[SUM]] : f32
+// CHECK-NEXT:    } -> tensor<12x10xf32>
+// CHECK-NEXT:    %[[Y_INIT:.*]] = tensor.empty() : tensor<10x12xf32>
+// CHECK-NEXT:    %[[Y2D:.*]] = linalg.transpose ins(%[[YT]] : tensor<12x10xf32>) outs(%[[Y_INIT]] : tensor<10x12xf32>) permutation = [1, 0]
+// CHECK-NEXT:    %[[Y:.*]] = tensor.expand_shape %[[Y2D]] {{\[\[}}0, 1], [2]] output_shape [2, 5, 12] : tensor<10x12xf32> into tensor<2x5x12xf32>
+// CHECK-NEXT:    return %[[Y]] : tensor<2x5x12xf32>
+func.func @linear_3d_zero_outs(%x: tensor<2x5x16xf32>, %w: tensor<12x16xf32, #CSR>) -> tensor<2x5x12xf32> {
+  %e = tensor.empty() : tensor<16x12xf32>
+  %t = linalg.transpose ins(%w : tensor<12x16xf32, #CSR>) outs(%e : tensor<16x12xf32>) permutation = [1, 0]
+  %zero = arith.constant 0.0 : f32
+  %e2 = tensor.empty() : tensor<2x5x12xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e2 : tensor<2x5x12xf32>) -> tensor<2x5x12xf32>
+  %y = linalg.generic {indexing_maps = [#X_BMK, #WT_KN, #Y_BMN], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %t : tensor<2x5x16xf32>, tensor<16x12xf32>) outs(%fill : tensor<2x5x12xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+/// A 3-d outs that is not a zero fill (here an argument) is collapsed too and
+/// added back to the 2-d result before the expand. The body may also write
+/// its operands the other way round (mulf w, x; addf mul, acc).
+// CHECK-LABEL: func.func @linear_3d_outs_is_argument(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<2x5x16xf32>, %[[W:[^:]*]]: tensor<12x16xf32, #[[$CSR]]>, %[[B:[^:]*]]: tensor<2x5x12xf32>)
+// CHECK-DAG:     %[[X2D:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<2x5x16xf32> into tensor<10x16xf32>
+// CHECK-DAG:     %[[B2D:.*]] = tensor.collapse_shape %[[B]] {{\[\[}}0, 1], [2]] : tensor<2x5x12xf32> into tensor<10x12xf32>
+// CHECK:         %[[XT:.*]] = linalg.transpose ins(%[[X2D]] : tensor<10x16xf32>) outs(%{{.*}} : tensor<16x10xf32>) permutation = [1, 0]
+/// W * xT itself still starts from zero.
+// CHECK:         %[[YT_INIT:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<12x10xf32>)
+// CHECK-NEXT:    %[[YT:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[XT]] : tensor<12x16xf32, #[[$CSR]]>, tensor<16x10xf32>) outs(%[[YT_INIT]] : tensor<12x10xf32>) attrs =  {smlir.sparse_kernel} {
+// CHECK:         %[[Y2D:.*]] = linalg.transpose ins(%[[YT]] : tensor<12x10xf32>) outs(%{{.*}} : tensor<10x12xf32>) permutation = [1, 0]
+// CHECK-NEXT:    %[[R2D:.*]] = linalg.generic {indexing_maps = [#[[$ID2]], #[[$ID2]]], iterator_types = ["parallel", "parallel"]} ins(%[[Y2D]] : tensor<10x12xf32>) outs(%[[B2D]] : tensor<10x12xf32>) {
+// CHECK-NEXT:    ^bb0(%[[IN:.*]]: f32, %[[OUT:.*]]: f32):
+// CHECK-NEXT:      %[[ADD:.*]] = arith.addf %[[OUT]], %[[IN]] : f32
+// CHECK-NEXT:      linalg.yield %[[ADD]] : f32
+// CHECK-NEXT:    } -> tensor<10x12xf32>
+// CHECK-NEXT:    %[[R:.*]] = tensor.expand_shape %[[R2D]] {{\[\[}}0, 1], [2]] output_shape [2, 5, 12] : tensor<10x12xf32> into tensor<2x5x12xf32>
+// CHECK-NEXT:    return %[[R]] : tensor<2x5x12xf32>
+func.func @linear_3d_outs_is_argument(%x: tensor<2x5x16xf32>, %w: tensor<12x16xf32, #CSR>, %b: tensor<2x5x12xf32>) -> tensor<2x5x12xf32> {
+  %e = tensor.empty() : tensor<16x12xf32>
+  %t = linalg.transpose ins(%w : tensor<12x16xf32, #CSR>) outs(%e : tensor<16x12xf32>) permutation = [1, 0]
+  %y = linalg.generic {indexing_maps = [#X_BMK, #WT_KN, #Y_BMN], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %t : tensor<2x5x16xf32>, tensor<16x12xf32>) outs(%b : tensor<2x5x12xf32>) {
+  ^bb0(%a: f32, %wv: f32, %c: f32):
+    %m = arith.mulf %wv, %a : f32
+    %s = arith.addf %m, %c : f32
+    linalg.yield %s : f32
+  } -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+/// A dynamic batch: the expand takes its output shape from the 3-d outs.
+// CHECK-LABEL: func.func @linear_3d_dynamic_batch(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<?x5x16xf32>, %[[W:[^:]*]]: tensor<12x16xf32, #[[$CSR]]>, %[[B:[^:]*]]: tensor<?x5x12xf32>)
+// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG:     %[[X2D:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<?x5x16xf32> into tensor<?x16xf32>
+// CHECK:         linalg.generic {{.*}} ins(%[[W]], %{{.*}} : tensor<12x16xf32, #[[$CSR]]>, tensor<16x?xf32>) outs(%{{.*}} : tensor<12x?xf32>) attrs =  {smlir.sparse_kernel}
+// CHECK:         %[[R2D:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<?x12xf32>) outs(%{{.*}} : tensor<?x12xf32>)
+// CHECK:         %[[BATCH:.*]] = tensor.dim %[[B]], %[[C0]] : tensor<?x5x12xf32>
+// CHECK-NEXT:    %[[R:.*]] = tensor.expand_shape %[[R2D]] {{\[\[}}0, 1], [2]] output_shape [%[[BATCH]], 5, 12] : tensor<?x12xf32> into tensor<?x5x12xf32>
+// CHECK-NEXT:    return %[[R]] : tensor<?x5x12xf32>
+func.func @linear_3d_dynamic_batch(%x: tensor<?x5x16xf32>, %w: tensor<12x16xf32, #CSR>, %b: tensor<?x5x12xf32>) -> tensor<?x5x12xf32> {
+  %e = tensor.empty() : tensor<16x12xf32>
+  %t = linalg.transpose ins(%w : tensor<12x16xf32, #CSR>) outs(%e : tensor<16x12xf32>) permutation = [1, 0]
+  %y = linalg.generic {indexing_maps = [#X_BMK, #WT_KN, #Y_BMN], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %t : tensor<?x5x16xf32>, tensor<16x12xf32>) outs(%b : tensor<?x5x12xf32>) {
+  ^bb0(%a: f32, %wv: f32, %c: f32):
+    %m = arith.mulf %a, %wv : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<?x5x12xf32>
+  return %y : tensor<?x5x12xf32>
+}
+
+// -----
+
 /// A dense W keeps the matmul: there is no sparse iteration to reorder.
 // CHECK-LABEL: func.func @negative_dense_weight(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32>, %[[B:[^:]*]]: tensor<3x16xf32>)
@@ -276,5 +380,101 @@ func.func @negative_user_defined_maps(%xt: tensor<8x3xf32>, %w: tensor<16x8xf32,
   %t = linalg.transpose ins(%w : tensor<16x8xf32, #CSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
   %y = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>]
       ins(%xt, %t : tensor<8x3xf32>, tensor<8x16xf32>) outs(%b : tensor<3x16xf32>) -> tensor<3x16xf32>
+  return %y : tensor<3x16xf32>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+#X_BMK = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#WT_KN = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#Y_BMN = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+
+/// The 3-d form with another body (out - x * w) is not a linear layer: the
+/// generic, the transpose of W and the fill stay as they are.
+// CHECK-LABEL: func.func @negative_3d_generic_other_body(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<2x5x16xf32>, %[[W:[^:]*]]: tensor<12x16xf32, #{{.*}}>)
+// CHECK:         %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<12x16xf32, #{{.*}}>) outs(%{{.*}} : tensor<16x12xf32>) permutation = [1, 0]
+// CHECK:         %[[FILL:.*]] = linalg.fill
+// CHECK-NEXT:    %[[Y:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[T]] : tensor<2x5x16xf32>, tensor<16x12xf32>) outs(%[[FILL]] : tensor<2x5x12xf32>) {
+// CHECK-NEXT:    ^bb0(
+// CHECK-NEXT:      arith.mulf
+// CHECK-NEXT:      arith.subf
+// CHECK-NEXT:      linalg.yield
+// CHECK-NEXT:    } -> tensor<2x5x12xf32>
+// CHECK-NEXT:    return %[[Y]]
+// CHECK-NOT:     smlir.sparse_kernel
+func.func @negative_3d_generic_other_body(%x: tensor<2x5x16xf32>, %w: tensor<12x16xf32, #CSR>) -> tensor<2x5x12xf32> {
+  %e = tensor.empty() : tensor<16x12xf32>
+  %t = linalg.transpose ins(%w : tensor<12x16xf32, #CSR>) outs(%e : tensor<16x12xf32>) permutation = [1, 0]
+  %zero = arith.constant 0.0 : f32
+  %e2 = tensor.empty() : tensor<2x5x12xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e2 : tensor<2x5x12xf32>) -> tensor<2x5x12xf32>
+  %y = linalg.generic {indexing_maps = [#X_BMK, #WT_KN, #Y_BMN], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %t : tensor<2x5x16xf32>, tensor<16x12xf32>) outs(%fill : tensor<2x5x12xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.subf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+/// The 3-d form with a dense W: no sparse iteration to reorder.
+// CHECK-LABEL: func.func @negative_3d_generic_dense_weight(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<2x5x16xf32>, %[[W:[^:]*]]: tensor<12x16xf32>, %[[B:[^:]*]]: tensor<2x5x12xf32>)
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<16x12xf32>
+// CHECK-NEXT:    %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<12x16xf32>) outs(%[[E]] : tensor<16x12xf32>) permutation = [1, 0]
+// CHECK-NEXT:    %[[Y:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[T]] : tensor<2x5x16xf32>, tensor<16x12xf32>) outs(%[[B]] : tensor<2x5x12xf32>) {
+// CHECK:         } -> tensor<2x5x12xf32>
+// CHECK-NEXT:    return %[[Y]]
+// CHECK-NOT:     smlir.sparse_kernel
+func.func @negative_3d_generic_dense_weight(%x: tensor<2x5x16xf32>, %w: tensor<12x16xf32>, %b: tensor<2x5x12xf32>) -> tensor<2x5x12xf32> {
+  %e = tensor.empty() : tensor<16x12xf32>
+  %t = linalg.transpose ins(%w : tensor<12x16xf32>) outs(%e : tensor<16x12xf32>) permutation = [1, 0]
+  %y = linalg.generic {indexing_maps = [#X_BMK, #WT_KN, #Y_BMN], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %t : tensor<2x5x16xf32>, tensor<16x12xf32>) outs(%b : tensor<2x5x12xf32>) {
+  ^bb0(%a: f32, %wv: f32, %c: f32):
+    %m = arith.mulf %a, %wv : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+/// Mixed precision (f16 operands accumulated in f32, the body extends them):
+/// the plain mulf + addf kernel cannot express it, left alone.
+// CHECK-LABEL: func.func @negative_3d_generic_mixed_precision(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<2x5x16xf16>, %[[W:[^:]*]]: tensor<12x16xf16, #{{.*}}>, %[[B:[^:]*]]: tensor<2x5x12xf32>)
+// CHECK:         %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<12x16xf16, #{{.*}}>) outs(%{{.*}} : tensor<16x12xf16>) permutation = [1, 0]
+// CHECK-NEXT:    %[[Y:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[T]] : tensor<2x5x16xf16>, tensor<16x12xf16>) outs(%[[B]] : tensor<2x5x12xf32>) {
+// CHECK:         } -> tensor<2x5x12xf32>
+// CHECK-NEXT:    return %[[Y]]
+// CHECK-NOT:     smlir.sparse_kernel
+func.func @negative_3d_generic_mixed_precision(%x: tensor<2x5x16xf16>, %w: tensor<12x16xf16, #CSR>, %b: tensor<2x5x12xf32>) -> tensor<2x5x12xf32> {
+  %e = tensor.empty() : tensor<16x12xf16>
+  %t = linalg.transpose ins(%w : tensor<12x16xf16, #CSR>) outs(%e : tensor<16x12xf16>) permutation = [1, 0]
+  %y = linalg.generic {indexing_maps = [#X_BMK, #WT_KN, #Y_BMN], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %t : tensor<2x5x16xf16>, tensor<16x12xf16>) outs(%b : tensor<2x5x12xf32>) {
+  ^bb0(%a: f16, %wv: f16, %c: f32):
+    %a32 = arith.extf %a : f16 to f32
+    %w32 = arith.extf %wv : f16 to f32
+    %m = arith.mulf %a32, %w32 : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+/// linalg.matmul accepts f16 operands into an f32 result (it extends them):
+/// the f32 kernel would multiply f16 values with mulf on mixed types, so the
+/// matmul is left alone.
+// CHECK-LABEL: func.func @negative_matmul_mixed_precision(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf16>, %[[W:[^:]*]]: tensor<16x8xf16, #{{.*}}>, %[[B:[^:]*]]: tensor<3x16xf32>)
+// CHECK:         %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf16, #{{.*}}>) outs(%{{.*}} : tensor<8x16xf16>) permutation = [1, 0]
+// CHECK-NEXT:    %[[Y:.*]] = linalg.matmul ins(%[[X]], %[[T]] : tensor<3x8xf16>, tensor<8x16xf16>) outs(%[[B]] : tensor<3x16xf32>) -> tensor<3x16xf32>
+// CHECK-NEXT:    return %[[Y]]
+// CHECK-NOT:     smlir.sparse_kernel
+func.func @negative_matmul_mixed_precision(%x: tensor<3x8xf16>, %w: tensor<16x8xf16, #CSR>, %b: tensor<3x16xf32>) -> tensor<3x16xf32> {
+  %e = tensor.empty() : tensor<8x16xf16>
+  %t = linalg.transpose ins(%w : tensor<16x8xf16, #CSR>) outs(%e : tensor<8x16xf16>) permutation = [1, 0]
+  %y = linalg.matmul ins(%x, %t : tensor<3x8xf16>, tensor<8x16xf16>) outs(%b : tensor<3x16xf32>) -> tensor<3x16xf32>
   return %y : tensor<3x16xf32>
 }

@@ -82,4 +82,24 @@ def SparseFallback : Pass<"smlir-sparse-fallback", "::mlir::func::FuncOp"> {
                         "Report a fallback as an error">];
 }
 
+def FuseDenseElementwise
+    : Pass<"smlir-fuse-dense-elementwise", "::mlir::func::FuncOp"> {
+  let summary = "Fuse element-wise linalg ops, keeping sparse kernels and contractions intact";
+  let description = [{
+    Upstream's `linalg-fuse-elementwise-ops` also fuses producers into
+    contractions (recomputing them once per output column), propagates
+    reshapes onto sparse weights and fuses dense producers into sparse
+    kernels, which sparsification then rejects. This pass applies the same
+    producer-consumer fusion only when the consumer has no reduction loop and
+    neither op reads or writes a sparse tensor: bias add + activation chains
+    fuse, matmul-like ops and sparse kernels stay as they are.
+
+    ```mlir
+    %b = linalg.generic ... ins(%y, %bias) { addf }    // fused with
+    %r = linalg.generic ... ins(%b) { maximumf }       // this one
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 #endif // SPARSE_MLIR_TRANSFORMS_PASSES_TD
