@@ -43,7 +43,7 @@ def pipeline_for(on_fallback: str) -> str:
 def smlir_passes_for(on_fallback: str) -> str:
     """The smlir part of the pipeline alone, for the "sparse" IR stage."""
     fail = "true" if on_fallback == "error" else "false"
-    return ("builtin.module(func.func(smlir-hoist-argument-sparsifiers, smlir-rewrite-sparse-matmul, "
+    return ("builtin.module(smlir-hoist-argument-sparsifiers, func.func(smlir-rewrite-sparse-matmul, "
             f"smlir-sparse-fallback{{fail={fail}}}, smlir-fuse-dense-elementwise), convert-smlir-to-sparse-tensor)")
 
 

@@ -52,7 +52,7 @@ sparsifierPassList(const smlir::SparseCPUPipelineOptions &options) {
 void mlir::smlir::buildSparseCPUPipeline(
     OpPassManager &pm, const SparseCPUPipelineOptions &options) {
   // Weights are sparsified once by the caller: their arguments become sparse.
-  pm.addNestedPass<func::FuncOp>(createHoistArgumentSparsifiers());
+  pm.addPass(createHoistArgumentSparsifiers());
   // x * W^T with sparse W -> (W * x^T)^T, the loop order that runs fast.
   pm.addNestedPass<func::FuncOp>(createRewriteSparseMatmul());
   // Weights whose readers have no sparse lowering are read densely, with a

@@ -18,15 +18,22 @@ constexpr StringLiteral kWeightAttrName = "smlir.weight";
 struct HoistArgumentSparsifiersPass
     : public smlir::impl::HoistArgumentSparsifiersBase<
           HoistArgumentSparsifiersPass> {
+  // A module pass: whether a function is called inside the module is a
+  // question about the whole module.
   void runOnOperation() override {
-    func::FuncOp func = getOperation();
-    if (func.isExternal() || !func.isPublic())
-      return;
-    // Callers inside the module would pass dense tensors to the new sparse
-    // arguments: only entry points (called from outside) are rewritten.
-    if (Operation *module = SymbolTable::getNearestSymbolTable(func->getParentOp()))
+    ModuleOp module = getOperation();
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal() || !func.isPublic())
+        continue;
+      // Callers inside the module would pass dense tensors to the new sparse
+      // arguments: only entry points (called from outside) are rewritten.
       if (!SymbolTable::symbolKnownUseEmpty(func, module))
-        return;
+        continue;
+      hoist(func);
+    }
+  }
+
+  void hoist(func::FuncOp func) {
     Block &entry = func.getBody().front();
     bool changed = false;
     for (BlockArgument arg : entry.getArguments()) {

@@ -41,9 +41,14 @@ struct SparseFallbackPass
     func::FuncOp func = getOperation();
     if (func.isExternal())
       return;
+    // Program order of ops, so each warning points at the first reader.
+    DenseMap<Operation *, unsigned> order;
+    func.walk([&](Operation *op) { order[op] = order.size(); });
+
+    // Decide every argument from the original types first: a reader's
+    // support may depend on another argument being sparse.
     Block &entry = func.getBody().front();
-    llvm::StringSet<> reported;
-    bool changed = false, failedAny = false;
+    SmallVector<std::pair<BlockArgument, SmallVector<Operation *>>> fallbacks;
     for (BlockArgument arg : entry.getArguments()) {
       if (!isSparse(arg))
         continue;
@@ -53,33 +58,56 @@ struct SparseFallbackPass
           unsupported.push_back(use.getOwner());
       if (unsupported.empty())
         continue;
+      llvm::sort(unsupported, [&](Operation *a, Operation *b) {
+        return order[a] < order[b];
+      });
+      fallbacks.emplace_back(arg, std::move(unsupported));
+    }
+    if (fallbacks.empty())
+      return;
+
+    llvm::StringSet<> reported;
+    OpBuilder builder(&entry, entry.begin());
+    for (auto &[arg, unsupported] : fallbacks) {
       unsigned index = arg.getArgNumber();
       auto name = func.getArgAttrOfType<StringAttr>(index, "smlir.tensor_name");
       auto encoding = func.getArgAttrOfType<EncodingAttrInterface>(
           index, "smlir.encoding");
       std::string format = encoding ? encoding.getFormatName() : "sparse";
+      StringRef tensorName = name ? name.getValue() : StringRef("<argument>");
       for (Operation *op : unsupported) {
-        std::string key = op->getName().getStringRef().str() + "/" + format;
+        std::string key = (op->getName().getStringRef() + "/" + format + "/" +
+                           tensorName).str();
         if (!reported.insert(key).second)
           continue;
-        InFlightDiagnostic diag =
-            fail ? op->emitError() : op->emitWarning();
+        InFlightDiagnostic diag = fail ? op->emitError() : op->emitWarning();
         diag << "no sparse lowering for '" << op->getName()
-             << "' reading tensor '"
-             << (name ? name.getValue() : StringRef("<argument>"))
-             << "' stored as " << format << "; computing it densely";
+             << "' reading tensor '" << tensorName << "' stored as " << format
+             << "; computing it densely";
       }
-      failedAny |= fail;
-      auto type = cast<RankedTensorType>(arg.getType());
-      arg.setType(RankedTensorType::get(type.getShape(), type.getElementType()));
+      if (fail)
+        continue;
+      // The caller passes the dense weight; readers that had a sparse
+      // lowering (or need the sparse type) get it converted once.
+      auto sparseType = cast<RankedTensorType>(arg.getType());
+      SmallVector<OpOperand *> sparseReaders;
+      for (OpOperand &use : arg.getUses())
+        if (!llvm::is_contained(unsupported, use.getOwner()))
+          sparseReaders.push_back(&use);
+      arg.setType(RankedTensorType::get(sparseType.getShape(),
+                                        sparseType.getElementType()));
       func.setArgAttr(index, "smlir.fallback", UnitAttr::get(&getContext()));
-      changed = true;
+      if (!sparseReaders.empty()) {
+        Value sparse = sparse_tensor::ConvertOp::create(builder, arg.getLoc(),
+                                                        sparseType, arg);
+        for (OpOperand *use : sparseReaders)
+          use->set(sparse);
+      }
     }
-    if (changed)
-      func.setType(FunctionType::get(&getContext(), entry.getArgumentTypes(),
-                                     func.getResultTypes()));
-    if (failedAny)
-      signalPassFailure();
+    if (fail)
+      return signalPassFailure();
+    func.setType(FunctionType::get(&getContext(), entry.getArgumentTypes(),
+                                   func.getResultTypes()));
   }
 };
 

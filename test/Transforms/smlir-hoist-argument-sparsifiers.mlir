@@ -134,3 +134,34 @@ func.func private @negative_private_function(%w: tensor<8x8xf32> {smlir.weight})
 // CHECK-SAME:      tensor<8x8xf32> {smlir.weight})
 // CHECK-SAME:      -> tensor<8x8xf32>{{$}}
 func.func private @negative_declaration(tensor<8x8xf32> {smlir.weight}) -> tensor<8x8xf32>
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// A public function called from inside the module: the caller passes a
+/// dense tensor, so the weight is left alone (type, attributes, op) and the
+/// call stays valid.
+// CHECK-DAG:   #[[$CSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+// CHECK-LABEL: func.func @negative_called_from_module(
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<8x8xf32> {smlir.weight}) -> tensor<8x8xf32, #[[$CSR]]>
+// CHECK-NEXT:    %[[S:.*]] = smlir.sparsify %[[W]] : tensor<8x8xf32> with #smlir.scalar_fraction<0.9> as #smlir.csr {tensor_name = "fc.weight"} -> tensor<8x8xf32, #[[$CSR]]>
+// CHECK-NEXT:    return %[[S]]
+// GENERIC:     function_type = (tensor<8x8xf32>) -> tensor<8x8xf32, #{{[a-z0-9_]+}}>, sym_name = "negative_called_from_module"
+/// The caller, an entry point itself, still has its own weight hoisted; it
+/// keeps passing its dense activation to the callee.
+// CHECK-LABEL: func.func @calls_a_public_function(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<8x8xf32>,
+// CHECK-SAME:      %[[V:[^:]*]]: tensor<8x8xf32, #[[$CSR]]> {smlir.encoding = #smlir.csr, smlir.sparsifier = #smlir.scalar_fraction<0.5>, smlir.weight})
+// CHECK-NEXT:    %[[R:.*]] = call @negative_called_from_module(%[[X]]) : (tensor<8x8xf32>) -> tensor<8x8xf32, #[[$CSR]]>
+// CHECK-NEXT:    return %[[R]], %[[V]] : tensor<8x8xf32, #[[$CSR]]>, tensor<8x8xf32, #[[$CSR]]>
+func.func @negative_called_from_module(%w: tensor<8x8xf32> {smlir.weight}) -> tensor<8x8xf32, #CSR> {
+  %s = smlir.sparsify %w : tensor<8x8xf32> with #smlir.scalar_fraction<0.9> as #smlir.csr {tensor_name = "fc.weight"} -> tensor<8x8xf32, #CSR>
+  return %s : tensor<8x8xf32, #CSR>
+}
+
+func.func @calls_a_public_function(%x: tensor<8x8xf32>, %v: tensor<8x8xf32> {smlir.weight}) -> (tensor<8x8xf32, #CSR>, tensor<8x8xf32, #CSR>) {
+  %r = call @negative_called_from_module(%x) : (tensor<8x8xf32>) -> tensor<8x8xf32, #CSR>
+  %s = smlir.sparsify %v : tensor<8x8xf32> with #smlir.scalar_fraction<0.5> as #smlir.csr -> tensor<8x8xf32, #CSR>
+  return %r, %s : tensor<8x8xf32, #CSR>, tensor<8x8xf32, #CSR>
+}

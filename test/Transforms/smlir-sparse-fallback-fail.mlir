@@ -27,13 +27,13 @@ func.func @untagged_generic_is_an_error(%w: tensor<8x8xf32, #CSR> {smlir.encodin
 #NM24 = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
 
 /// Errors are deduplicated per (op, format) like warnings: two transposes of
-/// one CSR weight give one error (on the reader listed first in the use list,
-/// the last one); a 2:4 weight read by a transpose is another format and is
+/// one CSR weight give one error (on the first reader in program order); a
+/// 2:4 weight read by a transpose is another tensor and format and is
 /// reported too, as is an unnamed argument's matmul.
 func.func @one_error_per_op_and_format(%w: tensor<16x8xf32, #CSR> {smlir.encoding = #smlir.csr, smlir.tensor_name = "fc1.weight"}, %v: tensor<16x8xf32, #NM24> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.tensor_name = "fc2.weight"}, %x: tensor<3x16xf32>, %u: tensor<16x8xf32, #CSR>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<3x8xf32>) {
   %e = tensor.empty() : tensor<8x16xf32>
-  %t1 = linalg.transpose ins(%w : tensor<16x8xf32, #CSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
   // expected-error @below {{no sparse lowering for 'linalg.transpose' reading tensor 'fc1.weight' stored as csr; computing it densely}}
+  %t1 = linalg.transpose ins(%w : tensor<16x8xf32, #CSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
   %t2 = linalg.transpose ins(%w : tensor<16x8xf32, #CSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
   // expected-error @below {{no sparse lowering for 'linalg.transpose' reading tensor 'fc2.weight' stored as 2:4; computing it densely}}
   %t3 = linalg.transpose ins(%v : tensor<16x8xf32, #NM24>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]

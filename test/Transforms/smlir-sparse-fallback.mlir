@@ -164,13 +164,15 @@ func.func @matmul_sparse_lhs_and_rhs_falls_back(%w: tensor<16x8xf32, #CSR> {smli
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 
-/// One unsupported reader is enough: the whole argument falls back, and the
-/// supported matmul reads the dense argument too (a weight is passed once,
-/// in one form). Only the unsupported reader is reported.
+/// One unsupported reader is enough: the argument falls back (a weight is
+/// passed once, in one form); the supported matmul keeps its sparse lowering
+/// through one convert of the dense argument. Only the unsupported reader is
+/// reported.
 // CHECK-LABEL: func.func @mixed_readers_fall_back(
 // CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32> {smlir.encoding = #smlir.csr, smlir.fallback, smlir.tensor_name = "fc.weight"},
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<8x3xf32>, %[[B:[^:]*]]: tensor<16x3xf32>)
-// CHECK-NEXT:    %[[R:.*]] = linalg.matmul ins(%[[W]], %[[X]] : tensor<16x8xf32>, tensor<8x3xf32>) outs(%[[B]] : tensor<16x3xf32>)
+// CHECK-NEXT:    %[[S:.*]] = sparse_tensor.convert %[[W]] : tensor<16x8xf32> to tensor<16x8xf32, #{{.*}}>
+// CHECK-NEXT:    %[[R:.*]] = linalg.matmul ins(%[[S]], %[[X]] : tensor<16x8xf32, #{{.*}}>, tensor<8x3xf32>) outs(%[[B]] : tensor<16x3xf32>)
 // CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<8x16xf32>
 // CHECK-NEXT:    %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf32>) outs(%[[E]] : tensor<8x16xf32>) permutation = [1, 0]
 // CHECK-NEXT:    return %[[R]], %[[T]] : tensor<16x3xf32>, tensor<8x16xf32>
@@ -189,8 +191,8 @@ func.func @mixed_readers_fall_back(%w: tensor<16x8xf32, #CSR> {smlir.encoding = 
 
 /// One warning per (op, format): only one of the two transposes is reported
 /// (-verify-diagnostics rejects an unexpected warning); the add, another op,
-/// is reported too. Every reader reads the dense argument. The pass walks the
-/// use list, which lists the last reader first: the warning is on %t2.
+/// is reported too. Every reader reads the dense argument. The warning is on
+/// the first reader in program order, %t1.
 // CHECK-LABEL: func.func @one_warning_per_op_and_format(
 // CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32> {smlir.encoding = #smlir.csr, smlir.fallback, smlir.tensor_name = "fc.weight"})
 // CHECK:         %[[T1:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf32>)
@@ -199,8 +201,8 @@ func.func @mixed_readers_fall_back(%w: tensor<16x8xf32, #CSR> {smlir.encoding = 
 // CHECK-NEXT:    return %[[T1]], %[[T2]], %[[A]]
 func.func @one_warning_per_op_and_format(%w: tensor<16x8xf32, #CSR> {smlir.encoding = #smlir.csr, smlir.tensor_name = "fc.weight"}) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<16x8xf32>) {
   %e = tensor.empty() : tensor<8x16xf32>
-  %t1 = linalg.transpose ins(%w : tensor<16x8xf32, #CSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
   // expected-warning @below {{no sparse lowering for 'linalg.transpose' reading tensor 'fc.weight' stored as csr; computing it densely}}
+  %t1 = linalg.transpose ins(%w : tensor<16x8xf32, #CSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
   %t2 = linalg.transpose ins(%w : tensor<16x8xf32, #CSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
   %e2 = tensor.empty() : tensor<16x8xf32>
   // Both operands are the weight: still one warning for this op.
@@ -276,4 +278,40 @@ func.func @arguments_decided_one_by_one(%w1: tensor<16x8xf32, #CSR> {smlir.encod
   %t = linalg.transpose ins(%w1 : tensor<16x8xf32, #CSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
   %r = linalg.matmul ins(%w2, %x : tensor<16x8xf32, #CSR>, tensor<8x3xf32>) outs(%b : tensor<16x3xf32>) -> tensor<16x3xf32>
   return %t, %r : tensor<8x16xf32>, tensor<16x3xf32>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// A reader that needs the sparse type (here: the return) still gets it, from
+/// one convert of the dense argument, so the function stays valid.
+// CHECK-LABEL: func.func @sparse_typed_reader_gets_a_convert(
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<8x8xf32> {smlir.fallback})
+// CHECK-NEXT:    %[[S:.*]] = sparse_tensor.convert %[[W]] : tensor<8x8xf32> to tensor<8x8xf32, #{{.*}}>
+// CHECK:         %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<8x8xf32>)
+// CHECK-NEXT:    return %[[S]], %[[T]]
+func.func @sparse_typed_reader_gets_a_convert(%w: tensor<8x8xf32, #CSR>) -> (tensor<8x8xf32, #CSR>, tensor<8x8xf32>) {
+  %e = tensor.empty() : tensor<8x8xf32>
+  // expected-warning @below {{no sparse lowering for 'linalg.transpose' reading tensor '<argument>' stored as sparse; computing it densely}}
+  %t = linalg.transpose ins(%w : tensor<8x8xf32, #CSR>) outs(%e : tensor<8x8xf32>) permutation = [1, 0]
+  return %w, %t : tensor<8x8xf32, #CSR>, tensor<8x8xf32>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// Deduplication is per tensor too: two weights read by the same kind of op
+/// are both named.
+// CHECK-LABEL: func.func @each_tensor_is_named(
+// CHECK-SAME:      tensor<8x8xf32> {smlir.encoding = #smlir.csr, smlir.fallback, smlir.tensor_name = "a"}
+// CHECK-SAME:      tensor<8x8xf32> {smlir.encoding = #smlir.csr, smlir.fallback, smlir.tensor_name = "b"}
+func.func @each_tensor_is_named(%a: tensor<8x8xf32, #CSR> {smlir.encoding = #smlir.csr, smlir.tensor_name = "a"}, %b: tensor<8x8xf32, #CSR> {smlir.encoding = #smlir.csr, smlir.tensor_name = "b"}) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %e = tensor.empty() : tensor<8x8xf32>
+  // expected-warning @below {{no sparse lowering for 'linalg.transpose' reading tensor 'a' stored as csr; computing it densely}}
+  %ta = linalg.transpose ins(%a : tensor<8x8xf32, #CSR>) outs(%e : tensor<8x8xf32>) permutation = [1, 0]
+  // expected-warning @below {{no sparse lowering for 'linalg.transpose' reading tensor 'b' stored as csr; computing it densely}}
+  %tb = linalg.transpose ins(%b : tensor<8x8xf32, #CSR>) outs(%e : tensor<8x8xf32>) permutation = [1, 0]
+  return %ta, %tb : tensor<8x8xf32>, tensor<8x8xf32>
 }

@@ -6,7 +6,7 @@
 include "mlir/Pass/PassBase.td"
 
 def HoistArgumentSparsifiers
-    : Pass<"smlir-hoist-argument-sparsifiers", "::mlir::func::FuncOp"> {
+    : Pass<"smlir-hoist-argument-sparsifiers", "::mlir::ModuleOp"> {
   let summary = "Move sparsifiers of function arguments to the caller";
   let description = [{
     A weight is sparsified once, at compile time, not at every call. For each
@@ -70,8 +70,10 @@ def SparseFallback : Pass<"smlir-sparse-fallback", "::mlir::func::FuncOp"> {
     `linalg.matmul` with the sparse operand on the left, a `sparse_tensor`
     op, or `func.return`. Otherwise the argument goes back to its dense type
     (marked `smlir.fallback`, so the caller passes the dense-equivalent
-    weight) and one warning per (op, format) names the op, the tensor and
-    the format. With `fail=true` the warning is an error.
+    weight) and one warning per (op, format, tensor), at the first such
+    reader, names them. Readers that did have a sparse lowering read one
+    `sparse_tensor.convert` of the dense argument. With `fail=true` the
+    warning is an error.
 
     ```mlir
     // warning: no sparse lowering for 'linalg.generic' reading tensor
