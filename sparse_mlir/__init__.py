@@ -5,7 +5,11 @@ sparsifiers (`KeepAll`, `Threshold`, `RandomFraction`, `ScalarFraction`,
 `BlockFraction`, `NMMagnitude`), `make_context` and the error hierarchy.
 """
 
-from mlir import ir as _ir  # noqa: F401  (loads libMLIRPythonCAPI.so before _smlir)
+from ._load_order import check_torch_mlir_not_loaded_first as _check_load_order
+
+_check_load_order()
+
+from mlir import ir as _ir  # noqa: E402,F401  (loads libMLIRPythonCAPI.so before _smlir)
 
 from .compiler import CompiledModule, SparseFallbackWarning, compile
 from .context import make_context

@@ -125,15 +125,13 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     _check_names(encodings, params)
     example_args = tuple(example_args)
 
-    effective: dict[str, torch.Tensor] = {}
     for name, encoding in encodings.items():
         if not isinstance(encoding, Encoding):
             raise SpecError(f"{name}: expected a sparse_mlir encoding (CSR(), NM(2, 4), ...), got {encoding!r}")
-        weight = params[name].detach()
-        if not weight.dtype.is_floating_point and encoding.effective_sparsifier.needs_ordering:
-            raise SpecError(f"{name}: {type(encoding.effective_sparsifier).__name__} compares magnitudes and "
-                            f"needs a floating-point tensor, got {weight.dtype}")
-        effective[name] = torch.from_numpy(apply_sparsifier(encoding.effective_sparsifier, weight.numpy(), name))
+    _verify_specs(encodings, params)
+    effective = {name: torch.from_numpy(apply_sparsifier(encoding.effective_sparsifier,
+                                                         params[name].detach().numpy(), name))
+                 for name, encoding in encodings.items()}
 
     imported = import_model(model, example_args)
     stages = {"linalg": imported.text}
@@ -178,6 +176,35 @@ def _check_names(encodings: Mapping[str, Encoding], params: Mapping[str, torch.n
             close = difflib.get_close_matches(name, list(params), n=3)
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
             raise SpecError(f"unknown tensor name {name!r}{hint} Parameters: {', '.join(params)}")
+
+
+_MLIR_ELEMENT_TYPES = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16",
+                       torch.bfloat16: "bf16", torch.int32: "i32", torch.int64: "i64", torch.int8: "i8"}
+
+
+def _verify_specs(encodings: Mapping[str, Encoding], params: Mapping[str, torch.nn.Parameter]) -> None:
+    """Checks every (tensor, encoding, sparsifier) with the smlir.sparsify verifier, before any work."""
+    with make_context(), ir.Location.unknown():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            for name, encoding in encodings.items():
+                weight = params[name]
+                if weight.dtype not in _MLIR_ELEMENT_TYPES:
+                    raise SpecError(f"{name}: unsupported dtype {weight.dtype}")
+                element = ir.Type.parse(_MLIR_ELEMENT_TYPES[weight.dtype])
+                tensor_type = ir.RankedTensorType.get(list(weight.shape), element)
+                value = ir.Operation.create("tensor.empty", results=[tensor_type]).result
+                # The dense result type is deliberately unchecked: only the
+                # shape/format/sparsifier diagnostics matter here.
+                smlir.SparsifyOp(tensor_type, value, encoding.effective_sparsifier.to_attr(), encoding.to_attr(),
+                                 tensor_name=ir.StringAttr.get(name))
+        try:
+            module.operation.verify()
+        except ir.MLIRError as error:
+            messages = [str(d.message) for d in error.error_diagnostics
+                        if "result type must be" not in str(d.message)]
+            if messages:
+                raise SpecError("; ".join(messages)) from None
 
 
 def _annotate(module: ir.Module, param_names: list[str], encodings: Mapping[str, Encoding]) -> None:

@@ -8,13 +8,13 @@ generated code either aliased from an output argument or allocated itself.
 from __future__ import annotations
 
 import ctypes
+import functools
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
-from mlir.runtime import get_ranked_memref_descriptor, make_nd_memref_descriptor, ranked_memref_to_numpy
 
 _MLIR_LIB_DIR = Path(ir.__file__).resolve().parent / "lib"
 RUNTIME_LIBS = [str(_MLIR_LIB_DIR / "libmlir_c_runner_utils.so"), str(_MLIR_LIB_DIR / "libmlir_runner_utils.so")]
@@ -36,26 +36,70 @@ def jit(module: ir.Module, opt_level: int = 3, shared_libs: Sequence[str] = ()) 
 
 def invoke(engine: ExecutionEngine, name: str, args: Sequence[np.ndarray],
            results: Sequence[tuple[int, np.dtype]] = ()) -> list[np.ndarray]:
-    """Calls `name` (compiled with llvm.emit_c_interface) on `args`.
+    """Calls `name` (compiled with llvm.emit_c_interface) once on `args`.
 
-    `results` lists (rank, dtype) of each returned memref. A single result is
-    passed first as an out-pointer, as the C interface expects; the returned
-    arrays view the memory the kernel wrote (copy them if the kernel
-    allocated it).
+    `results` gives (rank, dtype) of the single returned memref; it comes
+    back as a new array (the kernel's buffer is freed unless it aliases an
+    argument).
     """
     for i, a in enumerate(args):
         if not a.flags.c_contiguous:
             raise ValueError(f"argument {i} of @{name} must be C-contiguous")
-    descriptors = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in args]
-    if len(results) > 1:
-        raise NotImplementedError("multiple results are returned through a struct; not supported yet")
-    outs = [make_nd_memref_descriptor(rank, _CTYPES[np.dtype(dtype)])() for rank, dtype in results]
-    engine.invoke(name, *[ctypes.pointer(ctypes.pointer(o)) for o in outs], *descriptors)
-    return [ranked_memref_to_numpy([o]) if o.shape else np.empty(0) for o in outs]
+    if len(results) != 1:
+        raise NotImplementedError("exactly one returned memref is supported")
+    (rank, dtype), = results
+    return [Kernel(engine, name, [], rank, dtype)(list(args))]
 
 
 _LIBC = ctypes.CDLL(None)
 _LIBC.free.argtypes = [ctypes.c_void_p]
+
+
+@functools.lru_cache(maxsize=None)
+def descriptor_class(rank: int, dtype: np.dtype) -> type:
+    """The C struct of a rank-`rank` memref descriptor (one class per key:
+    mlir.runtime makes a new class per call, and ctypes caches a pointer type
+    for every class it ever sees, which grows without bound)."""
+    ctype = _CTYPES[np.dtype(dtype)]
+    fields = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_longlong)]
+    if rank:
+        fields += [("shape", ctypes.c_longlong * rank), ("strides", ctypes.c_longlong * rank)]
+    return type(f"MemRef{rank}D_{np.dtype(dtype).name}", (ctypes.Structure,), {"_fields_": fields,
+                                                                               "element_ctype": ctype})
+
+
+def descriptor_for(array: np.ndarray) -> ctypes.Structure:
+    """A memref descriptor viewing `array`'s memory (no copy)."""
+    descriptor = descriptor_class(array.ndim, array.dtype)()
+    address = array.ctypes.data
+    descriptor.allocated = address
+    descriptor.aligned = address
+    descriptor.offset = 0
+    if array.ndim:
+        descriptor.shape[:] = array.shape
+        descriptor.strides[:] = [s // array.itemsize for s in array.strides]
+    return descriptor
+
+
+class _ArrayView:
+    """Exposes raw memory to numpy through the array interface (no ctypes types)."""
+
+    def __init__(self, interface: dict) -> None:
+        self.__array_interface__ = interface
+
+
+def copy_out(descriptor: ctypes.Structure, dtype: np.dtype) -> np.ndarray:
+    """A new C-contiguous array holding the memref's elements (any strides)."""
+    dtype = np.dtype(dtype)
+    rank = len(descriptor.shape) if hasattr(descriptor, "shape") else 0
+    base = descriptor.aligned + descriptor.offset * dtype.itemsize
+    shape = tuple(descriptor.shape) if rank else ()
+    strides = tuple(s * dtype.itemsize for s in descriptor.strides) if rank else None
+    if 0 in shape:
+        return np.empty(shape, dtype)
+    view = np.asarray(_ArrayView({"shape": shape, "typestr": dtype.str, "data": (base, True),
+                                  "strides": strides, "version": 3}))
+    return np.array(view, copy=True, order="C")
 
 
 class Kernel:
@@ -72,22 +116,20 @@ class Kernel:
         self._engine = engine
         self._function = engine.lookup(name)
         self._bound = [np.ascontiguousarray(a) for a in bound]
-        self._bound_descriptors = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a)))
-                                   for a in self._bound]
-        self._result_ctype = make_nd_memref_descriptor(result_rank, _CTYPES[np.dtype(result_dtype)])
+        self._bound_descriptors = [descriptor_for(a) for a in self._bound]
+        self._result_class = descriptor_class(result_rank, np.dtype(result_dtype))
         self._result_dtype = np.dtype(result_dtype)
 
     def __call__(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
-        result = self._result_ctype()
-        input_descriptors = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in inputs]
-        pointers = [ctypes.pointer(ctypes.pointer(result)), *self._bound_descriptors, *input_descriptors]
-        packed = (ctypes.c_void_p * len(pointers))()
-        for i, p in enumerate(pointers):
-            packed[i] = ctypes.cast(p, ctypes.c_void_p)
+        result = self._result_class()
+        input_descriptors = [descriptor_for(a) for a in inputs]
+        # The C interface takes a pointer to each descriptor; the packed
+        # wrapper takes an array of pointers to those pointers.
+        slots = [ctypes.c_void_p(ctypes.addressof(d)) for d in (result, *self._bound_descriptors, *input_descriptors)]
+        packed = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(slot) for slot in slots])
         self._function(packed)
-        view = ranked_memref_to_numpy([result])
-        output = np.array(view, dtype=self._result_dtype, copy=True)
-        allocated = ctypes.cast(result.allocated, ctypes.c_void_p).value
+        output = copy_out(result, self._result_dtype)
+        allocated = result.allocated
         if allocated and not self._aliases_argument(allocated, inputs):
             _LIBC.free(allocated)
         return output

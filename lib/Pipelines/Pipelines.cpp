@@ -30,6 +30,9 @@ sparsifierPassList(const smlir::SparseCPUPipelineOptions &options) {
          "sparsification-and-bufferization{enable-simd-index32=true vl=" +
          vl +
          "},"
+         // The sparsifier pipeline frees no temporaries: free them where
+         // upstream's deallocation lowers (see smlir-buffer-deallocation).
+         "smlir-buffer-deallocation,"
          "sparse-storage-specifier-to-llvm,"
          "func.func(canonicalize),"
          "func.func(convert-linalg-to-loops),"

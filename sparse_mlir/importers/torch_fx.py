@@ -2,13 +2,18 @@
 
 Parameters are lifted to function arguments (named by their fully qualified
 names, in `named_parameters()` order, before the model's inputs) instead of
-being embedded as constants. torch-mlir bundles its own, newer MLIR: its
-module crosses to ours as text.
+being embedded as constants. torch.export runs here; torch-mlir, which
+bundles its own LLVM/MLIR that clashes with the `mlir` wheel in one process,
+runs in a subprocess on the saved program; its module comes back as text.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch
@@ -41,16 +46,25 @@ class _ParamsAsInputs(torch.nn.Module):
         return torch.func.functional_call(self.model, dict(zip(self.names, args[:count])), args[count:])
 
 
-def import_model(model: torch.nn.Module, example_args: Sequence[torch.Tensor]) -> ImportedModel:
-    from torch_mlir import fx  # imported lazily: torch-mlir is only needed to compile
+_WORKER = Path(__file__).resolve().with_name("_torch_mlir_worker.py")
 
+
+def import_model(model: torch.nn.Module, example_args: Sequence[torch.Tensor]) -> ImportedModel:
     names = [name for name, _ in model.named_parameters()]
     params = [p.detach() for _, p in model.named_parameters()]
     wrapper = _ParamsAsInputs(model, names).eval()
     try:
-        module = fx.export_and_import(wrapper, *params, *example_args,
-                                      output_type="linalg-on-tensors", func_name="main")
+        program = torch.export.export(wrapper, (*params, *example_args))
     except Exception as error:  # torch.export raises many types; show them all
         raise ExportError(f"torch.export / torch-mlir could not capture {type(model).__name__}: "
                           f"{type(error).__name__}: {error}") from error
-    return ImportedModel(text=str(module), param_names=names, params=params, num_inputs=len(example_args))
+    with tempfile.TemporaryDirectory(prefix="sparse_mlir_import_") as tmp:
+        program_path, out_path = Path(tmp) / "program.pt2", Path(tmp) / "linalg.mlir"
+        torch.export.save(program, program_path)
+        result = subprocess.run([sys.executable, str(_WORKER), str(program_path), str(out_path)],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            raise ExportError(f"torch.export / torch-mlir could not capture {type(model).__name__}: "
+                              f"torch-mlir failed:\n{result.stderr[-4000:]}")
+        text = out_path.read_text()
+    return ImportedModel(text=text, param_names=names, params=params, num_inputs=len(example_args))

@@ -1,0 +1,144 @@
+"""compile(): errors, IR stages, the reproducible pipeline, stats, fallback."""
+
+from __future__ import annotations
+
+import subprocess
+import warnings
+
+import pytest
+import torch
+
+import sparse_mlir as sm
+from sparse_mlir import _tools
+from sparse_mlir.models import MLP
+
+
+def _linear(bias: bool = True) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Linear(16, 8, bias=bias).eval()
+
+
+def _x(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(2))
+
+
+def test_unknown_name_lists_close_matches() -> None:
+    model = MLP([8, 8, 4]).eval()
+    with pytest.raises(sm.SpecError, match=r"unknown tensor name 'layers\.0\.weigth'; did you mean 'layers\.0\.weight'"):
+        sm.compile(model, {"layers.0.weigth": sm.CSR()}, example_args=(_x(2, 8),))
+
+
+@pytest.mark.parametrize("name,encoding,message", [
+    ("bias", sm.CSR(), "tensor 'bias': encoding #smlir.csr needs a tensor of rank >= 2, got rank 1"),
+    ("weight", sm.NM(2, 3), "tensor 'weight': encoding #smlir.nm<n = 2, m = 3> needs m = 3 to divide the last "
+                            "dimension, got shape [8, 16]"),
+    ("weight", sm.BSR(block=(3, 4)), "tensor 'weight': encoding #smlir.bsr<block = [3, 4]> needs block [3, 4] "
+                                     "to divide the shape [8, 16]"),
+    ("weight", sm.CSR(sparsifier=sm.NMMagnitude(2, 3)), "tensor 'weight': sparsifier #smlir.nm_magnitude<n = 2, m = 3> "
+                                                      "needs m = 3 to divide dimension 1, got shape [8, 16]"),
+])
+def test_encoding_that_does_not_fit_the_tensor(name: str, encoding: sm.Encoding, message: str) -> None:
+    with pytest.raises(sm.SpecError) as info:
+        sm.compile(_linear(), {name: encoding}, example_args=(_x(3, 16),))
+    assert message in str(info.value)
+
+
+def test_not_an_encoding() -> None:
+    with pytest.raises(sm.SpecError, match="weight: expected a sparse_mlir encoding"):
+        sm.compile(_linear(), {"weight": "csr"}, example_args=(_x(3, 16),))
+
+
+def test_bad_fallback_policy() -> None:
+    with pytest.raises(sm.SpecError, match="on_fallback must be one of"):
+        sm.compile(_linear(), {}, example_args=(_x(3, 16),), on_fallback="ignore")
+
+
+@pytest.fixture(scope="module")
+def compiled_linear() -> sm.CompiledModule:
+    return sm.compile(_linear(), {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(_x(3, 16),))
+
+
+@pytest.mark.parametrize("make_input,message", [
+    (lambda: _x(4, 16), r"input 0: expected shape \(3, 16\) \(shapes are static, as in example_args\), got \(4, 16\)"),
+    (lambda: _x(3, 16).double(), "input 0: expected dtype torch.float32, got torch.float64"),
+    (lambda: _x(16, 3).t(), r"input 0: expected a contiguous tensor; call \.contiguous\(\) first"),
+    (lambda: _x(3, 16).numpy(), "input 0: expected a torch.Tensor, got ndarray"),
+    (lambda: torch.empty(3, 16, device="meta"), "input 0: expected a CPU tensor, got device meta"),
+])
+def test_wrong_inputs_are_rejected(compiled_linear: sm.CompiledModule, make_input, message: str) -> None:
+    with pytest.raises(sm.SpecError, match=message):
+        compiled_linear(make_input())
+
+
+def test_wrong_number_of_inputs(compiled_linear: sm.CompiledModule) -> None:
+    with pytest.raises(sm.SpecError, match="expected 1 inputs"):
+        compiled_linear(_x(3, 16), _x(3, 16))
+
+
+def test_model_that_torch_export_cannot_capture() -> None:
+    class DataDependent(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.sum() > 0:  # data-dependent control flow
+                return x * 2
+            return x
+
+    with pytest.raises(sm.SparseMLIRError, match="torch.export / torch-mlir could not capture DataDependent"):
+        sm.compile(DataDependent(), {}, example_args=(_x(3, 16),))
+
+
+def test_ir_stages(compiled_linear: sm.CompiledModule) -> None:
+    assert "linalg.matmul" in compiled_linear.ir("linalg") and "smlir" not in compiled_linear.ir("linalg")
+    annotated = compiled_linear.ir("annotated")
+    assert 'smlir.sparsify' in annotated and 'tensor_name = "weight"' in annotated
+    sparse = compiled_linear.ir("sparse")
+    assert "smlir.sparse_kernel" in sparse and "smlir.sparsify" not in sparse
+    assert "llvm.func @_mlir_ciface_main" in compiled_linear.ir("llvm")
+    with pytest.raises(ValueError, match="unknown stage 'ptx'"):
+        compiled_linear.ir("ptx")
+
+
+def test_pipeline_reproduces_with_sparse_mlir_opt(compiled_linear: sm.CompiledModule, tmp_path) -> None:
+    source = tmp_path / "annotated.mlir"
+    source.write_text(compiled_linear.ir("annotated"))
+    result = subprocess.run([str(_tools.opt_path()), str(source), f"--pass-pipeline={compiled_linear.pipeline}"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == compiled_linear.ir("llvm").strip()
+
+
+def test_stats(compiled_linear: sm.CompiledModule) -> None:
+    stats = compiled_linear.stats()["weight"]
+    assert stats.shape == (8, 16) and stats.format == "csr" and stats.nnz == 64 and stats.density == 0.5
+    assert stats.sparsifier == "#smlir.scalar_fraction<0.5>"
+
+
+class _TransposedUse(torch.nn.Module):
+    """Reads its weight through an op with no sparse lowering (a plain add)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(16, 16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.weight
+
+
+def test_fallback_warns_once_and_computes_densely() -> None:
+    torch.manual_seed(0)
+    model = _TransposedUse().eval()
+    x = _x(16, 16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = sm.compile(model, {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,))
+    fallback = [w for w in caught if issubclass(w.category, sm.SparseFallbackWarning)]
+    assert len(fallback) == 1
+    assert "reading tensor 'weight' stored as csr; computing it densely" in str(fallback[0].message)
+    assert compiled.stats()["weight"].format == "dense (fallback from csr)"
+    expected = x + compiled.effective_state_dict()["weight"]
+    torch.testing.assert_close(compiled(x), expected)
+
+
+def test_fallback_as_error() -> None:
+    with pytest.raises(sm.CompileError, match="no sparse lowering for .* reading tensor 'weight'") as info:
+        sm.compile(_TransposedUse().eval(), {"weight": sm.CSR()}, example_args=(_x(16, 16),), on_fallback="error")
+    assert "fail-on-fallback=true" in str(info.value)
