@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's set-up and run commands (see README):
-#   bash dev.sh example   install everything, build, run the main example
+#   bash dev.sh example   install everything, build, run examples/bert_layer.py
 #   bash dev.sh test      install everything, build, run all lit and pytest tests
 #   bash dev.sh build     install everything and build only
 # Python packages go to .venv (override with SPARSE_MLIR_VENV); the C++ build
@@ -56,6 +56,6 @@ shift || true
 case "$cmd" in
   build) setup ;;
   test) setup; run_tests "$@" ;;
-  example) setup; "$VENV/bin/python" examples/threshold_spmm.py "$@" ;;
+  example) setup; "$VENV/bin/python" examples/bert_layer.py "$@" ;;
   *) echo "usage: bash dev.sh {example|test|build}" >&2; exit 2 ;;
 esac
