@@ -73,51 +73,41 @@ class Dense(Encoding):
 
 
 @dataclass(frozen=True)
-class CSR(Encoding):
+class _IndexedEncoding(Encoding):
+    """A format whose only parameters are its index bit widths."""
+
+    pos_width: int = 32
+    crd_width: int = 32
+    _mnemonic = ""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_width(type(self).__name__, "pos_width", self.pos_width)
+        check_width(type(self).__name__, "crd_width", self.crd_width)
+
+    def attr_text(self) -> str:
+        return f"#smlir.{self._mnemonic}<{_widths_text(self.pos_width, self.crd_width)}>"
+
+
+@dataclass(frozen=True)
+class CSR(_IndexedEncoding):
     """Compressed sparse rows (batched for rank > 2)."""
 
-    pos_width: int = 32
-    crd_width: int = 32
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_width("CSR", "pos_width", self.pos_width)
-        check_width("CSR", "crd_width", self.crd_width)
-
-    def attr_text(self) -> str:
-        return f"#smlir.csr<{_widths_text(self.pos_width, self.crd_width)}>"
+    _mnemonic = "csr"
 
 
 @dataclass(frozen=True)
-class CSC(Encoding):
+class CSC(_IndexedEncoding):
     """Compressed sparse columns."""
 
-    pos_width: int = 32
-    crd_width: int = 32
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_width("CSC", "pos_width", self.pos_width)
-        check_width("CSC", "crd_width", self.crd_width)
-
-    def attr_text(self) -> str:
-        return f"#smlir.csc<{_widths_text(self.pos_width, self.crd_width)}>"
+    _mnemonic = "csc"
 
 
 @dataclass(frozen=True)
-class COO(Encoding):
+class COO(_IndexedEncoding):
     """Coordinate list (one coordinate array per dimension)."""
 
-    pos_width: int = 32
-    crd_width: int = 32
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_width("COO", "pos_width", self.pos_width)
-        check_width("COO", "crd_width", self.crd_width)
-
-    def attr_text(self) -> str:
-        return f"#smlir.coo<{_widths_text(self.pos_width, self.crd_width)}>"
+    _mnemonic = "coo"
 
 
 @dataclass(frozen=True)

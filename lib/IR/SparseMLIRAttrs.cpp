@@ -52,6 +52,12 @@ static LogicalResult verifyWidth(function_ref<InFlightDiagnostic()> emitError,
                      << " must be 0 (index), 8, 16, 32 or 64, got " << width;
 }
 
+static LogicalResult verifyWidths(function_ref<InFlightDiagnostic()> emitError,
+                                  unsigned posWidth, unsigned crdWidth) {
+  return success(succeeded(verifyWidth(emitError, "posWidth", posWidth)) &&
+                 succeeded(verifyWidth(emitError, "crdWidth", crdWidth)));
+}
+
 static LogicalResult verifyBlock(function_ref<InFlightDiagnostic()> emitError,
                                  ArrayRef<int64_t> block) {
   if (block.empty())
@@ -132,8 +138,7 @@ DenseEncodingAttr::verifyShape(ArrayRef<int64_t>,
 
 LogicalResult CSREncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                       unsigned posWidth, unsigned crdWidth) {
-  return success(succeeded(verifyWidth(emitError, "posWidth", posWidth)) &&
-                 succeeded(verifyWidth(emitError, "crdWidth", crdWidth)));
+  return verifyWidths(emitError, posWidth, crdWidth);
 }
 
 std::string CSREncodingAttr::getFormatName() const { return "csr"; }
@@ -155,8 +160,7 @@ CSREncodingAttr::verifyShape(ArrayRef<int64_t> shape,
 
 LogicalResult CSCEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                       unsigned posWidth, unsigned crdWidth) {
-  return success(succeeded(verifyWidth(emitError, "posWidth", posWidth)) &&
-                 succeeded(verifyWidth(emitError, "crdWidth", crdWidth)));
+  return verifyWidths(emitError, posWidth, crdWidth);
 }
 
 std::string CSCEncodingAttr::getFormatName() const { return "csc"; }
@@ -181,8 +185,7 @@ CSCEncodingAttr::verifyShape(ArrayRef<int64_t> shape,
 
 LogicalResult COOEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                       unsigned posWidth, unsigned crdWidth) {
-  return success(succeeded(verifyWidth(emitError, "posWidth", posWidth)) &&
-                 succeeded(verifyWidth(emitError, "crdWidth", crdWidth)));
+  return verifyWidths(emitError, posWidth, crdWidth);
 }
 
 std::string COOEncodingAttr::getFormatName() const { return "coo"; }
@@ -219,8 +222,7 @@ LogicalResult BSREncodingAttr::verify(function_ref<InFlightDiagnostic()> emitErr
     return emitError() << "bsr block must have 2 dimensions [rows, cols], got "
                        << block.size();
   return success(succeeded(verifyBlock(emitError, block)) &&
-                 succeeded(verifyWidth(emitError, "posWidth", posWidth)) &&
-                 succeeded(verifyWidth(emitError, "crdWidth", crdWidth)));
+                 succeeded(verifyWidths(emitError, posWidth, crdWidth)));
 }
 
 std::string BSREncodingAttr::getFormatName() const { return "bsr"; }

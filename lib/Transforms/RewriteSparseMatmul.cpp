@@ -18,17 +18,13 @@ using namespace mlir::smlir;
 
 namespace {
 
-static bool isSparse(Value v) {
-  return static_cast<bool>(sparse_tensor::getSparseTensorEncoding(v.getType()));
-}
-
 /// `linalg.transpose ins(%w) permutation = [1, 0]` of a sparse matrix.
 static Value getTransposedSparseMatrix(Value v) {
   auto transpose = v.getDefiningOp<linalg::TransposeOp>();
   if (!transpose || transpose.getPermutation() != ArrayRef<int64_t>{1, 0})
     return {};
   Value source = transpose.getInput();
-  return isSparse(source) ? source : Value();
+  return isSparseTensor(source) ? source : Value();
 }
 
 constexpr StringLiteral kSparseKernelAttrName = "smlir.sparse_kernel";
@@ -142,7 +138,7 @@ struct SparseMatmulToWxT : public OpRewritePattern<linalg::MatmulOp> {
       return rewriter.notifyMatchFailure(matmul, "not a plain tensor matmul");
     Value x = matmul.getInputs()[0];
     Value weight = getTransposedSparseMatrix(matmul.getInputs()[1]);
-    if (!weight || isSparse(x))
+    if (!weight || isSparseTensor(x))
       return rewriter.notifyMatchFailure(matmul, "rhs is not transpose(sparse)");
     Value out = matmul.getOutputs()[0];
     if (!isUniformFloat({x, weight, out}))
@@ -199,7 +195,7 @@ struct SparseBatchedLinearToWxT : public OpRewritePattern<linalg::GenericOp> {
       return rewriter.notifyMatchFailure(generic, "not x[b,m,k] * Wt[k,n]");
     Value x = generic.getDpsInputs()[0];
     Value weight = getTransposedSparseMatrix(generic.getDpsInputs()[1]);
-    if (!weight || isSparse(x))
+    if (!weight || isSparseTensor(x))
       return rewriter.notifyMatchFailure(generic, "rhs is not transpose(sparse)");
     Value out = generic.getDpsInits()[0];
     if (!isUniformFloat({x, weight, out}))

@@ -15,10 +15,6 @@ using namespace mlir::smlir;
 
 namespace {
 
-static bool isSparse(Value v) {
-  return static_cast<bool>(sparse_tensor::getSparseTensorEncoding(v.getType()));
-}
-
 /// True when `use` of a sparse value has a sparse lowering known to work.
 static bool hasSparseLowering(OpOperand &use) {
   Operation *owner = use.getOwner();
@@ -29,7 +25,7 @@ static bool hasSparseLowering(OpOperand &use) {
     return true;
   if (auto matmul = dyn_cast<linalg::MatmulOp>(owner))
     return !matmul.hasUserDefinedMaps() && use.getOperandNumber() == 0 &&
-           !isSparse(matmul.getInputs()[1]);
+           !isSparseTensor(matmul.getInputs()[1]);
   return false;
 }
 
@@ -50,7 +46,7 @@ struct SparseFallbackPass
     Block &entry = func.getBody().front();
     SmallVector<std::pair<BlockArgument, SmallVector<Operation *>>> fallbacks;
     for (BlockArgument arg : entry.getArguments()) {
-      if (!isSparse(arg))
+      if (!isSparseTensor(arg))
         continue;
       SmallVector<Operation *> unsupported;
       for (OpOperand &use : arg.getUses())

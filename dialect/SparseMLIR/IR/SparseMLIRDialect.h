@@ -28,6 +28,12 @@ void printF64Parameter(AsmPrinter &printer, const llvm::APFloat &value);
 FailureOr<SmallVector<int64_t>> parseBlockParameter(AsmParser &parser);
 void printBlockParameter(AsmPrinter &printer, ArrayRef<int64_t> block);
 FailureOr<bool> parseBoolParameter(AsmParser &parser);
+
+/// True when `value` is a tensor with a #sparse_tensor.encoding.
+inline bool isSparseTensor(Value value) {
+  return static_cast<bool>(
+      sparse_tensor::getSparseTensorEncoding(value.getType()));
+}
 } // namespace mlir::smlir
 
 #define GET_ATTRDEF_CLASSES

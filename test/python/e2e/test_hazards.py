@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import pytest
@@ -47,8 +48,10 @@ HAZARD = textwrap.dedent("""
 
 
 def _run(first_import: str) -> subprocess.CompletedProcess:
+    # Outside the source tree: `python -c` puts the working directory first
+    # on sys.path, where sparse_mlir/ has no compiled extension.
     return subprocess.run([sys.executable, "-c", HAZARD.format(first_import=first_import)],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, cwd=tempfile.gettempdir())
 
 
 def test_sparse_transposed_matmul_at_real_size_is_right() -> None:
