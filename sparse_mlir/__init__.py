@@ -11,7 +11,7 @@ _check_load_order()
 
 from mlir import ir as _ir  # noqa: E402,F401  (loads libMLIRPythonCAPI.so before _smlir)
 
-from .compiler import CompiledModule, SparseFallbackWarning, compile
+from .compiler import CompiledModule, PlanEntry, SparseFallbackWarning, compile
 from .context import make_context
 from .dialects import smlir as _smlir_ops  # noqa: F401  (typed op views for smlir.*)
 from .encodings import BSR, COO, CSC, CSR, NM, Dense, Encoding
@@ -34,5 +34,5 @@ __all__ = [
     "Threshold",
     "CompileError", "SparseMLIRError", "SpecError",
     "make_context",
-    "compile", "CompiledModule", "SparseFallbackWarning",
+    "compile", "CompiledModule", "PlanEntry", "SparseFallbackWarning",
 ]

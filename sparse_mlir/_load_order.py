@@ -37,4 +37,4 @@ def check_torch_mlir_not_loaded_first() -> None:
         raise LoadOrderError(
             "torch_mlir was imported before sparse_mlir: its bundled LLVM/MLIR, loaded first, makes the "
             "kernels sparse_mlir JIT-compiles in this process compute wrong results. Import sparse_mlir "
-            "(or `mlir`) before torch_mlir; sparse_mlir.compile() imports torch_mlir itself when needed.")
+            "(or `mlir`) before torch_mlir, or leave torch_mlir out: sparse_mlir.compile() runs it in a subprocess.")

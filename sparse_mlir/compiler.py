@@ -23,6 +23,7 @@ from .dialects import smlir
 from .encodings import Dense, Encoding
 from .errors import CompileError, SpecError
 from .importers.torch_fx import import_model
+from .intermediates import find_node_value
 from .runtime import Kernel, jit
 from .weights import apply_sparsifier, pack
 
@@ -56,6 +57,27 @@ class TensorStats:
     density: float
 
 
+@dataclass(frozen=True)
+class PlanEntry:
+    """How one named tensor is sparsified and stored (see `sparsity_plan()`)."""
+
+    name: str
+    role: str                  # "weight" | "intermediate"
+    shape: tuple[int, ...]
+    format: str                # the requested storage format
+    stored_as: str             # what the compiled code uses (a fallback says so)
+    sparsifier: str            # the #smlir.* attribute
+    kind: str                  # streaming | blocking | materializing
+    applied: str               # when and where the sparsifier runs
+    origin: str                # "user" (inferred encodings come with propagation)
+    fallbacks: tuple[str, ...]  # fallback warnings that name this tensor
+
+    def __str__(self) -> str:
+        fallback = f"; fallbacks: {'; '.join(self.fallbacks)}" if self.fallbacks else ""
+        return (f"{self.name} [{self.role} {list(self.shape)}] {self.format} -> stored as {self.stored_as}, "
+                f"{self.sparsifier} ({self.kind}), {self.applied}, {self.origin}{fallback}")
+
+
 class CompiledModule:
     """The torch-callable result of `compile()`."""
 
@@ -69,6 +91,7 @@ class CompiledModule:
         self._stages = stages
         self.pipeline = pipeline
         self.compile_seconds = compile_seconds
+        self._plan: list[PlanEntry] = []
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
         arrays = [self._check_input(i, t) for i, t in enumerate(inputs)]
@@ -101,6 +124,10 @@ class CompiledModule:
         """Shape, format, sparsifier, nnz and density of every encoded tensor."""
         return dict(self._stats)
 
+    def sparsity_plan(self) -> list[PlanEntry]:
+        """Per named tensor: format, sparsifier and its kind, where it runs, fallbacks."""
+        return list(self._plan)
+
     def ir(self, stage: str = "sparse") -> str:
         """MLIR text at `stage`: linalg (imported), annotated, sparse (after smlir passes), llvm."""
         if stage not in self._stages:
@@ -120,29 +147,32 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     if on_fallback not in FALLBACK_POLICIES:
         raise SpecError(f"on_fallback must be one of {FALLBACK_POLICIES}, got {on_fallback!r}")
     pipeline = pipeline_for(on_fallback)
-    encodings = dict(encodings or {})
-    params = dict(model.named_parameters())
-    _check_names(encodings, params)
-    example_args = tuple(example_args)
-
-    for name, encoding in encodings.items():
+    all_encodings = dict(encodings or {})
+    for name, encoding in all_encodings.items():
         if not isinstance(encoding, Encoding):
             raise SpecError(f"{name}: expected a sparse_mlir encoding (CSR(), NM(2, 4), ...), got {encoding!r}")
+    params = dict(model.named_parameters())
+    encodings = {name: e for name, e in all_encodings.items() if name in params}
+    example_args = tuple(example_args)
     _verify_specs(encodings, params)
     effective = {name: torch.from_numpy(apply_sparsifier(encoding.effective_sparsifier,
                                                          params[name].detach().numpy(), name))
                  for name, encoding in encodings.items()}
 
     imported = import_model(model, example_args)
+    intermediates = {name: e for name, e in all_encodings.items() if name not in params}
+    _check_names(all_encodings, params, imported.nodes)
     stages = {"linalg": imported.text}
     with make_context() as context, ir.Location.unknown():
         module = ir.Module.parse(imported.text)
         _annotate(module, imported.param_names, encodings)
+        _annotate_intermediates(module, imported.nodes, intermediates)
         stages["annotated"] = str(module)
         sparse_module = ir.Module.parse(stages["annotated"])
         with _Diagnostics(context) as diagnostics:
             _run(smlir_passes_for(on_fallback), sparse_module, stages["annotated"], pipeline, diagnostics)
-        for message in dict.fromkeys(diagnostics.warnings):
+        fallback_messages = list(dict.fromkeys(diagnostics.warnings))
+        for message in fallback_messages:
             warnings.warn(message, SparseFallbackWarning, stacklevel=2)
         stages["sparse"] = str(sparse_module)
         stored_sparse = _sparse_arguments(sparse_module)
@@ -167,15 +197,62 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     input_specs = [(tuple(a.shape), a.dtype) for a in example_args]
     compiled = CompiledModule(kernel, input_specs, effective, stats, stages, time.perf_counter() - start, pipeline)
     compiled._keep_alive = (context, module)  # the engine's code lives as long as these
+    compiled._plan = [*(_weight_plan(name, encoding, stats[name], fallback_messages)
+                        for name, encoding in encodings.items()),
+                      *(_intermediate_plan(name, encoding, imported.nodes[name], fallback_messages)
+                        for name, encoding in intermediates.items())]
     return compiled
 
 
-def _check_names(encodings: Mapping[str, Encoding], params: Mapping[str, torch.nn.Parameter]) -> None:
+def _mentions(name: str, messages: list[str]) -> tuple[str, ...]:
+    return tuple(m for m in messages if f"tensor '{name}'" in m)
+
+
+def _weight_plan(name: str, encoding: Encoding, stats: TensorStats, messages: list[str]) -> PlanEntry:
+    sparsifier = encoding.effective_sparsifier
+    return PlanEntry(name=name, role="weight", shape=stats.shape, format=encoding.format_name,
+                     stored_as=stats.format, sparsifier=sparsifier.attr_text(), kind=sparsifier.kind,
+                     applied="once, at compile time", origin="user", fallbacks=_mentions(name, messages))
+
+
+def _intermediate_plan(name: str, encoding: Encoding, node: Any, messages: list[str]) -> PlanEntry:
+    sparsifier = encoding.effective_sparsifier
+    fallbacks = _mentions(name, messages)
+    stored = encoding.format_name + (" (densified for readers without a sparse lowering)" if fallbacks else "")
+    return PlanEntry(name=name, role="intermediate", shape=tuple(node.shape or ()), format=encoding.format_name,
+                     stored_as=stored, sparsifier=sparsifier.attr_text(), kind=sparsifier.kind,
+                     applied=f"every call, after {node.target} (not fused yet)", origin="user",
+                     fallbacks=fallbacks)
+
+
+def _check_names(encodings: Mapping[str, Encoding], params: Mapping[str, torch.nn.Parameter],
+                 nodes: Mapping[str, Any]) -> None:
     for name in encodings:
-        if name not in params:
-            close = difflib.get_close_matches(name, list(params), n=3)
+        if name in params and name in nodes:
+            raise SpecError(f"tensor name {name!r} is both a parameter and a torch.fx node; rename the parameter")
+        if name not in params and name not in nodes:
+            known = [*params, *nodes]
+            close = difflib.get_close_matches(name, known, n=3)
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-            raise SpecError(f"unknown tensor name {name!r}{hint} Parameters: {', '.join(params)}")
+            raise SpecError(f"unknown tensor name {name!r}{hint} Parameters: {', '.join(params)}. "
+                            f"Intermediate tensors (torch.fx nodes): {', '.join(nodes)}")
+
+
+def _annotate_intermediates(module: ir.Module, nodes: Mapping[str, Any],
+                            encodings: Mapping[str, Encoding]) -> None:
+    """Attaches `smlir.sparsify` after the op producing each encoded fx node."""
+    main = _main(module)
+    for name, encoding in encodings.items():
+        value = find_node_value(main, nodes[name])
+        with ir.InsertionPoint.after(value.owner), ir.Location.name(name):
+            result_type = smlir.sparsify_result_type(ir.RankedTensorType(value.type), encoding.to_attr())
+            op = smlir.SparsifyOp(result_type, value, encoding.effective_sparsifier.to_attr(), encoding.to_attr(),
+                                  tensor_name=ir.StringAttr.get(name))
+        value.replace_all_uses_except(op.result, op.operation)
+    try:
+        module.operation.verify()
+    except ir.MLIRError as error:
+        raise SpecError(_error_text(error)) from None
 
 
 _MLIR_ELEMENT_TYPES = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16",

@@ -41,6 +41,10 @@ struct SparseFallbackPass
     DenseMap<Operation *, unsigned> order;
     func.walk([&](Operation *op) { order[op] = order.size(); });
 
+    llvm::StringSet<> reported;
+    bool failedIntermediates = false;
+    fallBackIntermediates(func, order, reported, failedIntermediates);
+
     // Decide every argument from the original types first: a reader's
     // support may depend on another argument being sparse.
     Block &entry = func.getBody().front();
@@ -59,10 +63,12 @@ struct SparseFallbackPass
       });
       fallbacks.emplace_back(arg, std::move(unsupported));
     }
-    if (fallbacks.empty())
+    if (fallbacks.empty()) {
+      if (failedIntermediates)
+        signalPassFailure();
       return;
+    }
 
-    llvm::StringSet<> reported;
     OpBuilder builder(&entry, entry.begin());
     for (auto &[arg, unsupported] : fallbacks) {
       unsigned index = arg.getArgNumber();
@@ -71,16 +77,8 @@ struct SparseFallbackPass
           index, "smlir.encoding");
       std::string format = encoding ? encoding.getFormatName() : "sparse";
       StringRef tensorName = name ? name.getValue() : StringRef("<argument>");
-      for (Operation *op : unsupported) {
-        std::string key = (op->getName().getStringRef() + "/" + format + "/" +
-                           tensorName).str();
-        if (!reported.insert(key).second)
-          continue;
-        InFlightDiagnostic diag = fail ? op->emitError() : op->emitWarning();
-        diag << "no sparse lowering for '" << op->getName()
-             << "' reading tensor '" << tensorName << "' stored as " << format
-             << "; computing it densely";
-      }
+      for (Operation *op : unsupported)
+        report(op, tensorName, format, reported);
       if (fail)
         continue;
       // The caller passes the dense weight; readers that had a sparse
@@ -100,10 +98,57 @@ struct SparseFallbackPass
           use->set(sparse);
       }
     }
-    if (fail)
+    if (fail || failedIntermediates)
       return signalPassFailure();
     func.setType(FunctionType::get(&getContext(), entry.getArgumentTypes(),
                                    func.getResultTypes()));
+  }
+
+  /// Sparse intermediates (smlir.sparsify results): readers without a sparse
+  /// lowering read one sparse_tensor.convert back to dense.
+  void fallBackIntermediates(func::FuncOp func,
+                             const DenseMap<Operation *, unsigned> &order,
+                             llvm::StringSet<> &reported, bool &failedAny) {
+    SmallVector<SparsifyOp> sparsifiers;
+    func.walk([&](SparsifyOp op) {
+      if (isSparseTensor(op.getResult()))
+        sparsifiers.push_back(op);
+    });
+    for (SparsifyOp op : sparsifiers) {
+      SmallVector<OpOperand *> unsupported;
+      for (OpOperand &use : op.getResult().getUses())
+        if (!hasSparseLowering(use))
+          unsupported.push_back(&use);
+      if (unsupported.empty())
+        continue;
+      llvm::sort(unsupported, [&](OpOperand *a, OpOperand *b) {
+        return order.lookup(a->getOwner()) < order.lookup(b->getOwner());
+      });
+      std::string format = op.getEncoding().getFormatName();
+      StringRef name = op.getTensorName().value_or("<intermediate>");
+      for (OpOperand *use : unsupported)
+        report(use->getOwner(), name, format, reported);
+      failedAny |= fail;
+      if (fail)
+        continue;
+      OpBuilder builder(op->getContext());
+      builder.setInsertionPointAfter(op);
+      Value dense = sparse_tensor::ConvertOp::create(
+          builder, op.getLoc(), op.getSource().getType(), op.getResult());
+      for (OpOperand *use : unsupported)
+        use->set(dense);
+    }
+  }
+
+  void report(Operation *op, StringRef tensorName, StringRef format,
+              llvm::StringSet<> &reported) {
+    std::string key =
+        (op->getName().getStringRef() + "/" + format + "/" + tensorName).str();
+    if (!reported.insert(key).second)
+      return;
+    InFlightDiagnostic diag = fail ? op->emitError() : op->emitWarning();
+    diag << "no sparse lowering for '" << op->getName() << "' reading tensor '"
+         << tensorName << "' stored as " << format << "; computing it densely";
   }
 };
 

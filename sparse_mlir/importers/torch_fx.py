@@ -9,6 +9,7 @@ runs in a subprocess on the saved program; its module comes back as text.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tempfile
@@ -26,11 +27,22 @@ class ExportError(SparseMLIRError):
 
 
 @dataclass(frozen=True)
+class NodeInfo:
+    """A torch.export node (before decompositions): ops from it carry loc("<name>")."""
+
+    name: str
+    target: str
+    shape: tuple[int, ...] | None
+    dtype: str | None
+
+
+@dataclass(frozen=True)
 class ImportedModel:
-    text: str                        # linalg-on-tensors MLIR (function @main)
+    text: str                        # linalg-on-tensors MLIR (function @main), with locations
     param_names: list[str]           # arguments 0..P-1, in order
     params: list[torch.Tensor]       # their values (detached)
     num_inputs: int                  # arguments P.. are the model's inputs
+    nodes: dict[str, NodeInfo]       # intermediate tensors by torch.fx node name
 
 
 class _ParamsAsInputs(torch.nn.Module):
@@ -60,11 +72,14 @@ def import_model(model: torch.nn.Module, example_args: Sequence[torch.Tensor]) -
                           f"{type(error).__name__}: {error}") from error
     with tempfile.TemporaryDirectory(prefix="sparse_mlir_import_") as tmp:
         program_path, out_path = Path(tmp) / "program.pt2", Path(tmp) / "linalg.mlir"
+        nodes_path = Path(tmp) / "nodes.json"
         torch.export.save(program, program_path)
-        result = subprocess.run([sys.executable, str(_WORKER), str(program_path), str(out_path)],
+        result = subprocess.run([sys.executable, str(_WORKER), str(program_path), str(out_path), str(nodes_path)],
                                 capture_output=True, text=True)
         if result.returncode != 0:
             raise ExportError(f"torch.export / torch-mlir could not capture {type(model).__name__}: "
                               f"torch-mlir failed:\n{result.stderr[-4000:]}")
         text = out_path.read_text()
-    return ImportedModel(text=text, param_names=names, params=params, num_inputs=len(example_args))
+        nodes = {n["name"]: NodeInfo(n["name"], n["target"], tuple(n["shape"]) if n["shape"] is not None else None,
+                                     n["dtype"]) for n in json.loads(nodes_path.read_text())}
+    return ImportedModel(text=text, param_names=names, params=params, num_inputs=len(example_args), nodes=nodes)

@@ -315,3 +315,23 @@ func.func @each_tensor_is_named(%a: tensor<8x8xf32, #CSR> {smlir.encoding = #sml
   %tb = linalg.transpose ins(%b : tensor<8x8xf32, #CSR>) outs(%e : tensor<8x8xf32>) permutation = [1, 0]
   return %ta, %tb : tensor<8x8xf32>, tensor<8x8xf32>
 }
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// A sparse intermediate read by an op without a sparse lowering: that reader
+/// gets one convert back to dense, placed right after the sparsifier; the
+/// return (which can take the sparse value) keeps it.
+// CHECK-LABEL: func.func @sparse_intermediate_reader_reads_dense(
+// CHECK:         %[[S:.*]] = smlir.sparsify
+// CHECK-NEXT:    %[[D:.*]] = sparse_tensor.convert %[[S]] : tensor<8x8xf32, #{{.*}}> to tensor<8x8xf32>
+// CHECK:         %[[T:.*]] = linalg.transpose ins(%[[D]] : tensor<8x8xf32>)
+// CHECK:         return %[[S]], %[[T]]
+func.func @sparse_intermediate_reader_reads_dense(%x: tensor<8x8xf32>) -> (tensor<8x8xf32, #CSR>, tensor<8x8xf32>) {
+  %s = smlir.sparsify %x : tensor<8x8xf32> with #smlir.threshold<0.5> as #smlir.csr {tensor_name = "gelu"} -> tensor<8x8xf32, #CSR>
+  %e = tensor.empty() : tensor<8x8xf32>
+  // expected-warning @below {{no sparse lowering for 'linalg.transpose' reading tensor 'gelu' stored as csr; computing it densely}}
+  %t = linalg.transpose ins(%s : tensor<8x8xf32, #CSR>) outs(%e : tensor<8x8xf32>) permutation = [1, 0]
+  return %s, %t : tensor<8x8xf32, #CSR>, tensor<8x8xf32>
+}

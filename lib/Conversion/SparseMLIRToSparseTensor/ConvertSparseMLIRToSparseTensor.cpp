@@ -21,15 +21,16 @@ using namespace mlir::smlir;
 
 namespace {
 
-/// Builds `|x| >= threshold ? x : 0` element-wise into a dense tensor.
+/// Builds `|x| >= threshold ? x : 0` (or a plain copy without a threshold)
+/// element-wise into a dense tensor.
 ///
 /// The output starts as zeros (linalg.fill) and the body yields the output
 /// value for dropped elements. Writing `select(keep, x, 0)` into a
 /// tensor.empty instead would let upstream's FoldConvertIntoProducer turn
 /// generic + convert into one dense-in/sparse-out generic, which MLIR 22's
 /// sparsification rejects ("failed to legalize unresolved materialization").
-static Value buildThresholdSelect(OpBuilder &b, Location loc, Value source,
-                                  llvm::APFloat threshold) {
+static Value buildMaskedCopy(OpBuilder &b, Location loc, Value source,
+                             std::optional<llvm::APFloat> threshold) {
   auto type = cast<RankedTensorType>(source.getType());
   Type elementType = type.getElementType();
   SmallVector<Value> dynamicSizes;
@@ -43,13 +44,16 @@ static Value buildThresholdSelect(OpBuilder &b, Location loc, Value source,
   Value zeros =
       linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{empty})
           .getResult(0);
-  // Round the cut-off up to the element type: for a representable |x|,
-  // |x| >= rounded-up(t) exactly when |x| >= t.
-  bool losesInfo = false;
-  threshold.convert(cast<FloatType>(elementType).getFloatSemantics(),
-                    llvm::APFloat::rmTowardPositive, &losesInfo);
-  Value cut = arith::ConstantOp::create(b, loc, elementType,
-                                        b.getFloatAttr(elementType, threshold));
+  Value cut;
+  if (threshold) {
+    // Round the cut-off up to the element type: for a representable |x|,
+    // |x| >= rounded-up(t) exactly when |x| >= t.
+    bool losesInfo = false;
+    threshold->convert(cast<FloatType>(elementType).getFloatSemantics(),
+                       llvm::APFloat::rmTowardPositive, &losesInfo);
+    cut = arith::ConstantOp::create(b, loc, elementType,
+                                    b.getFloatAttr(elementType, *threshold));
+  }
   auto map = b.getMultiDimIdentityMap(type.getRank());
   SmallVector<utils::IteratorType> iterators(type.getRank(),
                                              utils::IteratorType::parallel);
@@ -57,6 +61,10 @@ static Value buildThresholdSelect(OpBuilder &b, Location loc, Value source,
       b, loc, type, ValueRange{source}, ValueRange{zeros},
       ArrayRef<AffineMap>{map, map}, iterators,
       [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        if (!cut) {
+          linalg::YieldOp::create(nb, nloc, args[0]);
+          return;
+        }
         Value magnitude = math::AbsFOp::create(nb, nloc, args[0]);
         // `oge` is false for NaN: NaN inputs are dropped.
         Value keep = arith::CmpFOp::create(nb, nloc, arith::CmpFPredicate::OGE,
@@ -95,11 +103,18 @@ struct LowerStreamingSparsify : public OpRewritePattern<SparsifyOp> {
     if (hasStructuredLevel(op.getResult().getType()))
       return rewriter.notifyMatchFailure(op, "n:m storage needs exactly n per group");
     Value dense;
+    Value source = op.getSource();
+    bool toSparse =
+        sparse_tensor::getSparseTensorEncoding(op.getResult().getType()) !=
+        nullptr;
     if (isa<KeepAllAttr>(sparsifier)) {
-      dense = op.getSource();
+      // A linalg producer would be folded into the convert (see above):
+      // copy through a zero-filled output first. Arguments convert directly.
+      dense = toSparse && source.getDefiningOp<linalg::LinalgOp>()
+                  ? buildMaskedCopy(rewriter, loc, source, std::nullopt)
+                  : source;
     } else if (auto threshold = dyn_cast<ThresholdAttr>(sparsifier)) {
-      dense = buildThresholdSelect(rewriter, loc, op.getSource(),
-                                   threshold.getValue());
+      dense = buildMaskedCopy(rewriter, loc, source, threshold.getValue());
     } else {
       return rewriter.notifyMatchFailure(op, "no lowering for this sparsifier");
     }

@@ -255,3 +255,31 @@ func.func @negative_nm_magnitude_to_nm(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.nm_magnitude<n = 2, m = 4> as #smlir.nm<n = 2, m = 4> -> tensor<8x8xf32, #NM>
   return %r : tensor<8x8xf32, #NM>
 }
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+/// keep_all of a linalg result is copied through a zero-filled output before
+/// the convert: converting the producer's result directly would let upstream
+/// fold the convert into the producer, which sparsification then rejects.
+// CHECK-LABEL: func.func @keep_all_of_linalg_result_copies_first(
+// CHECK:         %[[RELU:.*]] = linalg.generic
+// CHECK:         %[[ZERO:.*]] = linalg.fill
+// CHECK:         %[[COPY:.*]] = linalg.generic {{.*}} ins(%[[RELU]] : tensor<4x8xf32>) outs(%[[ZERO]] : tensor<4x8xf32>)
+// CHECK-NEXT:    ^bb0(%[[IN:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT:      linalg.yield %[[IN]] : f32
+// CHECK:         sparse_tensor.convert %[[COPY]] : tensor<4x8xf32> to tensor<4x8xf32, #{{.*}}>
+func.func @keep_all_of_linalg_result_copies_first(%x: tensor<4x8xf32>) -> tensor<4x8xf32, #CSR> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %relu = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %s = smlir.sparsify %relu : tensor<4x8xf32> with #smlir.keep_all as #smlir.csr -> tensor<4x8xf32, #CSR>
+  return %s : tensor<4x8xf32, #CSR>
+}

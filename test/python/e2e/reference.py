@@ -1,0 +1,45 @@
+"""The eager reference for sparsifiers on intermediate tensors (tests only).
+
+An fx graph transform of the torch.export program: after each named node,
+apply the same sparsifier in torch. Weights come from the compiled module's
+effective_state_dict(), so eager sees the same pruned weights too.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import torch
+
+import sparse_mlir as sm
+
+
+def _torch_sparsifier(sparsifier: sm.Sparsifier) -> Callable[[torch.Tensor], torch.Tensor]:
+    if isinstance(sparsifier, sm.KeepAll):
+        return lambda x: x
+    if isinstance(sparsifier, sm.Threshold):
+        value = sparsifier.value
+        return lambda x: torch.where(x.abs() >= value, x, torch.zeros_like(x))
+    raise NotImplementedError(f"no eager reference for {sparsifier!r}")
+
+
+def eager_reference(model: torch.nn.Module, example_args: tuple[torch.Tensor, ...],
+                    intermediates: Mapping[str, sm.Sparsifier],
+                    state: Mapping[str, torch.Tensor]) -> torch.nn.Module:
+    """`model` with `state` loaded and each named node's output sparsified."""
+    module = torch.export.export(model, example_args).module()
+    graph = module.graph
+    found = set()
+    for node in list(graph.nodes):
+        if node.name not in intermediates:
+            continue
+        found.add(node.name)
+        with graph.inserting_after(node):
+            sparsified = graph.call_function(_torch_sparsifier(intermediates[node.name]), (node,))
+        node.replace_all_uses_with(sparsified, delete_user_cb=lambda user: user is not sparsified)
+    missing = set(intermediates) - found
+    assert not missing, f"nodes not in the exported graph: {missing}"
+    graph.lint()
+    module.recompile()
+    module.load_state_dict(dict(state), strict=False)
+    return module

@@ -1,0 +1,116 @@
+"""Sparsifiers on intermediate tensors, named by torch.fx node name."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import sparse_mlir as sm
+from sparse_mlir.models import MLP, BertLayer
+
+from .reference import eager_reference
+
+
+def _run_case(model: torch.nn.Module, x: torch.Tensor, encodings: dict[str, sm.Encoding]) -> sm.CompiledModule:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sm.SparseFallbackWarning)
+        compiled = sm.compile(model, encodings, example_args=(x,))
+    params = dict(model.named_parameters())
+    intermediates = {n: e.effective_sparsifier for n, e in encodings.items() if n not in params}
+    state = {**model.state_dict(), **compiled.effective_state_dict()}
+    reference = eager_reference(model, (x,), intermediates, state)
+    with torch.no_grad():
+        expected = reference(x)
+    torch.testing.assert_close(compiled(x), expected, rtol=1e-4, atol=1e-5)
+    return compiled
+
+
+def test_mlp_threshold_on_relu_changes_the_result() -> None:
+    torch.manual_seed(0)
+    model = MLP([32, 64, 16]).eval()
+    x = torch.randn(8, 32)
+    compiled = _run_case(model, x, {"relu": sm.CSR(sparsifier=sm.Threshold(0.3)),
+                                    "layers.0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))})
+    assert "tensor_name = \"relu\"" in compiled.ir("annotated")
+    with torch.no_grad():
+        unsparsified = eager_reference(model, (x,), {}, {**model.state_dict(), **compiled.effective_state_dict()})(x)
+    assert not torch.allclose(compiled(x), unsparsified, rtol=1e-4, atol=1e-5)
+
+
+def test_bert_threshold_on_gelu() -> None:
+    torch.manual_seed(0)
+    model = BertLayer(hidden=64, heads=4, ffn=128).eval()
+    x = torch.randn(2, 8, 64)
+    encodings = {"gelu": sm.COO(sparsifier=sm.Threshold(0.05)),
+                 **{n: sm.CSR(sparsifier=sm.ScalarFraction(0.9)) for n in model.linear_names()}}
+    _run_case(model, x, encodings)
+
+
+def test_keep_all_on_relu() -> None:
+    torch.manual_seed(0)
+    model = MLP([16, 32, 8]).eval()
+    _run_case(model, torch.randn(4, 16), {"relu": sm.CSR(sparsifier=sm.KeepAll())})
+
+
+def test_unknown_node_lists_available_names() -> None:
+    model = MLP([16, 32, 8]).eval()
+    with pytest.raises(sm.SpecError) as info:
+        sm.compile(model, {"rleu": sm.CSR()}, example_args=(torch.randn(4, 16),))
+    text = str(info.value)
+    assert "unknown tensor name 'rleu'; did you mean 'relu'" in text
+    assert "Intermediate tensors (torch.fx nodes): linear, relu, linear_1" in text
+
+
+def test_name_both_parameter_and_node() -> None:
+    class Clash(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.relu = torch.nn.Parameter(torch.ones(4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x) * self.relu
+
+    with pytest.raises(sm.SpecError, match="tensor name 'relu' is both a parameter and a torch.fx node"):
+        sm.compile(Clash(), {"relu": sm.COO()}, example_args=(torch.randn(3, 4),))
+
+
+def test_unlowered_sparsifier_on_intermediate_is_a_clear_error() -> None:
+    model = MLP([16, 32, 8]).eval()
+    with pytest.raises(sm.CompileError, match="tensor 'relu': sparsifier #smlir.scalar_fraction<0.5> "
+                                              r"\(materializing\) has no lowering"):
+        sm.compile(model, {"relu": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(torch.randn(4, 16),))
+
+
+def test_sparsity_plan_lists_weights_and_intermediates() -> None:
+    torch.manual_seed(0)
+    model = MLP([16, 32, 8]).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sm.SparseFallbackWarning)
+        compiled = sm.compile(model, {"layers.0.weight": sm.NM(2, 4), "relu": sm.CSR(sparsifier=sm.Threshold(0.1))},
+                              example_args=(torch.randn(4, 16),))
+    plan = {entry.name: entry for entry in compiled.sparsity_plan()}
+    weight, relu = plan["layers.0.weight"], plan["relu"]
+    assert (weight.role, weight.format, weight.stored_as, weight.kind) == ("weight", "2:4", "2:4", "blocking")
+    assert weight.applied == "once, at compile time"
+    assert (relu.role, relu.shape, relu.format, relu.kind) == ("intermediate", (4, 32), "csr", "streaming")
+    assert relu.sparsifier == "#smlir.threshold<0.1>" and "aten.relu" in relu.applied
+    # The next linear reads the CSR activation as the left operand of a
+    # linalg.matmul, which upstream sparsification lowers: no fallback.
+    assert relu.fallbacks == () and relu.stored_as == "csr"
+    assert str(relu).startswith("relu [intermediate [4, 32]] csr -> stored as csr")
+
+
+def test_sparsity_plan_reports_fallback() -> None:
+    """GELU's output read by the 3-d linear (a generic contraction) falls back."""
+    torch.manual_seed(0)
+    model = BertLayer(hidden=32, heads=2, ffn=64).eval()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = sm.compile(model, {"gelu": sm.CSR(sparsifier=sm.Threshold(0.05))},
+                              example_args=(torch.randn(1, 4, 32),))
+    (gelu,) = [e for e in compiled.sparsity_plan() if e.name == "gelu"]
+    assert gelu.fallbacks and "reading tensor 'gelu' stored as csr; computing it densely" in gelu.fallbacks[0]
+    assert "densified" in gelu.stored_as
+    assert any(issubclass(w.category, sm.SparseFallbackWarning) for w in caught)
