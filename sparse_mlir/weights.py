@@ -12,6 +12,7 @@ import numpy as np
 
 from .encodings import BSR, COO, CSC, CSR, NM, Dense, Encoding
 from .errors import SpecError
+from .philox import keep_mask
 from .sparsifiers import BlockFraction, KeepAll, NMMagnitude, RandomFraction, ScalarFraction, Sparsifier, Threshold
 
 _INDEX_DTYPES = {0: np.int64, 8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
@@ -30,7 +31,7 @@ def apply_sparsifier(sparsifier: Sparsifier, w: np.ndarray, name: str = "tensor"
     if isinstance(sparsifier, NMMagnitude):
         return _nm_magnitude(w, sparsifier, name)
     if isinstance(sparsifier, RandomFraction):
-        raise SpecError(f"{name}: RandomFraction on weights is not supported yet")
+        return np.where(keep_mask(w.shape, sparsifier.fraction, sparsifier.seed), w, 0).astype(w.dtype)
     raise SpecError(f"{name}: unknown sparsifier {sparsifier!r}")
 
 

@@ -9,16 +9,21 @@ def ConvertSparseMLIRToSparseTensor
     : Pass<"convert-smlir-to-sparse-tensor"> {
   let summary = "Lower smlir.sparsify with streaming sparsifiers to upstream ops";
   let description = [{
-    Rewrites every `smlir.sparsify` with a keep-all or threshold sparsifier
-    into upstream ops that the `sparsifier` pipeline understands:
+    Rewrites every `smlir.sparsify` with a streaming sparsifier (keep-all,
+    threshold, random fraction) into upstream ops that the `sparsifier`
+    pipeline understands:
 
     - `#smlir.keep_all` into `sparse_tensor.convert` (which drops exact zeros),
       or into nothing for `#smlir.dense`;
     - `#smlir.threshold<t>` into an element-wise `linalg.generic` over a
       zero-filled output that selects `|x| >= t ? x : out`, followed by
-      `sparse_tensor.convert` into the encoding.
+      `sparse_tensor.convert` into the encoding;
+    - `#smlir.random_fraction<f, seed>` the same way, keeping an element when
+      a Philox4x32-10 word keyed by the seed and the element's linear index,
+      as a 24-bit uniform number, is `>= f` (any thread order gives the same
+      mask; `sparse_mlir/philox.py` is the reference).
 
-    Other sparsifiers (random fraction, blocking and materializing ones) have
+    Other sparsifiers (blocking and materializing ones) have
     no lowering here yet: on function arguments,
     `smlir-hoist-argument-sparsifiers` hands them to the caller; anywhere
     else each one is reported with the tensor's name and the sparsifier. So is

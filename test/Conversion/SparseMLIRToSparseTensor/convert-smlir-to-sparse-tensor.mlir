@@ -183,9 +183,24 @@ func.func @threshold_batched_csr(%x: tensor<2x8x8xf32>) -> tensor<2x8x8xf32, #BC
 
 // -----
 
-/// random_fraction is streaming but has no lowering in this pass yet.
-func.func @negative_random_fraction_not_lowered(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
-  // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.random_fraction<fraction = 0.5, seed = 3> (streaming) has no lowering in convert-smlir-to-sparse-tensor; apply it to a function argument (smlir-hoist-argument-sparsifiers) so the caller runs it}}
+/// random_fraction: a counter-based Philox4x32-10 word per element, keyed by
+/// the seed (3 = key words 3 and 0) and the row-major linear index; kept when
+/// (word >> 8) >= fraction * 2^24 (0.5 * 2^24 = 8388608 = 0x4160000000000000
+/// as f64). The Philox rounds are 32x32->64 multiplies (those of the zero
+/// counter words fold away).
+// CHECK-LABEL: func.func @random_fraction_philox(
+// CHECK:         %[[CUT:.*]] = arith.constant 0x4160000000000000 : f64
+// CHECK:         linalg.generic
+// CHECK:           %[[I:.*]] = linalg.index 0 : index
+// CHECK:           %[[J:.*]] = linalg.index 1 : index
+// CHECK:           arith.mului_extended
+// CHECK:           %[[BITS:.*]] = arith.shrui %{{.*}}, %{{.*}} : i32
+// CHECK-NEXT:      %[[U:.*]] = arith.uitofp %[[BITS]] : i32 to f64
+// CHECK-NEXT:      %[[KEEP:.*]] = arith.cmpf oge, %[[U]], %[[CUT]] : f64
+// CHECK-NEXT:      arith.select %[[KEEP]], %{{.*}}, %{{.*}} : f32
+// CHECK-NOT:     arith.mului_extended
+// CHECK-NOT:     sparse_tensor.convert
+func.func @random_fraction_philox(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.random_fraction<fraction = 0.5, seed = 3> as #smlir.dense -> tensor<8x8xf32>
   return %r : tensor<8x8xf32>
 }

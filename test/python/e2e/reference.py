@@ -12,6 +12,7 @@ from typing import Callable, Mapping
 import torch
 
 import sparse_mlir as sm
+from sparse_mlir.philox import keep_mask
 
 
 def _torch_sparsifier(sparsifier: sm.Sparsifier) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -20,6 +21,10 @@ def _torch_sparsifier(sparsifier: sm.Sparsifier) -> Callable[[torch.Tensor], tor
     if isinstance(sparsifier, sm.Threshold):
         value = sparsifier.value
         return lambda x: torch.where(x.abs() >= value, x, torch.zeros_like(x))
+    if isinstance(sparsifier, sm.RandomFraction):
+        fraction, seed = sparsifier.fraction, sparsifier.seed
+        return lambda x: torch.where(torch.from_numpy(keep_mask(tuple(x.shape), fraction, seed)), x,
+                                     torch.zeros_like(x))
     raise NotImplementedError(f"no eager reference for {sparsifier!r}")
 
 

@@ -114,3 +114,22 @@ def test_sparsity_plan_reports_fallback() -> None:
     assert gelu.fallbacks and "reading tensor 'gelu' stored as csr; computing it densely" in gelu.fallbacks[0]
     assert "densified" in gelu.stored_as
     assert any(issubclass(w.category, sm.SparseFallbackWarning) for w in caught)
+
+
+def test_random_fraction_on_relu_matches_philox_reference() -> None:
+    torch.manual_seed(0)
+    model = MLP([16, 64, 8]).eval()
+    x = torch.randn(32, 16)
+    compiled = _run_case(model, x, {"relu": sm.CSR(sparsifier=sm.RandomFraction(0.3, seed=5))})
+    again = sm.compile(model, {"relu": sm.CSR(sparsifier=sm.RandomFraction(0.3, seed=5))}, example_args=(x,))
+    torch.testing.assert_close(again(x), compiled(x), rtol=0, atol=0)
+    other = sm.compile(model, {"relu": sm.CSR(sparsifier=sm.RandomFraction(0.3, seed=6))}, example_args=(x,))
+    assert not torch.allclose(other(x), compiled(x))
+
+
+def test_random_fraction_on_a_weight() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 64).eval()
+    compiled = sm.compile(model, {"weight": sm.CSR(sparsifier=sm.RandomFraction(0.5, seed=3))},
+                          example_args=(torch.randn(4, 64),))
+    assert abs(compiled.stats()["weight"].density - 0.5) < 0.05
