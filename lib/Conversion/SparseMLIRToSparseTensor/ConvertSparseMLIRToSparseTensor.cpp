@@ -173,6 +173,73 @@ static Value buildRandomFraction(OpBuilder &b, Location loc, Value source,
   return generic.getResult(0);
 }
 
+/// n:m magnitude along `dim` with O(m) work per element and no sorting: an
+/// element is kept when fewer than n elements of its group rank above it,
+/// where k ranks above j if |x_k| > |x_j|, or |x_k| == |x_j| and k < j
+/// (ties go to the lower index, as in sparse_mlir.weights).
+static Value buildNMMagnitude(OpBuilder &b, Location loc, Value source,
+                              int64_t n, int64_t m, int64_t dim) {
+  auto type = cast<RankedTensorType>(source.getType());
+  Type elementType = type.getElementType();
+  SmallVector<Value> dynamicSizes;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (type.isDynamicDim(d))
+      dynamicSizes.push_back(tensor::DimOp::create(b, loc, source, d));
+  Value empty = tensor::EmptyOp::create(b, loc, type.getShape(), elementType,
+                                        dynamicSizes);
+  Value zero = arith::ConstantOp::create(b, loc, elementType,
+                                         b.getZeroAttr(elementType));
+  Value zeros =
+      linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{empty})
+          .getResult(0);
+  auto map = b.getMultiDimIdentityMap(type.getRank());
+  SmallVector<utils::IteratorType> iterators(type.getRank(),
+                                             utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, type, ValueRange{source}, ValueRange{zeros},
+      ArrayRef<AffineMap>{map, map}, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        SmallVector<Value> indices;
+        for (int64_t d = 0; d < type.getRank(); ++d)
+          indices.push_back(linalg::IndexOp::create(nb, nloc, d));
+        Value mValue = arith::ConstantIndexOp::create(nb, nloc, m);
+        Value position = arith::RemUIOp::create(nb, nloc, indices[dim], mValue);
+        Value groupStart = arith::SubIOp::create(nb, nloc, indices[dim], position);
+        Value mine = math::AbsFOp::create(nb, nloc, args[0]);
+        Type i32 = nb.getI32Type();
+        Value above = arith::ConstantOp::create(nb, nloc, i32,
+                                                nb.getI32IntegerAttr(0));
+        Value one = arith::ConstantOp::create(nb, nloc, i32,
+                                              nb.getI32IntegerAttr(1));
+        for (int64_t k = 0; k < m; ++k) {
+          Value kValue = arith::ConstantIndexOp::create(nb, nloc, k);
+          SmallVector<Value> other = indices;
+          other[dim] = arith::AddIOp::create(nb, nloc, groupStart, kValue);
+          Value theirs = math::AbsFOp::create(
+              nb, nloc, tensor::ExtractOp::create(nb, nloc, source, other));
+          Value greater = arith::CmpFOp::create(
+              nb, nloc, arith::CmpFPredicate::OGT, theirs, mine);
+          Value equal = arith::CmpFOp::create(nb, nloc, arith::CmpFPredicate::OEQ,
+                                              theirs, mine);
+          Value before = arith::CmpIOp::create(
+              nb, nloc, arith::CmpIPredicate::ult, kValue, position);
+          Value ranksAbove = arith::OrIOp::create(
+              nb, nloc, greater, arith::AndIOp::create(nb, nloc, equal, before));
+          above = arith::AddIOp::create(
+              nb, nloc, above,
+              arith::SelectOp::create(nb, nloc, ranksAbove, one,
+                                      arith::ConstantOp::create(
+                                          nb, nloc, i32, nb.getI32IntegerAttr(0))));
+        }
+        Value keep = arith::CmpIOp::create(
+            nb, nloc, arith::CmpIPredicate::slt, above,
+            arith::ConstantOp::create(nb, nloc, i32, nb.getI32IntegerAttr(n)));
+        Value kept = arith::SelectOp::create(nb, nloc, keep, args[0], args[1]);
+        linalg::YieldOp::create(nb, nloc, kept);
+      });
+  return generic.getResult(0);
+}
+
 static bool hasStructuredLevel(RankedTensorType type) {
   auto encoding = sparse_tensor::getSparseTensorEncoding(type);
   return encoding && llvm::any_of(encoding.getLvlTypes(), [](auto lt) {
@@ -213,6 +280,11 @@ struct LowerStreamingSparsify : public OpRewritePattern<SparsifyOp> {
                   : source;
     } else if (auto threshold = dyn_cast<ThresholdAttr>(sparsifier)) {
       dense = buildMaskedCopy(rewriter, loc, source, threshold.getValue());
+    } else if (auto nm = dyn_cast<NMMagnitudeAttr>(sparsifier);
+               nm && !nm.getTransposable()) {
+      int64_t rank = op.getSource().getType().getRank();
+      int64_t dim = nm.getDim() < 0 ? nm.getDim() + rank : nm.getDim();
+      dense = buildNMMagnitude(rewriter, loc, source, nm.getN(), nm.getM(), dim);
     } else if (auto random = dyn_cast<RandomFractionAttr>(sparsifier)) {
       dense = buildRandomFraction(rewriter, loc, source,
                                   random.getFraction().convertToDouble(),

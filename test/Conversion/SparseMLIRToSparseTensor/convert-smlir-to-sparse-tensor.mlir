@@ -220,11 +220,30 @@ func.func @negative_scalar_fraction_not_lowered(%x: tensor<8x8xf32>) -> tensor<8
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 
-/// Blocking sparsifiers are not lowered here either.
-func.func @negative_nm_magnitude_not_lowered(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR> {
-  // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.nm_magnitude<n = 2, m = 4> (blocking) has no lowering in convert-smlir-to-sparse-tensor; apply it to a function argument (smlir-hoist-argument-sparsifiers) so the caller runs it}}
+/// n:m magnitude (blocking): each element counts, over the m elements of its
+/// group, those ranking above it (larger |x|, or equal |x| at a lower index)
+/// and is kept when fewer than n do: m unrolled extracts, no sort, O(m) work.
+// CHECK-LABEL: func.func @nm_magnitude_rank_count(
+// CHECK:         %[[KEPT:.*]] = linalg.generic
+// CHECK:           %[[J:.*]] = linalg.index 1 : index
+// CHECK:           %[[POS:.*]] = arith.remui %[[J]], %{{.*}} : index
+// CHECK:           %[[START:.*]] = arith.subi %[[J]], %[[POS]] : index
+// CHECK-COUNT-4:   tensor.extract
+// CHECK:           %[[KEEP:.*]] = arith.cmpi slt, %{{.*}}, %{{.*}} : i32
+// CHECK-NEXT:      arith.select %[[KEEP]]
+// CHECK:         sparse_tensor.convert %[[KEPT]] : tensor<8x8xf32> to tensor<8x8xf32, #{{.*}}>
+func.func @nm_magnitude_rank_count(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR> {
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.nm_magnitude<n = 2, m = 4> as #smlir.csr -> tensor<8x8xf32, #CSR>
   return %r : tensor<8x8xf32, #CSR>
+}
+
+// -----
+
+/// The transposable variant has no lowering yet.
+func.func @negative_transposable_nm_not_lowered(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.nm_magnitude<n = 2, m = 4, transposable = true> (blocking) has no lowering in convert-smlir-to-sparse-tensor}}
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.nm_magnitude<n = 2, m = 4, transposable = true> as #smlir.dense -> tensor<8x8xf32>
+  return %r : tensor<8x8xf32>
 }
 
 // -----

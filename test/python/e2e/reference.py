@@ -12,20 +12,12 @@ from typing import Callable, Mapping
 import torch
 
 import sparse_mlir as sm
-from sparse_mlir.philox import keep_mask
+from sparse_mlir.weights import apply_sparsifier
 
 
 def _torch_sparsifier(sparsifier: sm.Sparsifier) -> Callable[[torch.Tensor], torch.Tensor]:
-    if isinstance(sparsifier, sm.KeepAll):
-        return lambda x: x
-    if isinstance(sparsifier, sm.Threshold):
-        value = sparsifier.value
-        return lambda x: torch.where(x.abs() >= value, x, torch.zeros_like(x))
-    if isinstance(sparsifier, sm.RandomFraction):
-        fraction, seed = sparsifier.fraction, sparsifier.seed
-        return lambda x: torch.where(torch.from_numpy(keep_mask(tuple(x.shape), fraction, seed)), x,
-                                     torch.zeros_like(x))
-    raise NotImplementedError(f"no eager reference for {sparsifier!r}")
+    """The same numpy implementation that sparsifies weights at compile time."""
+    return lambda x: torch.from_numpy(apply_sparsifier(sparsifier, x.detach().numpy()))
 
 
 def eager_reference(model: torch.nn.Module, example_args: tuple[torch.Tensor, ...],

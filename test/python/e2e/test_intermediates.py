@@ -133,3 +133,23 @@ def test_random_fraction_on_a_weight() -> None:
     compiled = sm.compile(model, {"weight": sm.CSR(sparsifier=sm.RandomFraction(0.5, seed=3))},
                           example_args=(torch.randn(4, 64),))
     assert abs(compiled.stats()["weight"].density - 0.5) < 0.05
+
+
+@pytest.mark.parametrize("dim", [-1, 1])
+def test_nm_magnitude_on_gelu(dim: int) -> None:
+    """Blocking sparsifier on an activation: 2:4 along a dimension, ties to the lower index."""
+    torch.manual_seed(0)
+    model = BertLayer(hidden=32, heads=2, ffn=64).eval()
+    x = torch.randn(1, 8, 32)
+    _run_case(model, x, {"gelu": sm.Dense(sparsifier=sm.NMMagnitude(2, 4, dim=dim))})
+
+
+def test_nm_magnitude_ties_go_to_the_lower_index() -> None:
+    class Plateau(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x) * 0 + 1.0  # every value equal: ranks decided by index
+
+    x = torch.randn(2, 8)
+    compiled = sm.compile(Plateau(), {"add": sm.Dense(sparsifier=sm.NMMagnitude(2, 4))}, example_args=(x,))
+    expected = torch.tensor([1.0, 1.0, 0.0, 0.0] * 2).repeat(2, 1)
+    torch.testing.assert_close(compiled(x), expected)
