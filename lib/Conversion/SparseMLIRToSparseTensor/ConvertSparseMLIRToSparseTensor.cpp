@@ -21,16 +21,16 @@ using namespace mlir::smlir;
 
 namespace {
 
-/// Builds `|x| >= threshold ? x : 0` (or a plain copy without a threshold)
-/// element-wise into a dense tensor.
+/// An element-wise linalg.generic from `source` into a zero-filled tensor;
+/// `body(builder, loc, in, out)` returns the value to keep (`out` = 0 drops).
 ///
-/// The output starts as zeros (linalg.fill) and the body yields the output
-/// value for dropped elements. Writing `select(keep, x, 0)` into a
-/// tensor.empty instead would let upstream's FoldConvertIntoProducer turn
-/// generic + convert into one dense-in/sparse-out generic, which MLIR 22's
-/// sparsification rejects ("failed to legalize unresolved materialization").
-static Value buildMaskedCopy(OpBuilder &b, Location loc, Value source,
-                             std::optional<llvm::APFloat> threshold) {
+/// The zero-filled output is what keeps upstream's FoldConvertIntoProducer
+/// from turning generic + convert into one dense-in/sparse-out generic,
+/// which MLIR 22's sparsification rejects ("failed to legalize unresolved
+/// materialization"): that fold needs an uninitialized (tensor.empty) init.
+static Value buildMask(
+    OpBuilder &b, Location loc, Value source,
+    function_ref<Value(OpBuilder &, Location, Value, Value)> body) {
   auto type = cast<RankedTensorType>(source.getType());
   Type elementType = type.getElementType();
   SmallVector<Value> dynamicSizes;
@@ -44,6 +44,23 @@ static Value buildMaskedCopy(OpBuilder &b, Location loc, Value source,
   Value zeros =
       linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{empty})
           .getResult(0);
+  auto map = b.getMultiDimIdentityMap(type.getRank());
+  SmallVector<utils::IteratorType> iterators(type.getRank(),
+                                             utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, type, ValueRange{source}, ValueRange{zeros},
+      ArrayRef<AffineMap>{map, map}, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        linalg::YieldOp::create(nb, nloc, body(nb, nloc, args[0], args[1]));
+      });
+  return generic.getResult(0);
+}
+
+/// Builds `|x| >= threshold ? x : 0` (or a plain copy without a threshold)
+/// element-wise into a dense tensor.
+static Value buildMaskedCopy(OpBuilder &b, Location loc, Value source,
+                             std::optional<llvm::APFloat> threshold) {
+  Type elementType = cast<RankedTensorType>(source.getType()).getElementType();
   Value cut;
   if (threshold) {
     // Round the cut-off up to the element type: for a representable |x|,
@@ -54,25 +71,17 @@ static Value buildMaskedCopy(OpBuilder &b, Location loc, Value source,
     cut = arith::ConstantOp::create(b, loc, elementType,
                                     b.getFloatAttr(elementType, *threshold));
   }
-  auto map = b.getMultiDimIdentityMap(type.getRank());
-  SmallVector<utils::IteratorType> iterators(type.getRank(),
-                                             utils::IteratorType::parallel);
-  auto generic = linalg::GenericOp::create(
-      b, loc, type, ValueRange{source}, ValueRange{zeros},
-      ArrayRef<AffineMap>{map, map}, iterators,
-      [&](OpBuilder &nb, Location nloc, ValueRange args) {
-        if (!cut) {
-          linalg::YieldOp::create(nb, nloc, args[0]);
-          return;
-        }
-        Value magnitude = math::AbsFOp::create(nb, nloc, args[0]);
-        // `oge` is false for NaN: NaN inputs are dropped.
-        Value keep = arith::CmpFOp::create(nb, nloc, arith::CmpFPredicate::OGE,
-                                           magnitude, cut);
-        Value kept = arith::SelectOp::create(nb, nloc, keep, args[0], args[1]);
-        linalg::YieldOp::create(nb, nloc, kept);
-      });
-  return generic.getResult(0);
+  return buildMask(b, loc, source,
+                   [&](OpBuilder &nb, Location nloc, Value in, Value out) {
+                     if (!cut)
+                       return in;
+                     Value magnitude = math::AbsFOp::create(nb, nloc, in);
+                     // `oge` is false for NaN: NaN inputs are dropped.
+                     Value keep = arith::CmpFOp::create(
+                         nb, nloc, arith::CmpFPredicate::OGE, magnitude, cut);
+                     return arith::SelectOp::create(nb, nloc, keep, in, out)
+                         .getResult();
+                   });
 }
 
 // Philox4x32-10 (Salmon et al., SC'11): a counter-based generator, so an
@@ -117,25 +126,8 @@ static Value buildPhilox(OpBuilder &b, Location loc, Value counterLo,
 static Value buildRandomFraction(OpBuilder &b, Location loc, Value source,
                                  double fraction, uint64_t seed) {
   auto type = cast<RankedTensorType>(source.getType());
-  Type elementType = type.getElementType();
-  SmallVector<Value> dynamicSizes;
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    if (type.isDynamicDim(d))
-      dynamicSizes.push_back(tensor::DimOp::create(b, loc, source, d));
-  Value empty = tensor::EmptyOp::create(b, loc, type.getShape(), elementType,
-                                        dynamicSizes);
-  Value zero = arith::ConstantOp::create(b, loc, elementType,
-                                         b.getZeroAttr(elementType));
-  Value zeros =
-      linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{empty})
-          .getResult(0);
-  auto map = b.getMultiDimIdentityMap(type.getRank());
-  SmallVector<utils::IteratorType> iterators(type.getRank(),
-                                             utils::IteratorType::parallel);
-  auto generic = linalg::GenericOp::create(
-      b, loc, type, ValueRange{source}, ValueRange{zeros},
-      ArrayRef<AffineMap>{map, map}, iterators,
-      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+  return buildMask(
+      b, loc, source, [&](OpBuilder &nb, Location nloc, Value in, Value out) {
         // Row-major linear index of the element.
         Value linear = arith::ConstantIndexOp::create(nb, nloc, 0);
         for (int64_t d = 0; d < type.getRank(); ++d) {
@@ -167,10 +159,8 @@ static Value buildRandomFraction(OpBuilder &b, Location loc, Value source,
             nb, nloc, nb.getF64Type(), nb.getF64FloatAttr(fraction * 16777216.0));
         Value keep = arith::CmpFOp::create(nb, nloc, arith::CmpFPredicate::OGE,
                                            u, cut);
-        Value kept = arith::SelectOp::create(nb, nloc, keep, args[0], args[1]);
-        linalg::YieldOp::create(nb, nloc, kept);
+        return arith::SelectOp::create(nb, nloc, keep, in, out).getResult();
       });
-  return generic.getResult(0);
 }
 
 /// n:m magnitude along `dim` with O(m) work per element and no sorting: an
@@ -180,32 +170,15 @@ static Value buildRandomFraction(OpBuilder &b, Location loc, Value source,
 static Value buildNMMagnitude(OpBuilder &b, Location loc, Value source,
                               int64_t n, int64_t m, int64_t dim) {
   auto type = cast<RankedTensorType>(source.getType());
-  Type elementType = type.getElementType();
-  SmallVector<Value> dynamicSizes;
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    if (type.isDynamicDim(d))
-      dynamicSizes.push_back(tensor::DimOp::create(b, loc, source, d));
-  Value empty = tensor::EmptyOp::create(b, loc, type.getShape(), elementType,
-                                        dynamicSizes);
-  Value zero = arith::ConstantOp::create(b, loc, elementType,
-                                         b.getZeroAttr(elementType));
-  Value zeros =
-      linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{empty})
-          .getResult(0);
-  auto map = b.getMultiDimIdentityMap(type.getRank());
-  SmallVector<utils::IteratorType> iterators(type.getRank(),
-                                             utils::IteratorType::parallel);
-  auto generic = linalg::GenericOp::create(
-      b, loc, type, ValueRange{source}, ValueRange{zeros},
-      ArrayRef<AffineMap>{map, map}, iterators,
-      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+  return buildMask(
+      b, loc, source, [&](OpBuilder &nb, Location nloc, Value in, Value out) {
         SmallVector<Value> indices;
         for (int64_t d = 0; d < type.getRank(); ++d)
           indices.push_back(linalg::IndexOp::create(nb, nloc, d));
         Value mValue = arith::ConstantIndexOp::create(nb, nloc, m);
         Value position = arith::RemUIOp::create(nb, nloc, indices[dim], mValue);
         Value groupStart = arith::SubIOp::create(nb, nloc, indices[dim], position);
-        Value mine = math::AbsFOp::create(nb, nloc, args[0]);
+        Value mine = math::AbsFOp::create(nb, nloc, in);
         Type i32 = nb.getI32Type();
         Value above = arith::ConstantOp::create(nb, nloc, i32,
                                                 nb.getI32IntegerAttr(0));
@@ -234,10 +207,8 @@ static Value buildNMMagnitude(OpBuilder &b, Location loc, Value source,
         Value keep = arith::CmpIOp::create(
             nb, nloc, arith::CmpIPredicate::slt, above,
             arith::ConstantOp::create(nb, nloc, i32, nb.getI32IntegerAttr(n)));
-        Value kept = arith::SelectOp::create(nb, nloc, keep, args[0], args[1]);
-        linalg::YieldOp::create(nb, nloc, kept);
+        return arith::SelectOp::create(nb, nloc, keep, in, out).getResult();
       });
-  return generic.getResult(0);
 }
 
 static bool hasStructuredLevel(RankedTensorType type) {
