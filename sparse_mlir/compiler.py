@@ -83,7 +83,7 @@ class CompiledModule:
 
     def __init__(self, kernel: Kernel, input_specs: list[tuple[tuple[int, ...], torch.dtype]],
                  effective: dict[str, torch.Tensor], stats: dict[str, TensorStats], stages: dict[str, str],
-                 compile_seconds: float, pipeline: str) -> None:
+                 compile_seconds: float, pipeline: str, plan: list[PlanEntry], keep_alive: tuple) -> None:
         self._kernel = kernel
         self._input_specs = input_specs
         self._effective = effective
@@ -91,7 +91,8 @@ class CompiledModule:
         self._stages = stages
         self.pipeline = pipeline
         self.compile_seconds = compile_seconds
-        self._plan: list[PlanEntry] = []
+        self._plan = plan
+        self._keep_alive = keep_alive  # the JIT's code lives as long as its context and module
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
         arrays = [self._check_input(i, t) for i, t in enumerate(inputs)]
@@ -176,6 +177,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
             warnings.warn(message, SparseFallbackWarning, stacklevel=2)
         stages["sparse"] = str(sparse_module)
         stored_sparse = _sparse_arguments(sparse_module)
+        result_rank, result_dtype = _result_spec(sparse_module)
         with _Diagnostics(context) as diagnostics:  # warnings were shown above
             _run(pipeline, module, stages["annotated"], pipeline, diagnostics)
         stages["llvm"] = str(module)
@@ -189,19 +191,15 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
             bound.append(effective[name].contiguous().numpy())
         else:
             bound.append(value.contiguous().numpy())
-    output = model(*example_args) if example_args else None
-    if not isinstance(output, torch.Tensor):
-        raise SpecError("compile() supports models returning one tensor for now")
-    kernel = Kernel(engine, "main", bound, output.dim(), output.detach().numpy().dtype)
+    kernel = Kernel(engine, "main", bound, result_rank, result_dtype)
     stats = {name: _stats(encodings[name], effective[name], name in stored_sparse) for name in encodings}
     input_specs = [(tuple(a.shape), a.dtype) for a in example_args]
-    compiled = CompiledModule(kernel, input_specs, effective, stats, stages, time.perf_counter() - start, pipeline)
-    compiled._keep_alive = (context, module)  # the engine's code lives as long as these
-    compiled._plan = [*(_weight_plan(name, encoding, stats[name], fallback_messages)
-                        for name, encoding in encodings.items()),
-                      *(_intermediate_plan(name, encoding, imported.nodes[name], fallback_messages)
-                        for name, encoding in intermediates.items())]
-    return compiled
+    plan = [*(_weight_plan(name, encoding, stats[name], fallback_messages)
+              for name, encoding in encodings.items()),
+            *(_intermediate_plan(name, encoding, imported.nodes[name], fallback_messages)
+              for name, encoding in intermediates.items())]
+    return CompiledModule(kernel, input_specs, effective, stats, stages, time.perf_counter() - start, pipeline,
+                          plan, keep_alive=(context, module))
 
 
 def _mentions(name: str, messages: list[str]) -> tuple[str, ...]:
@@ -245,10 +243,17 @@ def _annotate_intermediates(module: ir.Module, nodes: Mapping[str, Any],
     for name, encoding in encodings.items():
         value = find_node_value(main, nodes[name])
         with ir.InsertionPoint.after(value.owner), ir.Location.name(name):
-            result_type = smlir.sparsify_result_type(ir.RankedTensorType(value.type), encoding.to_attr())
-            op = smlir.SparsifyOp(result_type, value, encoding.effective_sparsifier.to_attr(), encoding.to_attr(),
-                                  tensor_name=ir.StringAttr.get(name))
-        value.replace_all_uses_except(op.result, op.operation)
+            _attach_sparsifier(value, encoding, name)
+    _verify_annotated(module)
+
+
+def _attach_sparsifier(value: ir.Value, encoding: Encoding, name: str) -> None:
+    """`smlir.sparsify` of `value` at the current insertion point, read by all its other users."""
+    sparse = smlir.sparsify(value, encoding.effective_sparsifier.to_attr(), encoding.to_attr(), tensor_name=name)
+    value.replace_all_uses_except(sparse, sparse.owner.operation)
+
+
+def _verify_annotated(module: ir.Module) -> None:
     try:
         module.operation.verify()
     except ir.MLIRError as error:
@@ -294,19 +299,11 @@ def _annotate(module: ir.Module, param_names: list[str], encodings: Mapping[str,
         arg_attrs[index]["smlir.weight"] = ir.UnitAttr.get()
         if name not in encodings:
             continue
-        encoding = encodings[name]
-        arg = entry.arguments[index]
         with ir.InsertionPoint(first_op):
-            result_type = smlir.sparsify_result_type(ir.RankedTensorType(arg.type), encoding.to_attr())
-            op = smlir.SparsifyOp(result_type, arg, encoding.effective_sparsifier.to_attr(), encoding.to_attr(),
-                                  tensor_name=ir.StringAttr.get(name))
-        arg.replace_all_uses_except(op.result, op.operation)
+            _attach_sparsifier(entry.arguments[index], encodings[name], name)
     main.arg_attrs = ir.ArrayAttr.get([ir.DictAttr.get(d) for d in arg_attrs])
     main.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
-    try:
-        module.operation.verify()
-    except ir.MLIRError as error:
-        raise SpecError(_error_text(error)) from None
+    _verify_annotated(module)
 
 
 class _Diagnostics:
@@ -354,6 +351,22 @@ def _sparse_arguments(module: ir.Module) -> set[str]:
         if "smlir.tensor_name" in attrs:
             names.add(ir.StringAttr(attrs["smlir.tensor_name"]).value)
     return names
+
+
+_NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32, "i64": np.int64}
+
+
+def _result_spec(module: ir.Module) -> tuple[int, np.dtype]:
+    """Rank and dtype of @main's single dense result."""
+    results = ir.FunctionType(ir.TypeAttr(_main(module).attributes["function_type"]).value).results
+    if len(results) != 1 or not isinstance(results[0], ir.RankedTensorType):
+        raise SpecError(f"compile() supports models returning one tensor for now; this one returns {len(results)} "
+                        "values")
+    result = ir.RankedTensorType(results[0])
+    element = str(result.element_type)
+    if element not in _NUMPY_DTYPES:
+        raise SpecError(f"unsupported result element type {element}")
+    return result.rank, np.dtype(_NUMPY_DTYPES[element])
 
 
 def _main(module: ir.Module) -> Any:

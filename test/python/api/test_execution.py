@@ -10,6 +10,7 @@ from mlir import ir, passmanager
 
 import sparse_mlir as sm
 from sparse_mlir.runtime import invoke, jit
+from sparse_mlir.weights import apply_sparsifier
 
 M, K, N = 16, 32, 8
 
@@ -37,14 +38,6 @@ def _run(text: str, pipeline: str, args: list[np.ndarray]) -> np.ndarray:
         engine = jit(module)
         (result,) = invoke(engine, "spmm", args, results=[(2, np.float32)])
         return result.copy()
-
-
-def _prune_24(w: np.ndarray) -> np.ndarray:
-    groups = w.reshape(w.shape[0], -1, 4)
-    order = np.argsort(-np.abs(groups), axis=2, kind="stable")
-    mask = np.zeros_like(groups, dtype=bool)
-    np.put_along_axis(mask, order[:, :, :2], True, axis=2)
-    return (groups * mask).reshape(w.shape)
 
 
 ENCODINGS = [sm.Dense(), sm.CSR(), sm.CSC(), sm.COO(), sm.BSR(block=(2, 4)),
@@ -89,7 +82,7 @@ def test_threshold_drops_nan_and_keeps_boundary() -> None:
 def test_exact_24_tensor_through_nm_storage() -> None:
     """2:4 storage fed with a tensor holding exactly two nonzeros per group of four."""
     rng = np.random.default_rng(1)
-    w = _prune_24(rng.standard_normal((M, K)).astype(np.float32))
+    w = apply_sparsifier(sm.NMMagnitude(2, 4), rng.standard_normal((M, K)).astype(np.float32))
     x = rng.standard_normal((K, N)).astype(np.float32)
     text = _spmm_ir(sm.NM(2, 4), sm.KeepAll())
     with sm.make_context():
