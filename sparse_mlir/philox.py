@@ -1,8 +1,10 @@
 """Philox4x32-10 in numpy: the reference for #smlir.random_fraction.
 
 The compiled kernel computes, for the element at row-major linear index i,
-word = Philox4x32-10(counter = (i mod 2^32, i >> 32, 0, 0),
+word = Philox4x32-10(counter = (i mod 2^32, i >> 32, call mod 2^32, call >> 32),
                      key = (seed mod 2^32, seed >> 32))[0]
+where `call` numbers the calls of the compiled function (0, 1, 2, ...): each
+call draws a new mask, and a given (seed, call) always the same one.
 and keeps the element when (word >> 8) >= fraction * 2^24, i.e. when a
 uniform number with 24-bit resolution is >= fraction. Any thread order gives
 the same mask.
@@ -30,15 +32,16 @@ def philox4x32(counter: tuple[np.ndarray, ...], key: tuple[int, int]) -> tuple[n
     return tuple(c.astype(np.uint32) for c in (c0, c1, c2, c3))
 
 
-def philox_word(linear_index: np.ndarray, seed: int) -> np.ndarray:
+def philox_word(linear_index: np.ndarray, seed: int, call: int = 0) -> np.ndarray:
     """The first output word (uint32) for each linear index."""
     index = linear_index.astype(np.uint64)
-    zeros = np.zeros_like(index)
-    return philox4x32((index & _MASK32, index >> np.uint64(32), zeros, zeros),
+    ones = np.ones_like(index)
+    return philox4x32((index & _MASK32, index >> np.uint64(32), ones * np.uint64(call & 0xFFFFFFFF),
+                       ones * np.uint64((call >> 32) & 0xFFFFFFFF)),
                       (seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF))[0]
 
 
-def keep_mask(shape: tuple[int, ...], fraction: float, seed: int) -> np.ndarray:
-    """True where #smlir.random_fraction<fraction, seed> keeps the element."""
-    words = philox_word(np.arange(int(np.prod(shape)), dtype=np.uint64), seed)
+def keep_mask(shape: tuple[int, ...], fraction: float, seed: int, call: int = 0) -> np.ndarray:
+    """True where #smlir.random_fraction<fraction, seed> keeps the element in call number `call`."""
+    words = philox_word(np.arange(int(np.prod(shape)), dtype=np.uint64), seed, call)
     return ((words >> np.uint32(8)).astype(np.float64) >= fraction * 16777216.0).reshape(shape)

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "SparseMLIR/Conversion/Passes.h"
+#include "SparseMLIR/Conversion/SparsifierLowering.h"
 #include "SparseMLIR/IR/SparseMLIROps.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -56,109 +57,34 @@ static Value buildMask(
   return generic.getResult(0);
 }
 
-/// Builds `|x| >= threshold ? x : 0` (or a plain copy without a threshold)
-/// element-wise into a dense tensor.
-static Value buildMaskedCopy(OpBuilder &b, Location loc, Value source,
-                             std::optional<llvm::APFloat> threshold) {
-  Type elementType = cast<RankedTensorType>(source.getType()).getElementType();
-  Value cut;
-  if (threshold) {
-    // Round the cut-off up to the element type: for a representable |x|,
-    // |x| >= rounded-up(t) exactly when |x| >= t.
-    bool losesInfo = false;
-    threshold->convert(cast<FloatType>(elementType).getFloatSemantics(),
-                       llvm::APFloat::rmTowardPositive, &losesInfo);
-    cut = arith::ConstantOp::create(b, loc, elementType,
-                                    b.getFloatAttr(elementType, *threshold));
-  }
-  return buildMask(b, loc, source,
-                   [&](OpBuilder &nb, Location nloc, Value in, Value out) {
-                     if (!cut)
-                       return in;
-                     Value magnitude = math::AbsFOp::create(nb, nloc, in);
-                     // `oge` is false for NaN: NaN inputs are dropped.
-                     Value keep = arith::CmpFOp::create(
-                         nb, nloc, arith::CmpFPredicate::OGE, magnitude, cut);
-                     return arith::SelectOp::create(nb, nloc, keep, in, out)
-                         .getResult();
-                   });
-}
-
-// Philox4x32-10 (Salmon et al., SC'11): a counter-based generator, so an
-// element's random number depends only on (seed, linear index), never on
-// the order threads visit elements. sparse_mlir/philox.py is the reference.
-constexpr uint32_t kPhiloxM0 = 0xD2511F53, kPhiloxM1 = 0xCD9E8D57;
-constexpr uint32_t kPhiloxW0 = 0x9E3779B9, kPhiloxW1 = 0xBB67AE85;
-
-/// The first 32-bit word of Philox4x32-10 for counter (lo, hi, 0, 0) and
-/// key (seed low, seed high).
-static Value buildPhilox(OpBuilder &b, Location loc, Value counterLo,
-                         Value counterHi, uint64_t seed) {
-  Type i32 = b.getI32Type();
-  auto constant = [&](uint32_t v) -> Value {
-    return arith::ConstantOp::create(b, loc, i32,
-                                     b.getIntegerAttr(i32, static_cast<int32_t>(v)));
-  };
-  Value c[4] = {counterLo, counterHi, constant(0), constant(0)};
-  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-  Value m0 = constant(kPhiloxM0), m1 = constant(kPhiloxM1);
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      k0 += kPhiloxW0;
-      k1 += kPhiloxW1;
-    }
-    auto p0 = arith::MulUIExtendedOp::create(b, loc, m0, c[0]);
-    auto p1 = arith::MulUIExtendedOp::create(b, loc, m1, c[2]);
-    Value n0 = arith::XOrIOp::create(
-        b, loc, arith::XOrIOp::create(b, loc, p1.getHigh(), c[1]), constant(k0));
-    Value n2 = arith::XOrIOp::create(
-        b, loc, arith::XOrIOp::create(b, loc, p0.getHigh(), c[3]), constant(k1));
-    c[0] = n0;
-    c[1] = p1.getLow();
-    c[2] = n2;
-    c[3] = p0.getLow();
-  }
-  return c[0];
-}
-
-/// Drops each element independently with probability `fraction`: keep when
-/// uniform(seed, linear index) >= fraction, uniform = (word >> 8) * 2^-24.
-static Value buildRandomFraction(OpBuilder &b, Location loc, Value source,
-                                 double fraction, uint64_t seed) {
+/// The dimension sizes of `source` as index values.
+static SmallVector<Value> buildSizes(OpBuilder &b, Location loc, Value source) {
   auto type = cast<RankedTensorType>(source.getType());
+  SmallVector<Value> sizes;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    sizes.push_back(type.isDynamicDim(d)
+                        ? tensor::DimOp::create(b, loc, source, d).getResult()
+                        : arith::ConstantIndexOp::create(b, loc,
+                                                         type.getDimSize(d))
+                              .getResult());
+  return sizes;
+}
+
+/// A streaming sparsifier applied element-wise into a dense tensor (or a
+/// plain copy for keep_all).
+static Value buildStreamingMask(OpBuilder &b, Location loc, Value source,
+                                Attribute sparsifier, Value callNumber) {
+  auto type = cast<RankedTensorType>(source.getType());
+  SmallVector<Value> sizes = buildSizes(b, loc, source);
   return buildMask(
       b, loc, source, [&](OpBuilder &nb, Location nloc, Value in, Value out) {
-        // Row-major linear index of the element.
-        Value linear = arith::ConstantIndexOp::create(nb, nloc, 0);
-        for (int64_t d = 0; d < type.getRank(); ++d) {
-          Value size = type.isDynamicDim(d)
-                           ? tensor::DimOp::create(nb, nloc, source, d).getResult()
-                           : arith::ConstantIndexOp::create(nb, nloc,
-                                                            type.getDimSize(d))
-                                 .getResult();
-          linear = arith::MulIOp::create(nb, nloc, linear, size);
-          linear = arith::AddIOp::create(
-              nb, nloc, linear, linalg::IndexOp::create(nb, nloc, d));
-        }
-        Type i64 = nb.getI64Type(), i32 = nb.getI32Type();
-        Value wide = arith::IndexCastUIOp::create(nb, nloc, i64, linear);
-        Value lo = arith::TruncIOp::create(nb, nloc, i32, wide);
-        Value hi = arith::TruncIOp::create(
-            nb, nloc, i32,
-            arith::ShRUIOp::create(
-                nb, nloc, wide,
-                arith::ConstantOp::create(nb, nloc, i64, nb.getI64IntegerAttr(32))));
-        Value word = buildPhilox(nb, nloc, lo, hi, seed);
-        Value bits24 = arith::ShRUIOp::create(
-            nb, nloc, word,
-            arith::ConstantOp::create(nb, nloc, i32, nb.getI32IntegerAttr(8)));
-        // 24-bit integers are exact in f32: compare u * 2^24 with
-        // fraction * 2^24 in f64 to keep the threshold exact.
-        Value u = arith::UIToFPOp::create(nb, nloc, nb.getF64Type(), bits24);
-        Value cut = arith::ConstantOp::create(
-            nb, nloc, nb.getF64Type(), nb.getF64FloatAttr(fraction * 16777216.0));
-        Value keep = arith::CmpFOp::create(nb, nloc, arith::CmpFPredicate::OGE,
-                                           u, cut);
+        SmallVector<Value> indices;
+        for (int64_t d = 0; d < type.getRank(); ++d)
+          indices.push_back(linalg::IndexOp::create(nb, nloc, d));
+        Value keep = buildStreamingKeep(nb, nloc, sparsifier, in, indices,
+                                        sizes, callNumber);
+        if (!keep)
+          return in;
         return arith::SelectOp::create(nb, nloc, keep, in, out).getResult();
       });
 }
@@ -247,19 +173,16 @@ struct LowerStreamingSparsify : public OpRewritePattern<SparsifyOp> {
       // A linalg producer would be folded into the convert (see above):
       // copy through a zero-filled output first. Arguments convert directly.
       dense = toSparse && source.getDefiningOp<linalg::LinalgOp>()
-                  ? buildMaskedCopy(rewriter, loc, source, std::nullopt)
+                  ? buildStreamingMask(rewriter, loc, source, sparsifier, {})
                   : source;
-    } else if (auto threshold = dyn_cast<ThresholdAttr>(sparsifier)) {
-      dense = buildMaskedCopy(rewriter, loc, source, threshold.getValue());
+    } else if (isStreamingSparsifier(sparsifier)) {
+      dense = buildStreamingMask(rewriter, loc, source, sparsifier,
+                                 findCallNumber(op));
     } else if (auto nm = dyn_cast<NMMagnitudeAttr>(sparsifier);
                nm && !nm.getTransposable()) {
       int64_t rank = op.getSource().getType().getRank();
       int64_t dim = nm.getDim() < 0 ? nm.getDim() + rank : nm.getDim();
       dense = buildNMMagnitude(rewriter, loc, source, nm.getN(), nm.getM(), dim);
-    } else if (auto random = dyn_cast<RandomFractionAttr>(sparsifier)) {
-      dense = buildRandomFraction(rewriter, loc, source,
-                                  random.getFraction().convertToDouble(),
-                                  random.getSeed());
     } else {
       return rewriter.notifyMatchFailure(op, "no lowering for this sparsifier");
     }

@@ -184,16 +184,18 @@ func.func @threshold_batched_csr(%x: tensor<2x8x8xf32>) -> tensor<2x8x8xf32, #BC
 // -----
 
 /// random_fraction: a counter-based Philox4x32-10 word per element, keyed by
-/// the seed (3 = key words 3 and 0) and the row-major linear index; kept when
+/// the seed (3 = key words 3 and 0), the row-major linear index and the call
+/// number (0 without an `smlir.call_number` argument); kept when
 /// (word >> 8) >= fraction * 2^24 (0.5 * 2^24 = 8388608 = 0x4160000000000000
-/// as f64). The Philox rounds are 32x32->64 multiplies (those of the zero
-/// counter words fold away).
+/// as f64). The Philox rounds are 32x32->64-bit multiplies spelled with i64
+/// arithmetic (one result each, which sparsification accepts in a kernel).
 // CHECK-LABEL: func.func @random_fraction_philox(
-// CHECK:         %[[CUT:.*]] = arith.constant 0x4160000000000000 : f64
+// CHECK-DAG:     %[[CUT:.*]] = arith.constant 0x4160000000000000 : f64
+// CHECK-DAG:     %[[M0:.*]] = arith.constant 3528531795 : i64
 // CHECK:         linalg.generic
 // CHECK:           %[[I:.*]] = linalg.index 0 : index
 // CHECK:           %[[J:.*]] = linalg.index 1 : index
-// CHECK:           arith.mului_extended
+// CHECK:           arith.muli %{{.*}}, %[[M0]] : i64
 // CHECK:           %[[BITS:.*]] = arith.shrui %{{.*}}, %{{.*}} : i32
 // CHECK-NEXT:      %[[U:.*]] = arith.uitofp %[[BITS]] : i32 to f64
 // CHECK-NEXT:      %[[KEEP:.*]] = arith.cmpf oge, %[[U]], %[[CUT]] : f64
@@ -201,6 +203,20 @@ func.func @threshold_batched_csr(%x: tensor<2x8x8xf32>) -> tensor<2x8x8xf32, #BC
 // CHECK-NOT:     arith.mului_extended
 // CHECK-NOT:     sparse_tensor.convert
 func.func @random_fraction_philox(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.random_fraction<fraction = 0.5, seed = 3> as #smlir.dense -> tensor<8x8xf32>
+  return %r : tensor<8x8xf32>
+}
+
+// -----
+
+/// The call number (an i64 argument marked `smlir.call_number`) is the
+/// Philox counter's upper half: a new mask per call.
+// CHECK-LABEL: func.func @random_fraction_call_number(
+// CHECK-SAME:      %[[X:.*]]: tensor<8x8xf32>, %[[CALL:.*]]: i64 {smlir.call_number})
+// CHECK:         linalg.generic
+// CHECK:           arith.trunci %[[CALL]] : i64 to i32
+// CHECK:           arith.shrui %[[CALL]], %{{.*}} : i64
+func.func @random_fraction_call_number(%x: tensor<8x8xf32>, %call: i64 {smlir.call_number}) -> tensor<8x8xf32> {
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.random_fraction<fraction = 0.5, seed = 3> as #smlir.dense -> tensor<8x8xf32>
   return %r : tensor<8x8xf32>
 }

@@ -1,0 +1,160 @@
+//===- StreamingKeep.cpp - element-wise keep conditions -------------------===//
+//
+// The keep condition of each streaming sparsifier, for one element.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SparseMLIR/Conversion/SparsifierLowering.h"
+#include "SparseMLIR/IR/SparseMLIROps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
+using namespace mlir;
+using namespace mlir::smlir;
+
+Value mlir::smlir::findCallNumber(Operation *op) {
+  auto func = op->getParentOfType<func::FuncOp>();
+  if (!func || func.isExternal())
+    return {};
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+    if (func.getArgAttr(i, kCallNumberAttrName))
+      return func.getArgument(i);
+  return {};
+}
+
+bool mlir::smlir::isStreamingSparsifier(Attribute sparsifier) {
+  return isa<KeepAllAttr, ThresholdAttr, RandomFractionAttr>(sparsifier);
+}
+
+static Value constantI32(OpBuilder &b, Location loc, uint32_t v) {
+  return arith::ConstantOp::create(
+      b, loc, b.getI32Type(),
+      b.getIntegerAttr(b.getI32Type(), static_cast<int32_t>(v)));
+}
+
+static Value constantI64(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantOp::create(b, loc, b.getI64Type(),
+                                   b.getI64IntegerAttr(v));
+}
+
+// Philox4x32-10 (Salmon et al., SC'11): a counter-based generator, so an
+// element's random number depends only on (seed, linear index, call), never
+// on the order threads visit elements. sparse_mlir/philox.py is the
+// reference.
+constexpr uint32_t kPhiloxM0 = 0xD2511F53, kPhiloxM1 = 0xCD9E8D57;
+constexpr uint32_t kPhiloxW0 = 0x9E3779B9, kPhiloxW1 = 0xBB67AE85;
+
+/// The (high, low) 32-bit halves of a 32x32-bit product. Spelled with i64
+/// arithmetic rather than arith.mului_extended, which has two results and so
+/// is rejected inside a sparsified kernel body.
+static std::pair<Value, Value> mulHiLo(OpBuilder &b, Location loc,
+                                       uint32_t multiplier, Value x) {
+  Type i64 = b.getI64Type(), i32 = b.getI32Type();
+  Value wide = arith::MulIOp::create(
+      b, loc, constantI64(b, loc, multiplier),
+      arith::ExtUIOp::create(b, loc, i64, x));
+  Value high = arith::TruncIOp::create(
+      b, loc, i32, arith::ShRUIOp::create(b, loc, wide, constantI64(b, loc, 32)));
+  Value low = arith::TruncIOp::create(b, loc, i32, wide);
+  return {high, low};
+}
+
+/// The first word of Philox4x32-10 for counter `c` and key (seed low, high).
+static Value buildPhilox(OpBuilder &b, Location loc, std::array<Value, 4> c,
+                         uint64_t seed) {
+  uint32_t k0 = static_cast<uint32_t>(seed);
+  uint32_t k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += kPhiloxW0;
+      k1 += kPhiloxW1;
+    }
+    auto [hi0, lo0] = mulHiLo(b, loc, kPhiloxM0, c[0]);
+    auto [hi1, lo1] = mulHiLo(b, loc, kPhiloxM1, c[2]);
+    Value n0 = arith::XOrIOp::create(
+        b, loc, arith::XOrIOp::create(b, loc, hi1, c[1]), constantI32(b, loc, k0));
+    Value n2 = arith::XOrIOp::create(
+        b, loc, arith::XOrIOp::create(b, loc, hi0, c[3]), constantI32(b, loc, k1));
+    c = {n0, lo1, n2, lo0};
+  }
+  return c[0];
+}
+
+/// Splits an i64 into its (low, high) i32 words.
+static std::pair<Value, Value> splitWords(OpBuilder &b, Location loc,
+                                          Value wide) {
+  Type i32 = b.getI32Type();
+  Value lo = arith::TruncIOp::create(b, loc, i32, wide);
+  Value hi = arith::TruncIOp::create(
+      b, loc, i32, arith::ShRUIOp::create(b, loc, wide, constantI64(b, loc, 32)));
+  return {lo, hi};
+}
+
+/// Keep when uniform(seed, linear index, call) >= fraction, where uniform =
+/// (word >> 8) * 2^-24.
+static Value buildRandomKeep(OpBuilder &b, Location loc,
+                             RandomFractionAttr random, ValueRange indices,
+                             ValueRange sizes, Value callNumber) {
+  // Row-major linear index of the element.
+  Value linear = arith::ConstantIndexOp::create(b, loc, 0);
+  for (auto [index, size] : llvm::zip_equal(indices, sizes)) {
+    linear = arith::MulIOp::create(b, loc, linear, size);
+    linear = arith::AddIOp::create(b, loc, linear, index);
+  }
+  Type i64 = b.getI64Type();
+  auto [indexLo, indexHi] =
+      splitWords(b, loc, arith::IndexCastUIOp::create(b, loc, i64, linear));
+  Value call = callNumber ? callNumber : constantI64(b, loc, 0);
+  auto [callLo, callHi] = splitWords(b, loc, call);
+  Value word = buildPhilox(b, loc, {indexLo, indexHi, callLo, callHi},
+                           random.getSeed());
+  Value bits24 = arith::ShRUIOp::create(b, loc, word, constantI32(b, loc, 8));
+  // 24-bit integers are exact in f64, and so is fraction * 2^24 compared
+  // there: the cut is the same as the reference's.
+  Value u = arith::UIToFPOp::create(b, loc, b.getF64Type(), bits24);
+  Value cut = arith::ConstantOp::create(
+      b, loc, b.getF64Type(),
+      b.getF64FloatAttr(random.getFraction().convertToDouble() * 16777216.0));
+  return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, u, cut);
+}
+
+/// Keep when |x| >= t, with t rounded up to the element type: for a
+/// representable |x|, |x| >= rounded-up(t) exactly when |x| >= t. NaN is
+/// dropped (`oge` is false for NaN).
+static Value buildThresholdKeep(OpBuilder &b, Location loc,
+                                ThresholdAttr threshold, Value element) {
+  Type elementType = element.getType();
+  llvm::APFloat cut = threshold.getValue();
+  bool losesInfo = false;
+  cut.convert(cast<FloatType>(elementType).getFloatSemantics(),
+              llvm::APFloat::rmTowardPositive, &losesInfo);
+  Value cutValue = arith::ConstantOp::create(
+      b, loc, elementType, b.getFloatAttr(elementType, cut));
+  Value magnitude = math::AbsFOp::create(b, loc, element);
+  return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, magnitude,
+                               cutValue);
+}
+
+Value mlir::smlir::buildStreamingKeep(OpBuilder &b, Location loc,
+                                      Attribute sparsifier, Value element,
+                                      ValueRange indices, ValueRange sizes,
+                                      Value callNumber) {
+  if (auto threshold = dyn_cast<ThresholdAttr>(sparsifier))
+    return buildThresholdKeep(b, loc, threshold, element);
+  if (auto random = dyn_cast<RandomFractionAttr>(sparsifier))
+    return buildRandomKeep(b, loc, random, indices, sizes, callNumber);
+  assert(isa<KeepAllAttr>(sparsifier) && "not a streaming sparsifier");
+  return {};
+}
+
+Value mlir::smlir::buildKeepOrZero(OpBuilder &b, Location loc, Value keep,
+                                   Value element) {
+  auto floatType = cast<FloatType>(element.getType());
+  Type bits = b.getIntegerType(floatType.getWidth());
+  Value all = arith::ExtSIOp::create(b, loc, bits, keep); // 0 or all ones
+  Value raw = arith::BitcastOp::create(b, loc, bits, element);
+  return arith::BitcastOp::create(b, loc, floatType,
+                                  arith::AndIOp::create(b, loc, raw, all));
+}
