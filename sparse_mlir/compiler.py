@@ -8,6 +8,7 @@ rewrite sparse matmuls, upstream sparsifier, LLVM) -> ExecutionEngine.
 from __future__ import annotations
 
 import difflib
+import itertools
 import time
 import warnings
 from dataclasses import dataclass
@@ -23,8 +24,9 @@ from .dialects import smlir
 from .encodings import Dense, Encoding
 from .errors import CompileError, SpecError
 from .importers.torch_fx import import_model
-from .intermediates import find_node_value
+from .intermediates import find_node_value, location_names
 from .runtime import Kernel, jit
+from .sparsifiers import RandomFraction
 from .weights import apply_sparsifier, pack
 
 STAGES = ("linalg", "annotated", "sparse", "llvm")
@@ -41,11 +43,14 @@ def pipeline_for(on_fallback: str) -> str:
     return f"builtin.module(smlir-sparse-cpu-pipeline{{fail-on-fallback={fail}}})"
 
 
-def smlir_passes_for(on_fallback: str) -> str:
-    """The smlir part of the pipeline alone, for the "sparse" IR stage."""
+def smlir_passes_for(on_fallback: str) -> tuple[str, str]:
+    """The smlir part of the pipeline alone, for the "sparse" IR stage: up to
+    sparsifier fusion (whose decisions the plan reports), then the lowering."""
     fail = "true" if on_fallback == "error" else "false"
     return ("builtin.module(smlir-hoist-argument-sparsifiers, func.func(smlir-rewrite-sparse-matmul, "
-            f"smlir-sparse-fallback{{fail={fail}}}, smlir-fuse-dense-elementwise), convert-smlir-to-sparse-tensor)")
+            f"smlir-propagate-encodings, smlir-sparse-fallback{{fail={fail}}}, smlir-fuse-dense-elementwise), "
+            "smlir-fuse-streaming-sparsifiers)",
+            "builtin.module(convert-smlir-to-sparse-tensor)")
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,7 @@ class PlanEntry:
     sparsifier: str            # the #smlir.* attribute
     kind: str                  # streaming | blocking | materializing
     applied: str               # when and where the sparsifier runs
-    origin: str                # "user" (inferred encodings come with propagation)
+    origin: str                # "user", or "inferred from '<tensor>'" (smlir-propagate-encodings)
     fallbacks: tuple[str, ...]  # fallback warnings that name this tensor
 
     def __str__(self) -> str:
@@ -83,8 +88,11 @@ class CompiledModule:
 
     def __init__(self, kernel: Kernel, input_specs: list[tuple[tuple[int, ...], torch.dtype]],
                  effective: dict[str, torch.Tensor], stats: dict[str, TensorStats], stages: dict[str, str],
-                 compile_seconds: float, pipeline: str, plan: list[PlanEntry], keep_alive: tuple) -> None:
+                 compile_seconds: float, pipeline: str, plan: list[PlanEntry], counts_calls: bool,
+                 keep_alive: tuple) -> None:
         self._kernel = kernel
+        self._counts_calls = counts_calls
+        self._calls = itertools.count()
         self._input_specs = input_specs
         self._effective = effective
         self._stats = stats
@@ -98,7 +106,14 @@ class CompiledModule:
         arrays = [self._check_input(i, t) for i, t in enumerate(inputs)]
         if len(arrays) != len(self._input_specs):
             raise SpecError(f"expected {len(self._input_specs)} inputs, got {len(arrays)}")
-        return torch.from_numpy(self._kernel(arrays))
+        scalars = (next(self._calls),) if self._counts_calls else ()
+        return torch.from_numpy(self._kernel(arrays, scalars))
+
+    def reset_call_number(self, call: int = 0) -> None:
+        """The next call is number `call` (random-fraction masks depend on it; 0 after compile)."""
+        if not isinstance(call, int) or not 0 <= call < 2**63:
+            raise SpecError(f"call number must be an int in [0, 2**63), got {call!r}")
+        self._calls = itertools.count(call)
 
     def _check_input(self, index: int, tensor: Any) -> np.ndarray:
         if index >= len(self._input_specs):
@@ -168,10 +183,15 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         module = ir.Module.parse(imported.text)
         _annotate(module, imported.param_names, encodings)
         _annotate_intermediates(module, imported.nodes, intermediates)
+        counts_calls = _add_call_number(module, intermediates)
         stages["annotated"] = str(module)
-        sparse_module = ir.Module.parse(stages["annotated"])
+        # With locations: the plan names inferred tensors by their torch.fx node.
+        sparse_module = ir.Module.parse(module.operation.get_asm(enable_debug_info=True))
+        fuse_passes, lower_passes = smlir_passes_for(on_fallback)
         with _Diagnostics(context) as diagnostics:
-            _run(smlir_passes_for(on_fallback), sparse_module, stages["annotated"], pipeline, diagnostics)
+            _run(fuse_passes, sparse_module, stages["annotated"], pipeline, diagnostics)
+            fusion, inferred = _fusion_decisions(sparse_module)
+            _run(lower_passes, sparse_module, stages["annotated"], pipeline, diagnostics)
         fallback_messages = list(dict.fromkeys(diagnostics.warnings))
         for message in fallback_messages:
             warnings.warn(message, SparseFallbackWarning, stacklevel=2)
@@ -196,10 +216,12 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     input_specs = [(tuple(a.shape), a.dtype) for a in example_args]
     plan = [*(_weight_plan(name, encoding, stats[name], fallback_messages)
               for name, encoding in encodings.items()),
-            *(_intermediate_plan(name, encoding, imported.nodes[name], fallback_messages)
-              for name, encoding in intermediates.items())]
+            *(_intermediate_plan(name, encoding, imported.nodes[name], fusion.get(name, ""), fallback_messages)
+              for name, encoding in intermediates.items()),
+            *(_inferred_plan(node, source, type_text, imported.nodes, all_encodings)
+              for node, source, type_text in inferred)]
     return CompiledModule(kernel, input_specs, effective, stats, stages, time.perf_counter() - start, pipeline,
-                          plan, keep_alive=(context, module))
+                          plan, counts_calls=counts_calls, keep_alive=(context, module))
 
 
 def _mentions(name: str, messages: list[str]) -> tuple[str, ...]:
@@ -213,14 +235,71 @@ def _weight_plan(name: str, encoding: Encoding, stats: TensorStats, messages: li
                      applied="once, at compile time", origin="user", fallbacks=_mentions(name, messages))
 
 
-def _intermediate_plan(name: str, encoding: Encoding, node: Any, messages: list[str]) -> PlanEntry:
+def _intermediate_plan(name: str, encoding: Encoding, node: Any, fusion: str,
+                       messages: list[str]) -> PlanEntry:
     sparsifier = encoding.effective_sparsifier
     fallbacks = _mentions(name, messages)
     stored = encoding.format_name + (" (densified for readers without a sparse lowering)" if fallbacks else "")
+    if fusion == _FUSED:
+        where = f"every call, fused into the producer of {node.target} (no dense intermediate)"
+    else:
+        where = f"every call, after {node.target} (not fused: {fusion or 'no fusion decision'})"
+    if isinstance(sparsifier, RandomFraction):
+        where += "; a new mask per call (Philox keyed by seed, element and call number)"
     return PlanEntry(name=name, role="intermediate", shape=tuple(node.shape or ()), format=encoding.format_name,
                      stored_as=stored, sparsifier=sparsifier.attr_text(), kind=sparsifier.kind,
-                     applied=f"every call, after {node.target} (not fused yet)", origin="user",
-                     fallbacks=fallbacks)
+                     applied=where, origin="user", fallbacks=fallbacks)
+
+
+_FUSED = "fused"
+
+
+def _fusion_decisions(module: ir.Module) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
+    """Tensor name -> "fused", or why smlir-fuse-streaming-sparsifiers did not
+    fuse it; and (node, source tensor, type) of each encoding smlir-propagate-encodings inferred."""
+    decisions: dict[str, str] = {}
+    inferred: list[tuple[str, str, str]] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        attrs = op.attributes
+        if "smlir.inferred_encoding" in attrs:
+            inferred.append((",".join(sorted(location_names(op.location))) or "?",
+                             ir.StringAttr(attrs["smlir.inferred_encoding"]).value, str(op.results[0].type)))
+        if "smlir.fused_sparsifier" in attrs:
+            decisions[ir.StringAttr(attrs["smlir.fused_sparsifier"]).value] = _FUSED
+        elif "smlir.not_fused" in attrs and "tensor_name" in attrs:
+            decisions[ir.StringAttr(attrs["tensor_name"]).value] = ir.StringAttr(attrs["smlir.not_fused"]).value
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return decisions, inferred
+
+
+def _inferred_plan(node_name: str, source: str, type_text: str, nodes: Mapping[str, Any],
+                   encodings: Mapping[str, Encoding]) -> PlanEntry:
+    node = nodes.get(node_name)
+    source_encoding = encodings.get(source)
+    format_name = source_encoding.format_name if source_encoding else "sparse"
+    return PlanEntry(name=node_name, role="intermediate", shape=tuple(getattr(node, "shape", None) or ()),
+                     format=format_name, stored_as=format_name, sparsifier="none (zero-preserving op)",
+                     kind="-", applied=f"every call: computed on the stored entries of {source!r} only "
+                                       f"(f(0) = 0), read sparsely by its readers ({type_text})",
+                     origin=f"inferred from {source!r}", fallbacks=())
+
+
+def _add_call_number(module: ir.Module, intermediates: Mapping[str, Encoding]) -> bool:
+    """Appends `%call: i64 {smlir.call_number}` to @main when a sparsifier draws a new mask per call."""
+    if not any(isinstance(e.effective_sparsifier, RandomFraction) for e in intermediates.values()):
+        return False
+    main = _main(module)
+    entry = main.regions[0].blocks[0]
+    i64 = ir.IntegerType.get_signless(64)
+    entry.add_argument(i64, ir.Location.unknown())
+    function_type = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+    main.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get([*function_type.inputs, i64], function_type.results))
+    main.arg_attrs = ir.ArrayAttr.get([*main.arg_attrs, ir.DictAttr.get({"smlir.call_number": ir.UnitAttr.get()})])
+    return True
 
 
 def _check_names(encodings: Mapping[str, Encoding], params: Mapping[str, torch.nn.Parameter],
@@ -251,6 +330,12 @@ def _attach_sparsifier(value: ir.Value, encoding: Encoding, name: str) -> None:
     """`smlir.sparsify` of `value` at the current insertion point, read by all its other users."""
     sparse = smlir.sparsify(value, encoding.effective_sparsifier.to_attr(), encoding.to_attr(), tensor_name=name)
     value.replace_all_uses_except(sparse, sparse.owner.operation)
+    # The function still returns dense tensors: a sparsified output is converted back.
+    for use in list(sparse.uses):
+        if use.owner.name == "func.return" and sparse.type != value.type:
+            with ir.InsertionPoint(use.owner):
+                dense = ir.Operation.create("sparse_tensor.convert", results=[value.type], operands=[sparse]).result
+            use.owner.operands[use.operand_number] = dense
 
 
 def _verify_annotated(module: ir.Module) -> None:

@@ -120,12 +120,14 @@ class Kernel:
         self._result_class = descriptor_class(result_rank, np.dtype(result_dtype))
         self._result_dtype = np.dtype(result_dtype)
 
-    def __call__(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
+    def __call__(self, inputs: Sequence[np.ndarray], scalars: Sequence[int] = ()) -> np.ndarray:
+        """Runs the kernel on `inputs` (arrays) followed by i64 `scalars`."""
         result = self._result_class()
         input_descriptors = [descriptor_for(a) for a in inputs]
-        # The C interface takes a pointer to each descriptor; the packed
-        # wrapper takes an array of pointers to those pointers.
+        # The C interface takes a pointer to each descriptor (and scalars by
+        # value); the packed wrapper takes an array of pointers to those.
         slots = [ctypes.c_void_p(ctypes.addressof(d)) for d in (result, *self._bound_descriptors, *input_descriptors)]
+        slots += [ctypes.c_int64(value) for value in scalars]
         packed = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(slot) for slot in slots])
         self._function(packed)
         output = copy_out(result, self._result_dtype)

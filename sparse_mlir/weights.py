@@ -18,8 +18,11 @@ from .sparsifiers import BlockFraction, KeepAll, NMMagnitude, RandomFraction, Sc
 _INDEX_DTYPES = {0: np.int64, 8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 
 
-def apply_sparsifier(sparsifier: Sparsifier, w: np.ndarray, name: str = "tensor") -> np.ndarray:
-    """The values `sparsifier` keeps of `w`, zeros elsewhere (a new array)."""
+def apply_sparsifier(sparsifier: Sparsifier, w: np.ndarray, name: str = "tensor", call: int = 0) -> np.ndarray:
+    """The values `sparsifier` keeps of `w`, zeros elsewhere (a new array).
+
+    `call` is the call number random fractions draw their mask for (weights: 0).
+    """
     if isinstance(sparsifier, KeepAll):
         return w.copy()
     if isinstance(sparsifier, Threshold):
@@ -31,7 +34,7 @@ def apply_sparsifier(sparsifier: Sparsifier, w: np.ndarray, name: str = "tensor"
     if isinstance(sparsifier, NMMagnitude):
         return _nm_magnitude(w, sparsifier, name)
     if isinstance(sparsifier, RandomFraction):
-        return np.where(keep_mask(w.shape, sparsifier.fraction, sparsifier.seed), w, 0).astype(w.dtype)
+        return np.where(keep_mask(w.shape, sparsifier.fraction, sparsifier.seed, call), w, 0).astype(w.dtype)
     raise SpecError(f"{name}: unknown sparsifier {sparsifier!r}")
 
 
@@ -59,7 +62,15 @@ def _block_fraction(w: np.ndarray, fraction: float, block: tuple[int, ...], name
     if rows % r or cols % c:
         raise SpecError(f"{name}: block {block} must divide the shape {tuple(w.shape)}")
     tiles = w.reshape(rows // r, r, cols // c, c)
-    norms = np.abs(tiles).sum(axis=(1, 3)).reshape(-1)
+    # L1 norms in f64, summed from +0.0 in row-major order within the tile:
+    # the order of the MLIR lowering, so both see the same norms and the same
+    # exact ties (a numpy reduction over two axes picks its own order).
+    magnitudes = np.abs(tiles).astype(np.float64)
+    norms = np.zeros((rows // r, cols // c), dtype=np.float64)
+    for i in range(r):
+        for j in range(c):
+            norms += magnitudes[:, i, :, j]
+    norms = norms.reshape(-1)
     drop = int(np.floor(fraction * norms.size))
     keep = _keep_largest(norms, norms.size - drop).reshape(rows // r, 1, cols // c, 1)
     return np.where(keep, tiles, 0).reshape(w.shape).astype(w.dtype)
@@ -67,7 +78,7 @@ def _block_fraction(w: np.ndarray, fraction: float, block: tuple[int, ...], name
 
 def _nm_magnitude(w: np.ndarray, s: NMMagnitude, name: str) -> np.ndarray:
     if s.transposable:
-        raise SpecError(f"{name}: transposable n:m on weights is not supported yet")
+        return _transposable_nm(w, s.n, s.m, name)
     dim = s.dim % w.ndim
     if w.shape[dim] % s.m:
         raise SpecError(f"{name}: n:m with m = {s.m} must divide dimension {dim} of shape {tuple(w.shape)}")
@@ -76,6 +87,36 @@ def _nm_magnitude(w: np.ndarray, s: NMMagnitude, name: str) -> np.ndarray:
     mask = _keep_largest(np.abs(groups), s.n)
     kept = np.where(mask, groups, 0).reshape(moved.shape)
     return np.ascontiguousarray(np.moveaxis(kept, -1, dim)).astype(w.dtype)
+
+
+def _transposable_nm(w: np.ndarray, n: int, m: int, name: str) -> np.ndarray:
+    """At most n kept per row and per column of every m x m tile (so W and W^T are n:m).
+
+    Greedy, as PyTorch's 2:4 sparse training kernel: visit a tile's elements
+    by |x| descending (ties: lower row-major index in the tile first; NaN
+    last) and keep one while its row and its column both hold fewer than n.
+    """
+    if w.ndim != 2:
+        raise SpecError(f"{name}: transposable n:m needs a matrix, got shape {tuple(w.shape)}")
+    rows, cols = w.shape
+    if rows % m or cols % m:
+        raise SpecError(f"{name}: transposable n:m needs m = {m} to divide both dimensions "
+                        f"of shape {tuple(w.shape)}")
+    tiles = w.reshape(rows // m, m, cols // m, m).transpose(0, 2, 1, 3).reshape(-1, m * m)
+    order = np.argsort(-np.abs(tiles), axis=-1, kind="stable")  # NaN sorts last
+    tile = np.arange(tiles.shape[0])
+    keep = np.zeros(tiles.shape, dtype=bool)
+    row_count = np.zeros((tiles.shape[0], m), dtype=np.int64)
+    col_count = np.zeros((tiles.shape[0], m), dtype=np.int64)
+    for step in range(m * m):  # one greedy step of every tile at once
+        element = order[:, step]
+        row, col = element // m, element % m
+        ok = (row_count[tile, row] < n) & (col_count[tile, col] < n)
+        keep[tile, element] = ok
+        row_count[tile, row] += ok
+        col_count[tile, col] += ok
+    mask = keep.reshape(rows // m, cols // m, m, m).transpose(0, 2, 1, 3).reshape(rows, cols)
+    return np.where(mask, w, 0).astype(w.dtype)
 
 
 def pack(encoding: Encoding, w: np.ndarray, name: str = "tensor") -> list[np.ndarray]:

@@ -58,6 +58,9 @@ void mlir::smlir::buildSparseCPUPipeline(
   pm.addPass(createHoistArgumentSparsifiers());
   // x * W^T with sparse W -> (W * x^T)^T, the loop order that runs fast.
   pm.addNestedPass<func::FuncOp>(createRewriteSparseMatmul());
+  // Element-wise results that stay zero where their sparse operand is zero
+  // keep its encoding, where that makes the readers faster.
+  pm.addNestedPass<func::FuncOp>(createPropagateEncodings());
   // Weights whose readers have no sparse lowering are read densely, with a
   // warning (an error with fallback=error).
   pm.addNestedPass<func::FuncOp>(
@@ -65,6 +68,9 @@ void mlir::smlir::buildSparseCPUPipeline(
   // Fuse dense element-wise chains (bias add + activation), leaving sparse
   // kernels and contractions alone.
   pm.addNestedPass<func::FuncOp>(createFuseDenseElementwise());
+  // Streaming sparsifiers run inside their (now fused) element-wise
+  // producer, which writes the sparse result directly.
+  pm.addPass(createFuseStreamingSparsifiers());
   // Our sparsifiers and encodings become upstream linalg + sparse_tensor.
   pm.addPass(createConvertSparseMLIRToSparseTensor());
   // Sparse arguments and results of public functions become their buffers

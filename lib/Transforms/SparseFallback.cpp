@@ -18,7 +18,10 @@ namespace {
 /// True when `use` of a sparse value has a sparse lowering known to work.
 static bool hasSparseLowering(OpOperand &use) {
   Operation *owner = use.getOwner();
-  if (owner->hasAttr("smlir.sparse_kernel"))
+  // Kernels built by smlir-rewrite-sparse-matmul, and element-wise ops that
+  // smlir-propagate-encodings made compute on stored entries only.
+  if (owner->hasAttr("smlir.sparse_kernel") ||
+      owner->hasAttr("smlir.inferred_encoding"))
     return true;
   if (isa<func::ReturnOp>(owner) ||
       isa<sparse_tensor::SparseTensorDialect>(owner->getDialect()))

@@ -7,28 +7,53 @@ include "mlir/Pass/PassBase.td"
 
 def ConvertSparseMLIRToSparseTensor
     : Pass<"convert-smlir-to-sparse-tensor"> {
-  let summary = "Lower smlir.sparsify with streaming sparsifiers to upstream ops";
+  let summary = "Lower smlir.sparsify to linalg, scf, tensor and sparse_tensor ops";
   let description = [{
-    Rewrites every `smlir.sparsify` with a streaming sparsifier (keep-all,
-    threshold, random fraction) into upstream ops that the `sparsifier`
-    pipeline understands:
+    Rewrites every `smlir.sparsify` into upstream ops that the `sparsifier`
+    pipeline understands: each sparsifier builds a dense masked tensor (zeros
+    where dropped), which `sparse_tensor.convert` stores in the encoding (no
+    convert for `#smlir.dense`).
+
+    Streaming sparsifiers, element-wise:
 
     - `#smlir.keep_all` into `sparse_tensor.convert` (which drops exact zeros),
       or into nothing for `#smlir.dense`;
     - `#smlir.threshold<t>` into an element-wise `linalg.generic` over a
-      zero-filled output that selects `|x| >= t ? x : out`, followed by
-      `sparse_tensor.convert` into the encoding;
+      zero-filled output that selects `|x| >= t ? x : out`;
     - `#smlir.random_fraction<f, seed>` the same way, keeping an element when
       a Philox4x32-10 word keyed by the seed and the element's linear index,
       as a 24-bit uniform number, is `>= f` (any thread order gives the same
       mask; `sparse_mlir/philox.py` is the reference).
 
-    Other sparsifiers (blocking and materializing ones) have
-    no lowering here yet: on function arguments,
-    `smlir-hoist-argument-sparsifiers` hands them to the caller; anywhere
-    else each one is reported with the tensor's name and the sparsifier. So is
-    an n:m target (`#smlir.nm`): `sparse_tensor.convert` drops zeros and
-    would leave groups with fewer than n stored entries.
+    Blocking and materializing sparsifiers (static shapes; f16, bf16, f32,
+    f64; `sparse_mlir/weights.py` is the reference, NaN ranks below every
+    number and ties go to the lower row-major index):
+
+    - `#smlir.nm_magnitude<n, m, dim>`: per element, a `linalg.generic` counts
+      the elements of its group that rank above it (m unrolled extracts).
+    - `#smlir.nm_magnitude<..., transposable = true>` (matrices): an `scf.for`
+      over the m x m tiles; per tile, the rank of every element by pairwise
+      comparison gives the visiting order, then a greedy pass keeps an
+      element while its row and its column of the tile hold fewer than n.
+      O(m^2) scratch memory.
+    - `#smlir.scalar_fraction<f>`: keeps the `size - floor(f * size)` largest
+      |x| by radix select on an order-keeping i64 key (NaN -> 0, else the bits
+      of |x| plus one) over the collapsed 1-d tensor: per 16-bit digit, one
+      histogram pass (`tensor<65536xi64>`, `scf.for` with a tensor
+      iter_arg) and one scan of it for the digit of the cut; a final pass in
+      index order keeps keys above the cut and the first ties equal to it.
+      O(size) per pass, no sort.
+    - `#smlir.block_fraction<f, block = [r, c]>` (matrices): f64 L1 norms per
+      tile (summed in row-major order within the tile), the same selection on
+      their 64-bit keys, then an element-wise `linalg.generic` that reads its
+      tile's decision.
+
+    What is left (a `block_fraction` with another block rank, dynamic shapes,
+    other element types) is reported with the tensor's name, the sparsifier
+    and the reason; on function arguments `smlir-hoist-argument-sparsifiers`
+    hands such sparsifiers to the caller. So is an n:m target (`#smlir.nm`):
+    `sparse_tensor.convert` drops zeros and would leave groups with fewer
+    than n stored entries.
 
     ```mlir
     %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.threshold<0.5>
@@ -48,8 +73,10 @@ def ConvertSparseMLIRToSparseTensor
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
     "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect",
     "::mlir::sparse_tensor::SparseTensorDialect",
     "::mlir::tensor::TensorDialect"
   ];

@@ -229,9 +229,10 @@ def SparseMLIR_ScalarFractionAttr
     : SparseMLIR_Sparsifier<"ScalarFraction", "scalar_fraction"> {
   let summary = "Magnitude pruning: drop the fraction of smallest |x| (materializing)";
   let description = [{
-    Drops the `fraction` of values with the smallest magnitude (ties broken by
-    lower linear index first), i.e. keeps the `numel - floor(fraction * numel)`
-    largest. Needs the whole tensor to find the cut-off.
+    Drops the `fraction` of values with the smallest magnitude, i.e. keeps the
+    `numel - floor(fraction * numel)` largest; of equal magnitudes the lower
+    row-major index is kept first, and NaN ranks below every number (dropped
+    first). Needs the whole tensor to find the cut-off.
 
     ```mlir
     #smlir.scalar_fraction<0.9>
@@ -250,7 +251,9 @@ def SparseMLIR_BlockFractionAttr
   let summary = "Drop the fraction of blocks with the smallest L1 norm (materializing)";
   let description = [{
     Tiles the trailing dimensions into blocks and drops the `fraction` of
-    blocks with the smallest L1 norm, whole. The block must divide the static
+    blocks with the smallest L1 norm, whole. Norms are summed in f64, row by
+    row within the block; equal norms keep the lower row-major block index
+    first, and a NaN norm ranks lowest. The block must divide the static
     trailing dimensions. Pairs with `#smlir.bsr` of the same block.
 
     ```mlir
@@ -275,7 +278,10 @@ def SparseMLIR_NMMagnitudeAttr
     consecutive values keeps its `n` largest magnitudes (ties broken by lower
     index). With `transposable = true` the tensor must be a matrix and each
     `m x m` tile keeps at most `n` values in every row *and* every column
-    (greedy by magnitude), so the transpose is n:m too.
+    (greedy: the tile's values by magnitude descending, ties to the lower
+    row-major index in the tile, each kept while its row and column hold
+    fewer than `n`), so the transpose is n:m too; `dim` is then unused. NaN
+    ranks below every number.
 
     ```mlir
     #smlir.nm_magnitude<n = 2, m = 4>

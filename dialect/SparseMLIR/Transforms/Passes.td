@@ -61,6 +61,39 @@ def RewriteSparseMatmul
                            "::mlir::arith::ArithDialect"];
 }
 
+def PropagateEncodings
+    : Pass<"smlir-propagate-encodings", "::mlir::func::FuncOp"> {
+  let summary = "Infer sparse encodings of element-wise results (storage type inference)";
+  let description = [{
+    MXNet's storage-type inference and SparTA's propagation, for
+    element-wise ops. One rule table classifies the ops of a kernel body by
+    how zeros flow through them:
+
+    | rule         | ops                                              | zero if        |
+    |--------------|--------------------------------------------------|----------------|
+    | unary        | negf, absf, sqrt, cbrt, tanh, sin, tan, atan, sinh, asinh, atanh, erf, expm1, log1p, truncf, extf | its operand is |
+    | intersection | mulf, muli, andi (multiply by dense)             | any operand is |
+    | union        | addf, subf, addi, subi, maximumf, minimumf, maxnumf, minnumf, select (branches) | all operands are |
+    | numerator    | divf                                             | the dividend is |
+    | dense        | everything else (exp, cos, add of a bias, ...)   | never: f(0) != 0 |
+
+    A `linalg.generic` that is element-wise (all loops parallel, identity
+    output map), reads one sparse operand element-wise and nothing else, and
+    whose yielded value is zero wherever that operand is zero by the table
+    (ReLU `select(x > 0, x, 0)`, GELU `x * 0.5 * (1 + erf(x / sqrt 2))`,
+    scaling), keeps the operand's encoding: its body becomes a
+    `sparse_tensor.unary` with an empty absent region, so only stored entries
+    are computed, and the result is marked `smlir.inferred_encoding =
+    "<source tensor name>"`. This is done only where it makes the code
+    faster: when every reader of the result runs faster on a sparse operand
+    (the left operand of a `linalg.matmul` with a dense right one). A result
+    the user sparsified explicitly is left alone: the user's choice wins.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::sparse_tensor::SparseTensorDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def SparseFallback : Pass<"smlir-sparse-fallback", "::mlir::func::FuncOp"> {
   let summary = "Read sparse weights densely where no sparse lowering exists";
   let description = [{
@@ -102,6 +135,50 @@ def FuseDenseElementwise
     ```
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def FuseStreamingSparsifiers
+    : Pass<"smlir-fuse-streaming-sparsifiers", "::mlir::ModuleOp"> {
+  let summary = "Run streaming sparsifiers inside their producer's loop";
+  let description = [{
+    A streaming sparsifier (keep-all, threshold, random fraction) decides
+    each element alone, so it can run where the element is computed. For an
+    `smlir.sparsify` into a sparse encoding whose source is an element-wise
+    `linalg.generic` (all loops parallel, dense operands, identity output
+    map, not reading its output) read only by the sparsifier, the producer
+    is cloned to write the sparse result directly: the yielded value goes
+    through the sparsifier's keep condition and a `sparse_tensor.select`, so
+    the sparsifier inserts kept values only and no dense intermediate is
+    ever written. The fused op is marked `smlir.fused_sparsifier = "<tensor
+    name>"`.
+
+    With a matmul/linear producer, the epilogue (bias add and activation,
+    which `smlir-fuse-dense-elementwise` fused into one generic) is the
+    producer: the dense accumulator of the contraction remains, the
+    activated value is never stored densely.
+
+    An op that cannot be fused is left for `convert-smlir-to-sparse-tensor`
+    and marked `smlir.not_fused = "<reason>"`.
+
+    ```mlir
+    %y = linalg.generic ... ins(%a, %bias) outs(%init : tensor<8x16xf32>) {
+      ... %g = math.erf ... linalg.yield %g : f32 }
+    %s = smlir.sparsify %y : tensor<8x16xf32> with #smlir.threshold<0.05>
+        as #smlir.csr -> tensor<8x16xf32, #CSR>
+    // becomes
+    %e = tensor.empty() : tensor<8x16xf32, #CSR>
+    %s = linalg.generic ... ins(%a, %bias) outs(%e : tensor<8x16xf32, #CSR>) {
+      ... %g = math.erf ...
+      %keep = arith.cmpf oge, |%g|, %cut ; %k = bit-and of %g with %keep
+      %r = sparse_tensor.select %k : f32 { ^bb0(%v: f32): %nz = arith.cmpf une, %v, %zero ... }
+      linalg.yield %r : f32 } {smlir.fused_sparsifier = "gelu"}
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::sparse_tensor::SparseTensorDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 def BufferDeallocation

@@ -1,6 +1,8 @@
 //===- ConvertSparseMLIRToSparseTensor.cpp - smlir -> sparse_tensor -------===//
 //
-// Lowers smlir.sparsify with streaming sparsifiers to linalg + sparse_tensor.
+// Lowers smlir.sparsify to linalg + sparse_tensor: streaming sparsifiers and
+// n:m magnitude here, scalar / block fraction and transposable n:m in
+// MaterializingSparsifiers.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -8,7 +10,9 @@
 #include "SparseMLIR/Conversion/SparsifierLowering.h"
 #include "SparseMLIR/IR/SparseMLIROps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -73,7 +77,8 @@ static SmallVector<Value> buildSizes(OpBuilder &b, Location loc, Value source) {
 /// A streaming sparsifier applied element-wise into a dense tensor (or a
 /// plain copy for keep_all).
 static Value buildStreamingMask(OpBuilder &b, Location loc, Value source,
-                                Attribute sparsifier, Value callNumber) {
+                                Attribute sparsifier, Value callNumber,
+                                ModuleOp module) {
   auto type = cast<RankedTensorType>(source.getType());
   SmallVector<Value> sizes = buildSizes(b, loc, source);
   return buildMask(
@@ -82,7 +87,7 @@ static Value buildStreamingMask(OpBuilder &b, Location loc, Value source,
         for (int64_t d = 0; d < type.getRank(); ++d)
           indices.push_back(linalg::IndexOp::create(nb, nloc, d));
         Value keep = buildStreamingKeep(nb, nloc, sparsifier, in, indices,
-                                        sizes, callNumber);
+                                        sizes, callNumber, module);
         if (!keep)
           return in;
         return arith::SelectOp::create(nb, nloc, keep, in, out).getResult();
@@ -173,16 +178,31 @@ struct LowerStreamingSparsify : public OpRewritePattern<SparsifyOp> {
       // A linalg producer would be folded into the convert (see above):
       // copy through a zero-filled output first. Arguments convert directly.
       dense = toSparse && source.getDefiningOp<linalg::LinalgOp>()
-                  ? buildStreamingMask(rewriter, loc, source, sparsifier, {})
+                  ? buildStreamingMask(rewriter, loc, source, sparsifier, Value(),
+                                       ModuleOp())
                   : source;
     } else if (isStreamingSparsifier(sparsifier)) {
       dense = buildStreamingMask(rewriter, loc, source, sparsifier,
-                                 findCallNumber(op));
+                                 buildCallNumber(rewriter, loc, op),
+                                 op->getParentOfType<ModuleOp>());
     } else if (auto nm = dyn_cast<NMMagnitudeAttr>(sparsifier);
                nm && !nm.getTransposable()) {
       int64_t rank = op.getSource().getType().getRank();
       int64_t dim = nm.getDim() < 0 ? nm.getDim() + rank : nm.getDim();
       dense = buildNMMagnitude(rewriter, loc, source, nm.getN(), nm.getM(), dim);
+    } else if (!getMissingMaskLoweringReason(sparsifier, op.getSource().getType())
+                    .empty()) {
+      return rewriter.notifyMatchFailure(op, "no lowering for this tensor type");
+    } else if (auto scalar = dyn_cast<ScalarFractionAttr>(sparsifier)) {
+      dense = buildScalarFractionMask(rewriter, loc, source,
+                                      scalar.getFraction().convertToDouble());
+    } else if (auto block = dyn_cast<BlockFractionAttr>(sparsifier)) {
+      dense = buildBlockFractionMask(rewriter, loc, source,
+                                     block.getFraction().convertToDouble(),
+                                     block.getBlock()[0], block.getBlock()[1]);
+    } else if (auto transposable = dyn_cast<NMMagnitudeAttr>(sparsifier)) {
+      dense = buildTransposableNMMask(rewriter, loc, source,
+                                      transposable.getN(), transposable.getM());
     } else {
       return rewriter.notifyMatchFailure(op, "no lowering for this sparsifier");
     }
@@ -218,9 +238,13 @@ struct ConvertSparseMLIRToSparseTensorPass
       }
       diag << "sparsifier " << op.getSparsifier() << " ("
            << stringifySparsifierKind(op.getSparsifier().getKind())
-           << ") has no lowering in convert-smlir-to-sparse-tensor; apply it "
-              "to a function argument (smlir-hoist-argument-sparsifiers) so "
-              "the caller runs it";
+           << ") has no lowering in convert-smlir-to-sparse-tensor";
+      std::string reason = getMissingMaskLoweringReason(
+          op.getSparsifier(), op.getSource().getType());
+      if (!reason.empty())
+        diag << " for " << op.getSource().getType() << " (" << reason << ")";
+      diag << "; apply it to a function argument "
+              "(smlir-hoist-argument-sparsifiers) so the caller runs it";
     });
     if (failedAny)
       signalPassFailure();

@@ -10,11 +10,15 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::smlir;
 
-Value mlir::smlir::findCallNumber(Operation *op) {
+/// The call-number argument of the function around `op`, or null.
+static Value findCallNumber(Operation *op) {
   auto func = op->getParentOfType<func::FuncOp>();
   if (!func || func.isExternal())
     return {};
@@ -92,32 +96,69 @@ static std::pair<Value, Value> splitWords(OpBuilder &b, Location loc,
   return {lo, hi};
 }
 
+Value mlir::smlir::buildCallNumber(OpBuilder &b, Location loc, Operation *op) {
+  // As an index cast, not the argument itself: sparsification takes a block
+  // argument of the enclosing function used inside a kernel for one of the
+  // kernel's own operands (an upstream bug: wrong tensor or an assertion).
+  if (Value call = findCallNumber(op))
+    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), call);
+  return arith::ConstantIndexOp::create(b, loc, 0);
+}
+
+/// `@__smlir_random_keep_<seed>_<cut>(linear: i64, call: index) -> i1`, the
+/// keep decision of one random-fraction sparsifier, created on first use.
+/// A call is one opaque operation to sparsification: the Philox rounds
+/// spelled inline form an expression DAG whose tree, which sparsification's
+/// lattice builder walks without sharing, grows exponentially.
+static func::FuncOp getOrCreateRandomKeep(OpBuilder &b, ModuleOp module,
+                                          RandomFractionAttr random) {
+  // fraction * 2^24 is exact in f64, and so is the comparison with a 24-bit
+  // integer: the cut is the same as the reference's.
+  double cutValue = random.getFraction().convertToDouble() * 16777216.0;
+  std::string name = ("__smlir_random_keep_" + Twine(random.getSeed()) + "_" +
+                      Twine(static_cast<uint64_t>(std::ceil(cutValue))))
+                         .str();
+  if (auto existing = module.lookupSymbol<func::FuncOp>(name))
+    return existing;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(module.getBody());
+  Location loc = module.getLoc();
+  Type i64 = b.getI64Type();
+  auto func = func::FuncOp::create(
+      b, loc, name, b.getFunctionType({i64, b.getIndexType()}, {b.getI1Type()}));
+  func.setPrivate();
+  Block *entry = func.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  auto [indexLo, indexHi] = splitWords(b, loc, entry->getArgument(0));
+  auto [callLo, callHi] = splitWords(
+      b, loc, arith::IndexCastUIOp::create(b, loc, i64, entry->getArgument(1)));
+  Value word = buildPhilox(b, loc, {indexLo, indexHi, callLo, callHi},
+                           random.getSeed());
+  Value bits24 = arith::ShRUIOp::create(b, loc, word, constantI32(b, loc, 8));
+  Value u = arith::UIToFPOp::create(b, loc, b.getF64Type(), bits24);
+  Value cut = arith::ConstantOp::create(b, loc, b.getF64Type(),
+                                        b.getF64FloatAttr(cutValue));
+  Value keep = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, u, cut);
+  func::ReturnOp::create(b, loc, keep);
+  return func;
+}
+
 /// Keep when uniform(seed, linear index, call) >= fraction, where uniform =
-/// (word >> 8) * 2^-24.
+/// (word >> 8) * 2^-24 and word the first of Philox4x32-10.
 static Value buildRandomKeep(OpBuilder &b, Location loc,
                              RandomFractionAttr random, ValueRange indices,
-                             ValueRange sizes, Value callNumber) {
+                             ValueRange sizes, Value callNumber,
+                             ModuleOp module) {
   // Row-major linear index of the element.
   Value linear = arith::ConstantIndexOp::create(b, loc, 0);
   for (auto [index, size] : llvm::zip_equal(indices, sizes)) {
     linear = arith::MulIOp::create(b, loc, linear, size);
     linear = arith::AddIOp::create(b, loc, linear, index);
   }
-  Type i64 = b.getI64Type();
-  auto [indexLo, indexHi] =
-      splitWords(b, loc, arith::IndexCastUIOp::create(b, loc, i64, linear));
-  Value call = callNumber ? callNumber : constantI64(b, loc, 0);
-  auto [callLo, callHi] = splitWords(b, loc, call);
-  Value word = buildPhilox(b, loc, {indexLo, indexHi, callLo, callHi},
-                           random.getSeed());
-  Value bits24 = arith::ShRUIOp::create(b, loc, word, constantI32(b, loc, 8));
-  // 24-bit integers are exact in f64, and so is fraction * 2^24 compared
-  // there: the cut is the same as the reference's.
-  Value u = arith::UIToFPOp::create(b, loc, b.getF64Type(), bits24);
-  Value cut = arith::ConstantOp::create(
-      b, loc, b.getF64Type(),
-      b.getF64FloatAttr(random.getFraction().convertToDouble() * 16777216.0));
-  return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, u, cut);
+  Value wide = arith::IndexCastUIOp::create(b, loc, b.getI64Type(), linear);
+  func::FuncOp keep = getOrCreateRandomKeep(b, module, random);
+  return func::CallOp::create(b, loc, keep, ValueRange{wide, callNumber})
+      .getResult(0);
 }
 
 /// Keep when |x| >= t, with t rounded up to the element type: for a
@@ -140,11 +181,11 @@ static Value buildThresholdKeep(OpBuilder &b, Location loc,
 Value mlir::smlir::buildStreamingKeep(OpBuilder &b, Location loc,
                                       Attribute sparsifier, Value element,
                                       ValueRange indices, ValueRange sizes,
-                                      Value callNumber) {
+                                      Value callNumber, ModuleOp module) {
   if (auto threshold = dyn_cast<ThresholdAttr>(sparsifier))
     return buildThresholdKeep(b, loc, threshold, element);
   if (auto random = dyn_cast<RandomFractionAttr>(sparsifier))
-    return buildRandomKeep(b, loc, random, indices, sizes, callNumber);
+    return buildRandomKeep(b, loc, random, indices, sizes, callNumber, module);
   assert(isa<KeepAllAttr>(sparsifier) && "not a streaming sparsifier");
   return {};
 }

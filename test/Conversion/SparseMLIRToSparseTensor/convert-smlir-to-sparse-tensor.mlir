@@ -1,7 +1,9 @@
 // RUN: sparse-mlir-opt %s -convert-smlir-to-sparse-tensor -split-input-file -verify-diagnostics | FileCheck %s
 
-// Streaming sparsifiers (keep_all, threshold) lower to linalg +
-// sparse_tensor; the others are reported as having no lowering here.
+// Streaming sparsifiers (keep_all, threshold, random_fraction) and n:m
+// magnitude lower to linalg + sparse_tensor (scalar / block fraction and
+// transposable n:m: materializing-sparsifiers.mlir); what has no lowering is
+// reported with the reason.
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 
@@ -187,20 +189,37 @@ func.func @threshold_batched_csr(%x: tensor<2x8x8xf32>) -> tensor<2x8x8xf32, #BC
 /// the seed (3 = key words 3 and 0), the row-major linear index and the call
 /// number (0 without an `smlir.call_number` argument); kept when
 /// (word >> 8) >= fraction * 2^24 (0.5 * 2^24 = 8388608 = 0x4160000000000000
-/// as f64). The Philox rounds are 32x32->64-bit multiplies spelled with i64
-/// arithmetic (one result each, which sparsification accepts in a kernel).
-// CHECK-LABEL: func.func @random_fraction_philox(
+/// as f64). The decision is a private function per (seed, cut) that the
+/// kernel calls: one opaque op to sparsification, whose lattice builder
+/// would expand the ten inlined rounds exponentially. Its rounds are
+/// 32x32->64-bit multiplies spelled with i64 arithmetic.
+// CHECK-LABEL: func.func private @__smlir_random_keep_3_8388608(
+// CHECK-SAME:      %[[LINEAR:[^:]*]]: i64, %[[CALL_INDEX:[^:]*]]: index) -> i1
 // CHECK-DAG:     %[[CUT:.*]] = arith.constant 0x4160000000000000 : f64
 // CHECK-DAG:     %[[M0:.*]] = arith.constant 3528531795 : i64
+// CHECK-DAG:     %[[KEY0:.*]] = arith.constant 3 : i32
+// CHECK:         %[[LO:.*]] = arith.trunci %[[LINEAR]] : i64 to i32
+// CHECK:         %[[CALL:.*]] = arith.index_castui %[[CALL_INDEX]] : index to i64
+// CHECK:         %[[CALL_LO:.*]] = arith.trunci %[[CALL]] : i64 to i32
+// CHECK:         %[[LO_WIDE:.*]] = arith.extui %[[LO]] : i32 to i64
+// CHECK:         arith.muli %[[LO_WIDE]], %[[M0]] : i64
+// CHECK:         arith.extui %[[CALL_LO]] : i32 to i64
+// CHECK:         arith.xori %{{.*}}, %[[KEY0]] : i32
+// CHECK:         %[[BITS:.*]] = arith.shrui %{{.*}}, %{{.*}} : i32
+// CHECK-NEXT:    %[[U:.*]] = arith.uitofp %[[BITS]] : i32 to f64
+// CHECK-NEXT:    %[[KEEP:.*]] = arith.cmpf oge, %[[U]], %[[CUT]] : f64
+// CHECK-NEXT:    return %[[KEEP]] : i1
+// CHECK-NOT:     arith.mului_extended
+// CHECK-LABEL: func.func @random_fraction_philox(
+// CHECK:         %[[ZERO_CALL:.*]] = arith.constant 0 : index
 // CHECK:         linalg.generic
 // CHECK:           %[[I:.*]] = linalg.index 0 : index
 // CHECK:           %[[J:.*]] = linalg.index 1 : index
-// CHECK:           arith.muli %{{.*}}, %[[M0]] : i64
-// CHECK:           %[[BITS:.*]] = arith.shrui %{{.*}}, %{{.*}} : i32
-// CHECK-NEXT:      %[[U:.*]] = arith.uitofp %[[BITS]] : i32 to f64
-// CHECK-NEXT:      %[[KEEP:.*]] = arith.cmpf oge, %[[U]], %[[CUT]] : f64
-// CHECK-NEXT:      arith.select %[[KEEP]], %{{.*}}, %{{.*}} : f32
-// CHECK-NOT:     arith.mului_extended
+// CHECK:           %[[ROW:.*]] = arith.muli %[[I]], %{{.*}} : index
+// CHECK:           %[[LIN:.*]] = arith.addi %[[ROW]], %[[J]] : index
+// CHECK:           %[[LIN64:.*]] = arith.index_castui %[[LIN]] : index to i64
+// CHECK:           %[[K:.*]] = func.call @__smlir_random_keep_3_8388608(%[[LIN64]], %[[ZERO_CALL]])
+// CHECK:           arith.select %[[K]], %{{.*}}, %{{.*}} : f32
 // CHECK-NOT:     sparse_tensor.convert
 func.func @random_fraction_philox(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.random_fraction<fraction = 0.5, seed = 3> as #smlir.dense -> tensor<8x8xf32>
@@ -212,10 +231,10 @@ func.func @random_fraction_philox(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
 /// The call number (an i64 argument marked `smlir.call_number`) is the
 /// Philox counter's upper half: a new mask per call.
 // CHECK-LABEL: func.func @random_fraction_call_number(
-// CHECK-SAME:      %[[X:.*]]: tensor<8x8xf32>, %[[CALL:.*]]: i64 {smlir.call_number})
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<8x8xf32>, %[[CALL:[^:]*]]: i64 {smlir.call_number})
+// CHECK:         %[[CALL_INDEX:.*]] = arith.index_castui %[[CALL]] : i64 to index
 // CHECK:         linalg.generic
-// CHECK:           arith.trunci %[[CALL]] : i64 to i32
-// CHECK:           arith.shrui %[[CALL]], %{{.*}} : i64
+// CHECK:           func.call @__smlir_random_keep_3_8388608(%{{.*}}, %[[CALL_INDEX]])
 func.func @random_fraction_call_number(%x: tensor<8x8xf32>, %call: i64 {smlir.call_number}) -> tensor<8x8xf32> {
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.random_fraction<fraction = 0.5, seed = 3> as #smlir.dense -> tensor<8x8xf32>
   return %r : tensor<8x8xf32>
@@ -225,11 +244,11 @@ func.func @random_fraction_call_number(%x: tensor<8x8xf32>, %call: i64 {smlir.ca
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 
-/// Materializing sparsifiers need the whole tensor: not lowered here.
-func.func @negative_scalar_fraction_not_lowered(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR> {
-  // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.scalar_fraction<0.9> (materializing) has no lowering in convert-smlir-to-sparse-tensor; apply it to a function argument (smlir-hoist-argument-sparsifiers) so the caller runs it}}
-  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.scalar_fraction<0.9> as #smlir.csr -> tensor<8x8xf32, #CSR>
-  return %r : tensor<8x8xf32, #CSR>
+/// Scalar fraction is lowered for static shapes only (materializing-sparsifiers.mlir).
+func.func @negative_scalar_fraction_dynamic_shape(%x: tensor<?x8xf32>) -> tensor<?x8xf32, #CSR> {
+  // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.scalar_fraction<0.9> (materializing) has no lowering in convert-smlir-to-sparse-tensor for 'tensor<?x8xf32>' (lowered for static shapes only); apply it to a function argument (smlir-hoist-argument-sparsifiers) so the caller runs it}}
+  %r = smlir.sparsify %x : tensor<?x8xf32> with #smlir.scalar_fraction<0.9> as #smlir.csr -> tensor<?x8xf32, #CSR>
+  return %r : tensor<?x8xf32, #CSR>
 }
 
 // -----
@@ -255,22 +274,23 @@ func.func @nm_magnitude_rank_count(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR>
 
 // -----
 
-/// The transposable variant has no lowering yet.
-func.func @negative_transposable_nm_not_lowered(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
-  // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.nm_magnitude<n = 2, m = 4, transposable = true> (blocking) has no lowering in convert-smlir-to-sparse-tensor}}
-  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.nm_magnitude<n = 2, m = 4, transposable = true> as #smlir.dense -> tensor<8x8xf32>
-  return %r : tensor<8x8xf32>
+/// The transposable variant is lowered for f16, bf16, f32 and f64 only.
+func.func @negative_transposable_nm_f8(%x: tensor<8x8xf8E4M3FN>) -> tensor<8x8xf8E4M3FN> {
+  // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.nm_magnitude<n = 2, m = 4, transposable = true> (blocking) has no lowering in convert-smlir-to-sparse-tensor for 'tensor<8x8xf8E4M3FN>' (lowered for f16, bf16, f32 and f64 only)}}
+  %r = smlir.sparsify %x : tensor<8x8xf8E4M3FN> with #smlir.nm_magnitude<n = 2, m = 4, transposable = true> as #smlir.dense -> tensor<8x8xf8E4M3FN>
+  return %r : tensor<8x8xf8E4M3FN>
 }
 
 // -----
 
-#BSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 floordiv 4 : dense, d1 floordiv 4 : compressed, d0 mod 4 : dense, d1 mod 4 : dense), posWidth = 32, crdWidth = 32 }>
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 
-/// The error names the tensor when tensor_name is given.
-func.func @negative_block_fraction_not_lowered(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #BSR> {
-  // expected-error@+1 {{'smlir.sparsify' op tensor 'layer.weight': sparsifier #smlir.block_fraction<fraction = 0.75, block = [4, 4]> (materializing) has no lowering in convert-smlir-to-sparse-tensor; apply it to a function argument (smlir-hoist-argument-sparsifiers) so the caller runs it}}
-  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.block_fraction<fraction = 0.75, block = [4, 4]> as #smlir.bsr<block = [4, 4]> {tensor_name = "layer.weight"} -> tensor<8x8xf32, #BSR>
-  return %r : tensor<8x8xf32, #BSR>
+/// Block fraction is lowered for a 2-d block on a matrix only; the error
+/// names the tensor when tensor_name is given.
+func.func @negative_block_fraction_1d_block(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR> {
+  // expected-error@+1 {{'smlir.sparsify' op tensor 'layer.weight': sparsifier #smlir.block_fraction<fraction = 0.75, block = [4]> (materializing) has no lowering in convert-smlir-to-sparse-tensor for 'tensor<8x8xf32>' (lowered for a 2-d block on a matrix only); apply it to a function argument (smlir-hoist-argument-sparsifiers) so the caller runs it}}
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.block_fraction<fraction = 0.75, block = [4]> as #smlir.csr {tensor_name = "layer.weight"} -> tensor<8x8xf32, #CSR>
+  return %r : tensor<8x8xf32, #CSR>
 }
 
 // -----

@@ -98,8 +98,12 @@ def test_exact_24_tensor_through_nm_storage() -> None:
     np.testing.assert_allclose(result, w @ x, rtol=1e-5, atol=1e-5)
 
 
-def test_unlowered_sparsifier_fails_with_its_name() -> None:
-    with sm.make_context():
-        module = ir.Module.parse(_spmm_ir(sm.CSR(), sm.ScalarFraction(0.5)))
-        with pytest.raises(ir.MLIRError, match="has no lowering in convert-smlir-to-sparse-tensor"):
-            passmanager.PassManager.parse(NAMED_PIPELINE).run(module.operation)
+@pytest.mark.parametrize("sparsifier", [sm.ScalarFraction(0.7), sm.NMMagnitude(2, 4, transposable=True)],
+                         ids=["scalar_fraction", "transposable_2_4"])
+def test_materializing_and_blocking_sparsifiers_in_the_kernel(sparsifier: sm.Sparsifier) -> None:
+    """Not hoisted (no smlir.weight): the kernel itself prunes, as numpy does."""
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((M, K)).astype(np.float32)
+    x = rng.standard_normal((K, N)).astype(np.float32)
+    result = _run(_spmm_ir(sm.CSR(), sparsifier), NAMED_PIPELINE, [w, x, np.zeros((M, N), np.float32)])
+    np.testing.assert_allclose(result, apply_sparsifier(sparsifier, w) @ x, rtol=1e-5, atol=1e-5)

@@ -15,15 +15,16 @@ import sparse_mlir as sm
 from sparse_mlir.weights import apply_sparsifier
 
 
-def _torch_sparsifier(sparsifier: sm.Sparsifier) -> Callable[[torch.Tensor], torch.Tensor]:
+def _torch_sparsifier(sparsifier: sm.Sparsifier, call: int) -> Callable[[torch.Tensor], torch.Tensor]:
     """The same numpy implementation that sparsifies weights at compile time."""
-    return lambda x: torch.from_numpy(apply_sparsifier(sparsifier, x.detach().numpy()))
+    return lambda x: torch.from_numpy(apply_sparsifier(sparsifier, x.detach().numpy(), call=call))
 
 
 def eager_reference(model: torch.nn.Module, example_args: tuple[torch.Tensor, ...],
                     intermediates: Mapping[str, sm.Sparsifier],
-                    state: Mapping[str, torch.Tensor]) -> torch.nn.Module:
-    """`model` with `state` loaded and each named node's output sparsified."""
+                    state: Mapping[str, torch.Tensor], call: int = 0) -> torch.nn.Module:
+    """`model` with `state` loaded and each named node's output sparsified
+    (random fractions with the masks of call number `call`)."""
     module = torch.export.export(model, example_args).module()
     graph = module.graph
     found = set()
@@ -32,7 +33,7 @@ def eager_reference(model: torch.nn.Module, example_args: tuple[torch.Tensor, ..
             continue
         found.add(node.name)
         with graph.inserting_after(node):
-            sparsified = graph.call_function(_torch_sparsifier(intermediates[node.name]), (node,))
+            sparsified = graph.call_function(_torch_sparsifier(intermediates[node.name], call), (node,))
         node.replace_all_uses_with(sparsified, delete_user_cb=lambda user: user is not sparsified)
     missing = set(intermediates) - found
     assert not missing, f"nodes not in the exported graph: {missing}"

@@ -76,11 +76,10 @@ def test_name_both_parameter_and_node() -> None:
         sm.compile(Clash(), {"relu": sm.COO()}, example_args=(torch.randn(3, 4),))
 
 
-def test_unlowered_sparsifier_on_intermediate_is_a_clear_error() -> None:
+def test_nm_storage_of_an_intermediate_is_a_clear_error() -> None:
     model = MLP([16, 32, 8]).eval()
-    with pytest.raises(sm.CompileError, match="tensor 'relu': sparsifier #smlir.scalar_fraction<0.5> "
-                                              r"\(materializing\) has no lowering"):
-        sm.compile(model, {"relu": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(torch.randn(4, 16),))
+    with pytest.raises(sm.CompileError, match="tensor 'relu': storing into #smlir.nm<n = 2, m = 4> needs every group padded"):
+        sm.compile(model, {"relu": sm.NM(2, 4)}, example_args=(torch.randn(4, 16),))
 
 
 def test_sparsity_plan_lists_weights_and_intermediates() -> None:
@@ -96,6 +95,7 @@ def test_sparsity_plan_lists_weights_and_intermediates() -> None:
     assert weight.applied == "once, at compile time"
     assert (relu.role, relu.shape, relu.format, relu.kind) == ("intermediate", (4, 32), "csr", "streaming")
     assert relu.sparsifier == "#smlir.threshold<0.1>" and "aten.relu" in relu.applied
+    assert "fused into the producer" in relu.applied and "no dense intermediate" in relu.applied
     # The next linear reads the CSR activation as the left operand of a
     # linalg.matmul, which upstream sparsification lowers: no fallback.
     assert relu.fallbacks == () and relu.stored_as == "csr"
@@ -121,10 +121,72 @@ def test_random_fraction_on_relu_matches_philox_reference() -> None:
     model = MLP([16, 64, 8]).eval()
     x = torch.randn(32, 16)
     compiled = _run_case(model, x, {"relu": sm.CSR(sparsifier=sm.RandomFraction(0.3, seed=5))})
+    compiled.reset_call_number(0)
+    first = compiled(x)
     again = sm.compile(model, {"relu": sm.CSR(sparsifier=sm.RandomFraction(0.3, seed=5))}, example_args=(x,))
-    torch.testing.assert_close(again(x), compiled(x), rtol=0, atol=0)
+    torch.testing.assert_close(again(x), first, rtol=0, atol=0)
     other = sm.compile(model, {"relu": sm.CSR(sparsifier=sm.RandomFraction(0.3, seed=6))}, example_args=(x,))
-    assert not torch.allclose(other(x), compiled(x))
+    assert not torch.allclose(other(x), first)
+
+
+def test_random_fraction_draws_a_new_mask_per_call() -> None:
+    """Call k uses the Philox counter's call word k; reset_call_number replays."""
+    torch.manual_seed(0)
+    model = MLP([16, 64, 8]).eval()
+    x = torch.randn(32, 16)
+    sparsifier = sm.RandomFraction(0.5, seed=9)
+    compiled = sm.compile(model, {"relu": sm.CSR(sparsifier=sparsifier)}, example_args=(x,))
+    outputs = [compiled(x) for _ in range(3)]
+    state = model.state_dict()
+    with torch.no_grad():
+        for call, output in enumerate(outputs):
+            expected = eager_reference(model, (x,), {"relu": sparsifier}, state, call=call)(x)
+            torch.testing.assert_close(output, expected, rtol=1e-4, atol=1e-5)
+    assert not torch.allclose(outputs[0], outputs[1])
+    compiled.reset_call_number(1)
+    torch.testing.assert_close(compiled(x), outputs[1], rtol=0, atol=0)
+    with pytest.raises(sm.SpecError, match="call number must be an int"):
+        compiled.reset_call_number(-1)
+
+
+@pytest.mark.parametrize("sparsifier", [sm.KeepAll(), sm.Threshold(0.2), sm.RandomFraction(0.4, seed=1)],
+                         ids=["keep_all", "threshold", "random_fraction"])
+@pytest.mark.parametrize("encoding", [sm.CSR, sm.COO, sm.CSC])
+def test_streaming_sparsifiers_fuse_into_the_producer(sparsifier: sm.Sparsifier, encoding: type) -> None:
+    """Bias add + ReLU write the sparse activation directly (no dense intermediate, no convert)."""
+    torch.manual_seed(0)
+    model = MLP([16, 32, 8]).eval()
+    compiled = _run_case(model, torch.randn(6, 16), {"relu": encoding(sparsifier=sparsifier)})
+    sparse_ir = compiled.ir("sparse")
+    (relu,) = compiled.sparsity_plan()
+    if isinstance(sparsifier, sm.RandomFraction) and encoding is sm.CSC:
+        # Upstream renumbers linalg.index wrongly in column-major kernels.
+        assert "not fused: random fraction into permuted (column-major) levels" in relu.applied, relu.applied
+        return
+    assert 'smlir.fused_sparsifier = "relu"' in sparse_ir
+    assert "sparse_tensor.select" in sparse_ir
+    assert "fused into the producer" in relu.applied, relu.applied
+
+
+def test_unfused_sparsifier_says_why() -> None:
+    """A matmul's output has no element-wise producer to fuse into: the plan says why."""
+
+    class Product(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.mm(torch.mm(x, x.T), x)  # the CSR product is the next matmul's left operand
+
+    compiled = _run_case(Product(), torch.randn(4, 8), {"mm": sm.CSR(sparsifier=sm.Threshold(0.3))})
+    (mm,) = compiled.sparsity_plan()
+    assert "not fused: the producer is not a linalg.generic" in mm.applied, mm.applied
+    assert mm.fallbacks == ()
+
+
+def test_sparsified_model_output_is_returned_densely() -> None:
+    class Relu(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x)
+
+    _run_case(Relu(), torch.randn(4, 8), {"relu": sm.CSR(sparsifier=sm.Threshold(0.3))})
 
 
 def test_random_fraction_on_a_weight() -> None:
@@ -153,3 +215,24 @@ def test_nm_magnitude_ties_go_to_the_lower_index() -> None:
     compiled = sm.compile(Plateau(), {"add": sm.Dense(sparsifier=sm.NMMagnitude(2, 4))}, example_args=(x,))
     expected = torch.tensor([1.0, 1.0, 0.0, 0.0] * 2).repeat(2, 1)
     torch.testing.assert_close(compiled(x), expected)
+
+
+def test_relu_of_a_sparse_activation_keeps_its_encoding() -> None:
+    """Propagation: ReLU(0) = 0, so ReLU of the CSR `linear` output is computed
+    on its stored entries and the next matmul reads it as CSR (inferred, in the plan)."""
+    torch.manual_seed(0)
+    model = MLP([16, 32, 8]).eval()
+    compiled = _run_case(model, torch.randn(6, 16), {"linear": sm.CSR(sparsifier=sm.Threshold(0.3))})
+    assert 'smlir.inferred_encoding = "linear"' in compiled.ir("sparse")
+    plan = {e.name: e for e in compiled.sparsity_plan()}
+    assert plan["relu"].origin == "inferred from 'linear'" and plan["relu"].format == "csr"
+    assert "fused into the producer" in plan["linear"].applied
+
+
+def test_explicit_choice_wins_over_inference() -> None:
+    torch.manual_seed(0)
+    model = MLP([16, 32, 8]).eval()
+    compiled = _run_case(model, torch.randn(6, 16), {"linear": sm.CSR(sparsifier=sm.Threshold(0.3)),
+                                                     "relu": sm.COO(sparsifier=sm.KeepAll())})
+    assert "smlir.inferred_encoding" not in compiled.ir("sparse")
+    assert {e.name: e.origin for e in compiled.sparsity_plan()} == {"linear": "user", "relu": "user"}

@@ -1,0 +1,138 @@
+// RUN: sparse-mlir-opt %s -smlir-propagate-encodings -split-input-file | FileCheck %s
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+#map = affine_map<(d0, d1) -> (d0, d1)>
+
+/// ReLU of a CSR activation read by a matmul (left operand): relu(0) = 0 by
+/// the table (select of x and 0), so the result stays CSR, computed on the
+/// stored entries only (sparse_tensor.unary with no absent region), and the
+/// matmul reads it sparsely.
+// CHECK-LABEL: func.func @relu_keeps_csr(
+// CHECK:         %[[S:.*]] = smlir.sparsify
+// CHECK:         %[[E:.*]] = tensor.empty() : tensor<4x8xf32, #sparse>
+// CHECK:         %[[R:.*]] = linalg.generic
+// CHECK-SAME:        ins(%[[S]] : tensor<4x8xf32, #sparse>) outs(%[[E]] : tensor<4x8xf32, #sparse>)
+// CHECK-SAME:        attrs = {smlir.inferred_encoding = "x"}
+// CHECK:           %[[U:.*]] = sparse_tensor.unary %{{.*}} : f32 to f32
+// CHECK-NEXT:        present = {
+// CHECK:               arith.cmpf ugt
+// CHECK:               arith.select
+// CHECK:               sparse_tensor.yield
+// CHECK:             }
+// CHECK-NEXT:        absent = {
+// CHECK-NEXT:        }
+// CHECK:           linalg.yield %[[U]] : f32
+// CHECK:         linalg.matmul ins(%[[R]], %{{.*}} : tensor<4x8xf32, #sparse>, tensor<8x2xf32>)
+func.func @relu_keeps_csr(%x: tensor<4x8xf32>, %w: tensor<8x2xf32>, %out: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  %zero = arith.constant 0.0 : f32
+  %s = smlir.sparsify %x : tensor<4x8xf32> with #smlir.threshold<0.5> as #smlir.csr {tensor_name = "x"} -> tensor<4x8xf32, #CSR>
+  %init = tensor.empty() : tensor<4x8xf32>
+  %r = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%s : tensor<4x8xf32, #CSR>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %c = arith.cmpf ugt, %a, %zero : f32
+    %m = arith.select %c, %a, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %y = linalg.matmul ins(%r, %w : tensor<4x8xf32>, tensor<8x2xf32>) outs(%out : tensor<4x2xf32>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+#map = affine_map<(d0, d1) -> (d0, d1)>
+
+/// GELU, x * 0.5 * (1 + erf(x / sqrt 2)): an intersection (mulf) with x.
+// CHECK-LABEL: func.func @gelu_keeps_csr(
+// CHECK:         linalg.generic
+// CHECK-SAME:        outs(%{{.*}} : tensor<4x8xf32, #sparse>)
+// CHECK-SAME:        smlir.inferred_encoding = "x"
+// CHECK:           sparse_tensor.unary
+// CHECK:             math.erf
+func.func @gelu_keeps_csr(%x: tensor<4x8xf32>, %w: tensor<8x2xf32>, %out: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  %half = arith.constant 0.5 : f32
+  %one = arith.constant 1.0 : f32
+  %sqrt2 = arith.constant 1.41421354 : f32
+  %s = smlir.sparsify %x : tensor<4x8xf32> with #smlir.threshold<0.5> as #smlir.csr {tensor_name = "x"} -> tensor<4x8xf32, #CSR>
+  %init = tensor.empty() : tensor<4x8xf32>
+  %g = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%s : tensor<4x8xf32, #CSR>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %d = arith.divf %a, %sqrt2 : f32
+    %e = math.erf %d : f32
+    %p = arith.addf %e, %one : f32
+    %h = arith.mulf %p, %half : f32
+    %r = arith.mulf %a, %h : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %y = linalg.matmul ins(%g, %w : tensor<4x8xf32>, tensor<8x2xf32>) outs(%out : tensor<4x2xf32>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+#map = affine_map<(d0, d1) -> (d0, d1)>
+
+/// exp(0) = 1: the table says dense, nothing is inferred.
+// CHECK-LABEL: func.func @negative_exp_is_dense(
+// CHECK:         linalg.generic
+// CHECK-SAME:        outs(%{{.*}} : tensor<4x8xf32>)
+// CHECK-NOT:     smlir.inferred_encoding
+// CHECK-NOT:     sparse_tensor.unary
+func.func @negative_exp_is_dense(%x: tensor<4x8xf32>, %w: tensor<8x2xf32>, %out: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  %s = smlir.sparsify %x : tensor<4x8xf32> with #smlir.threshold<0.5> as #smlir.csr {tensor_name = "x"} -> tensor<4x8xf32, #CSR>
+  %init = tensor.empty() : tensor<4x8xf32>
+  %g = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%s : tensor<4x8xf32, #CSR>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %e = math.exp %a : f32
+    linalg.yield %e : f32
+  } -> tensor<4x8xf32>
+  %y = linalg.matmul ins(%g, %w : tensor<4x8xf32>, tensor<8x2xf32>) outs(%out : tensor<4x2xf32>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+#map = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+
+/// Adding a dense bias is a union with a dense operand: dense.
+// CHECK-LABEL: func.func @negative_bias_add_is_dense(
+// CHECK-NOT:     smlir.inferred_encoding
+func.func @negative_bias_add_is_dense(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %w: tensor<8x2xf32>, %out: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  %s = smlir.sparsify %x : tensor<4x8xf32> with #smlir.threshold<0.5> as #smlir.csr {tensor_name = "x"} -> tensor<4x8xf32, #CSR>
+  %init = tensor.empty() : tensor<4x8xf32>
+  %g = linalg.generic {indexing_maps = [#map, #row, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%s, %b : tensor<4x8xf32, #CSR>, tensor<8xf32>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %e = arith.addf %a, %c : f32
+    linalg.yield %e : f32
+  } -> tensor<4x8xf32>
+  %y = linalg.matmul ins(%g, %w : tensor<4x8xf32>, tensor<8x2xf32>) outs(%out : tensor<4x2xf32>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+#map = affine_map<(d0, d1) -> (d0, d1)>
+
+/// Inferred only where it makes the code faster: a result that is returned
+/// (read densely) stays dense.
+// CHECK-LABEL: func.func @negative_no_faster_reader(
+// CHECK-NOT:     smlir.inferred_encoding
+func.func @negative_no_faster_reader(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %s = smlir.sparsify %x : tensor<4x8xf32> with #smlir.threshold<0.5> as #smlir.csr {tensor_name = "x"} -> tensor<4x8xf32, #CSR>
+  %init = tensor.empty() : tensor<4x8xf32>
+  %g = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%s : tensor<4x8xf32, #CSR>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %e = math.tanh %a : f32
+    linalg.yield %e : f32
+  } -> tensor<4x8xf32>
+  return %g : tensor<4x8xf32>
+}

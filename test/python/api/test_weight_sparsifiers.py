@@ -1,0 +1,145 @@
+"""The numpy sparsifiers of sparse_mlir.weights against slow, obvious loops.
+
+These are the references of the MLIR lowerings (scalar / block fraction,
+transposable n:m), so their tie and NaN rules are pinned down here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import sparse_mlir as sm
+from sparse_mlir.weights import apply_sparsifier
+
+
+def _magnitude_order(values: list[float]) -> list[int]:
+    """Indices by |x| descending, ties to the lower index, NaN last."""
+    def rank_key(i: int) -> tuple[int, float, int]:
+        v = abs(float(values[i]))
+        return (1, 0.0, i) if math.isnan(v) else (0, -v, i)
+    return sorted(range(len(values)), key=rank_key)
+
+
+def _slow_transposable(w: np.ndarray, n: int, m: int) -> np.ndarray:
+    out = np.zeros_like(w)
+    rows, cols = w.shape
+    for r0 in range(0, rows, m):
+        for c0 in range(0, cols, m):
+            tile = [w[r0 + e // m, c0 + e % m] for e in range(m * m)]
+            in_row, in_col = [0] * m, [0] * m
+            for e in _magnitude_order(tile):
+                r, c = divmod(e, m)
+                if in_row[r] < n and in_col[c] < n:
+                    out[r0 + r, c0 + c] = w[r0 + r, c0 + c]
+                    in_row[r] += 1
+                    in_col[c] += 1
+    return out
+
+
+def _slow_scalar_fraction(w: np.ndarray, fraction: float) -> np.ndarray:
+    flat = w.reshape(-1)
+    keep = flat.size - int(np.floor(fraction * flat.size))
+    out = np.zeros_like(flat)
+    for i in _magnitude_order(list(flat))[:keep]:
+        out[i] = flat[i]
+    return out.reshape(w.shape)
+
+
+def _tied_matrix(rng: np.random.Generator, shape: tuple[int, int], nan_fraction: float) -> np.ndarray:
+    """Few distinct magnitudes (many ties, both signs, zeros) and some NaNs."""
+    w = rng.integers(-3, 4, size=shape).astype(np.float32)
+    w[rng.random(shape) < nan_fraction] = np.nan
+    return w
+
+
+@pytest.mark.parametrize("n,m", [(2, 4), (1, 4), (3, 4), (2, 8)])
+@pytest.mark.parametrize("seed", range(4))
+def test_transposable_matches_the_slow_greedy(n: int, m: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for w in (rng.standard_normal((2 * m, 3 * m)).astype(np.float32),
+              _tied_matrix(rng, (2 * m, 3 * m), nan_fraction=0.2)):
+        got = apply_sparsifier(sm.NMMagnitude(n, m, transposable=True), w)
+        np.testing.assert_array_equal(got, _slow_transposable(w, n, m))
+
+
+@pytest.mark.parametrize("n,m", [(2, 4), (1, 4), (2, 8)])
+def test_transposable_invariants(n: int, m: int) -> None:
+    """<= n kept per row and column of a tile; a dropped element's row or column is full."""
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((4 * m, 4 * m)) + 1.0  # no zeros: kept <=> nonzero
+    kept = apply_sparsifier(sm.NMMagnitude(n, m, transposable=True), w) != 0
+    tiles = kept.reshape(4, m, 4, m).transpose(0, 2, 1, 3)  # [tile row, tile col, r, c]
+    per_row, per_col = tiles.sum(axis=3), tiles.sum(axis=2)
+    assert per_row.max() <= n and per_col.max() <= n
+    dropped = ~tiles
+    full_row = np.broadcast_to((per_row == n)[..., :, None], tiles.shape)
+    full_col = np.broadcast_to((per_col == n)[..., None, :], tiles.shape)
+    assert (full_row | full_col)[dropped].all()
+    # So the weight and its transpose are n:m along their last dimension.
+    assert (kept.reshape(-1, m).sum(axis=1) <= n).all()
+    assert (kept.T.reshape(-1, m).sum(axis=1) <= n).all()
+
+
+def test_transposable_tie_and_nan_order() -> None:
+    """All equal: row-major greedy keeps the 'staircase'; NaN goes last, kept only if room is left."""
+    w = np.ones((4, 4), np.float32)
+    got = apply_sparsifier(sm.NMMagnitude(2, 4, transposable=True), w) != 0
+    expected = np.array([[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 1], [0, 0, 1, 1]], bool)
+    np.testing.assert_array_equal(got, expected)
+    w[0, 0] = np.nan  # now visited last: the rest of row 0 / column 0 fills first
+    got = apply_sparsifier(sm.NMMagnitude(2, 4, transposable=True), w)
+    assert got[0, 0] == 0 and not np.isnan(got[0, 0])
+    np.testing.assert_array_equal(got != 0, _slow_transposable(w, 2, 4) != 0)
+
+
+def test_transposable_rejects_bad_shapes() -> None:
+    with pytest.raises(sm.SpecError, match="needs a matrix"):
+        apply_sparsifier(sm.NMMagnitude(2, 4, transposable=True), np.ones((2, 4, 4)))
+    with pytest.raises(sm.SpecError, match="divide both dimensions"):
+        apply_sparsifier(sm.NMMagnitude(2, 4, transposable=True), np.ones((6, 8)))
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.3, 0.5, 0.7, 1.0])
+def test_scalar_fraction_matches_the_slow_sort(fraction: float) -> None:
+    rng = np.random.default_rng(3)
+    w = _tied_matrix(rng, (6, 10), nan_fraction=0.15)
+    got = apply_sparsifier(sm.ScalarFraction(fraction), w)
+    np.testing.assert_array_equal(got, _slow_scalar_fraction(w, fraction))
+    assert np.count_nonzero(got == 0) >= int(np.floor(fraction * w.size))
+
+
+def test_scalar_fraction_ties_keep_the_lower_index_and_nan_is_dropped_first() -> None:
+    w = np.array([[2.0, -1.0, 1.0, np.nan], [1.0, -2.0, np.nan, 0.5]], np.float32)
+    got = apply_sparsifier(sm.ScalarFraction(0.5), w)  # keep 4 of 8
+    expected = np.array([[2.0, -1.0, 1.0, 0.0], [0.0, -2.0, 0.0, 0.0]], np.float32)
+    np.testing.assert_array_equal(got, expected)
+    got = apply_sparsifier(sm.ScalarFraction(0.125), w)  # keep 7: one NaN (the later) dropped
+    assert np.isnan(got[0, 3]) and got[1, 2] == 0
+
+
+def test_block_fraction_ties_keep_the_lower_tile() -> None:
+    w = np.ones((4, 8), np.float32)  # 2 x 2 tiles of 2 x 4, all with norm 8
+    got = apply_sparsifier(sm.BlockFraction(0.5, block=(2, 4)), w)
+    expected = np.zeros_like(w)
+    expected[:2, :] = 1.0  # tiles 0 and 1 (row-major) kept
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_block_fraction_nan_tile_is_dropped_first() -> None:
+    w = np.full((4, 4), 0.1, np.float32)
+    w[0, 0] = np.nan  # tile 0
+    got = apply_sparsifier(sm.BlockFraction(0.25, block=(2, 2)), w)
+    assert (got[:2, :2] == 0).all() and (got[2:, :] == np.float32(0.1)).all()
+
+
+def test_block_fraction_norms_are_accumulated_in_f64() -> None:
+    """In f32, 1e8 + 1 == 1e8: the tiles would tie and the lower one win."""
+    w = np.zeros((2, 4), np.float32)
+    w[0, 0] = 1e8           # tile 0: norm 1e8
+    w[0, 2], w[0, 3] = 1e8, 1.0  # tile 1: norm 1e8 + 1 (in f64)
+    assert np.float32(1e8) + np.float32(1.0) == np.float32(1e8)
+    got = apply_sparsifier(sm.BlockFraction(0.5, block=(2, 2)), w)
+    assert got[0, 0] == 0 and got[0, 2] == np.float32(1e8)
