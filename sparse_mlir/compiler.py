@@ -25,6 +25,7 @@ from .encodings import Dense, Encoding
 from .errors import CompileError, SpecError
 from .importers.torch_fx import import_model
 from .intermediates import find_node_value, location_names
+from .propagation import Propagated, propagate_linear_zeros
 from .runtime import Kernel, jit
 from .sparsifiers import RandomFraction
 from .weights import apply_sparsifier, pack
@@ -176,6 +177,8 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
                  for name, encoding in encodings.items()}
 
     imported = import_model(model, example_args)
+    propagated = propagate_linear_zeros(imported.graph, imported.param_names, imported.num_inputs, effective,
+                                        encodings, {name: p.detach() for name, p in params.items()})
     intermediates = {name: e for name, e in all_encodings.items() if name not in params}
     _check_names(all_encodings, params, imported.nodes)
     stages = {"linalg": imported.text}
@@ -214,7 +217,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     kernel = Kernel(engine, "main", bound, result_rank, result_dtype)
     stats = {name: _stats(encodings[name], effective[name], name in stored_sparse) for name in encodings}
     input_specs = [(tuple(a.shape), a.dtype) for a in example_args]
-    plan = [*(_weight_plan(name, encoding, stats[name], fallback_messages)
+    plan = [*(_weight_plan(name, encoding, stats[name], fallback_messages, propagated)
               for name, encoding in encodings.items()),
             *(_intermediate_plan(name, encoding, imported.nodes[name], fusion.get(name, ""), fallback_messages)
               for name, encoding in intermediates.items()),
@@ -228,11 +231,17 @@ def _mentions(name: str, messages: list[str]) -> tuple[str, ...]:
     return tuple(m for m in messages if f"tensor '{name}'" in m)
 
 
-def _weight_plan(name: str, encoding: Encoding, stats: TensorStats, messages: list[str]) -> PlanEntry:
+def _weight_plan(name: str, encoding: Encoding, stats: TensorStats, messages: list[str],
+                 propagated: list[Propagated]) -> PlanEntry:
     sparsifier = encoding.effective_sparsifier
+    origin = "user"
+    for p in propagated:
+        if p.weight == name:
+            what = "columns" if p.direction == "downstream" else "rows"
+            origin += f"; + {p.count} {what} pruned, inferred from {p.source!r} ({p.direction}, SparTA)"
     return PlanEntry(name=name, role="weight", shape=stats.shape, format=encoding.format_name,
                      stored_as=stats.format, sparsifier=sparsifier.attr_text(), kind=sparsifier.kind,
-                     applied="once, at compile time", origin="user", fallbacks=_mentions(name, messages))
+                     applied="once, at compile time", origin=origin, fallbacks=_mentions(name, messages))
 
 
 def _intermediate_plan(name: str, encoding: Encoding, node: Any, fusion: str,

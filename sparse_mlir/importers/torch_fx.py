@@ -43,6 +43,18 @@ class ImportedModel:
     params: list[torch.Tensor]       # their values (detached)
     num_inputs: int                  # arguments P.. are the model's inputs
     nodes: dict[str, NodeInfo]       # intermediate tensors by torch.fx node name
+    graph: tuple[GraphNode, ...] = ()  # the export graph's data flow (placeholders first)
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """One node of the torch.export graph: what it computes from which nodes."""
+
+    name: str
+    op: str                          # placeholder | call_function | output
+    target: str
+    inputs: tuple[str, ...]
+    num_users: int
 
 
 class _ParamsAsInputs(torch.nn.Module):
@@ -82,4 +94,7 @@ def import_model(model: torch.nn.Module, example_args: Sequence[torch.Tensor]) -
         text = out_path.read_text()
         nodes = {n["name"]: NodeInfo(n["name"], n["target"], tuple(n["shape"]) if n["shape"] is not None else None,
                                      n["dtype"]) for n in json.loads(nodes_path.read_text())}
-    return ImportedModel(text=text, param_names=names, params=params, num_inputs=len(example_args), nodes=nodes)
+    graph = tuple(GraphNode(n.name, n.op, str(n.target), tuple(a.name for a in n.all_input_nodes), len(n.users))
+                  for n in program.graph.nodes)
+    return ImportedModel(text=text, param_names=names, params=params, num_inputs=len(example_args), nodes=nodes,
+                         graph=graph)
