@@ -38,19 +38,21 @@ class SparseFallbackWarning(UserWarning):
     """A sparse tensor is read densely because its reader has no sparse lowering."""
 
 
-def pipeline_for(on_fallback: str) -> str:
+def pipeline_for(on_fallback: str, fuse_sparsifiers: bool = True) -> str:
     """The pass pipeline compile() runs (sparse-mlir-opt reproduces it)."""
     fail = "true" if on_fallback == "error" else "false"
-    return f"builtin.module(smlir-sparse-cpu-pipeline{{fail-on-fallback={fail}}})"
+    fuse = "" if fuse_sparsifiers else " fuse-sparsifiers=false"
+    return f"builtin.module(smlir-sparse-cpu-pipeline{{fail-on-fallback={fail}{fuse}}})"
 
 
-def smlir_passes_for(on_fallback: str) -> tuple[str, str]:
+def smlir_passes_for(on_fallback: str, fuse_sparsifiers: bool = True) -> tuple[str, str]:
     """The smlir part of the pipeline alone, for the "sparse" IR stage: up to
     sparsifier fusion (whose decisions the plan reports), then the lowering."""
     fail = "true" if on_fallback == "error" else "false"
+    fuse = ", smlir-fuse-streaming-sparsifiers" if fuse_sparsifiers else ""
     return ("builtin.module(smlir-hoist-argument-sparsifiers, func.func(smlir-rewrite-sparse-matmul, "
-            f"smlir-propagate-encodings, smlir-sparse-fallback{{fail={fail}}}, smlir-fuse-dense-elementwise), "
-            "smlir-fuse-streaming-sparsifiers)",
+            f"smlir-propagate-encodings, smlir-sparse-fallback{{fail={fail}}}, smlir-fuse-dense-elementwise)"
+            f"{fuse})",
             "builtin.module(convert-smlir-to-sparse-tensor)")
 
 
@@ -154,16 +156,18 @@ class CompiledModule:
 
 def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = None,
             example_args: Sequence[torch.Tensor] = (), *, on_fallback: str = "warn",
-            opt_level: int = 3) -> CompiledModule:
+            opt_level: int = 3, fuse_sparsifiers: bool = True) -> CompiledModule:
     """Compiles `model` with the weights named in `encodings` stored sparsely.
 
     `on_fallback="warn"` computes readers without a sparse lowering densely
     with one `SparseFallbackWarning` per (op, format); "error" raises instead.
+    `fuse_sparsifiers=False` runs streaming sparsifiers after their producer
+    instead of inside it (same results; for comparison and debugging).
     """
     start = time.perf_counter()
     if on_fallback not in FALLBACK_POLICIES:
         raise SpecError(f"on_fallback must be one of {FALLBACK_POLICIES}, got {on_fallback!r}")
-    pipeline = pipeline_for(on_fallback)
+    pipeline = pipeline_for(on_fallback, fuse_sparsifiers)
     all_encodings = dict(encodings or {})
     for name, encoding in all_encodings.items():
         if not isinstance(encoding, Encoding):
@@ -190,7 +194,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         stages["annotated"] = str(module)
         # With locations: the plan names inferred tensors by their torch.fx node.
         sparse_module = ir.Module.parse(module.operation.get_asm(enable_debug_info=True))
-        fuse_passes, lower_passes = smlir_passes_for(on_fallback)
+        fuse_passes, lower_passes = smlir_passes_for(on_fallback, fuse_sparsifiers)
         with _Diagnostics(context) as diagnostics:
             _run(fuse_passes, sparse_module, stages["annotated"], pipeline, diagnostics)
             fusion, inferred = _fusion_decisions(sparse_module)
@@ -219,7 +223,9 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     input_specs = [(tuple(a.shape), a.dtype) for a in example_args]
     plan = [*(_weight_plan(name, encoding, stats[name], fallback_messages, propagated)
               for name, encoding in encodings.items()),
-            *(_intermediate_plan(name, encoding, imported.nodes[name], fusion.get(name, ""), fallback_messages)
+            *(_intermediate_plan(name, encoding, imported.nodes[name],
+                                 fusion.get(name, "" if fuse_sparsifiers else "fuse_sparsifiers=False"),
+                                 fallback_messages)
               for name, encoding in intermediates.items()),
             *(_inferred_plan(node, source, type_text, imported.nodes, all_encodings)
               for node, source, type_text in inferred)]

@@ -70,7 +70,8 @@ void mlir::smlir::buildSparseCPUPipeline(
   pm.addNestedPass<func::FuncOp>(createFuseDenseElementwise());
   // Streaming sparsifiers run inside their (now fused) element-wise
   // producer, which writes the sparse result directly.
-  pm.addPass(createFuseStreamingSparsifiers());
+  if (options.fuseSparsifiers)
+    pm.addPass(createFuseStreamingSparsifiers());
   // Our sparsifiers and encodings become upstream linalg + sparse_tensor.
   pm.addPass(createConvertSparseMLIRToSparseTensor());
   // Sparse arguments and results of public functions become their buffers

@@ -22,6 +22,11 @@ struct SparseCPUPipelineOptions
       *this, "fail-on-fallback",
       llvm::cl::desc("Error out when a sparse weight must be read densely"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> fuseSparsifiers{
+      *this, "fuse-sparsifiers",
+      llvm::cl::desc("Run streaming sparsifiers inside their producer "
+                     "(false: after it, to compare)"),
+      llvm::cl::init(true)};
 };
 
 /// smlir ops -> upstream sparse_tensor -> buffers -> LLVM dialect, for the CPU.

@@ -236,3 +236,17 @@ def test_explicit_choice_wins_over_inference() -> None:
                                                      "relu": sm.COO(sparsifier=sm.KeepAll())})
     assert "smlir.inferred_encoding" not in compiled.ir("sparse")
     assert {e.name: e.origin for e in compiled.sparsity_plan()} == {"linear": "user", "relu": "user"}
+
+
+def test_fused_and_unfused_sparsifiers_agree() -> None:
+    torch.manual_seed(0)
+    model = MLP([16, 32, 8]).eval()
+    x = torch.randn(6, 16)
+    encodings = {"relu": sm.CSR(sparsifier=sm.Threshold(0.2))}
+    fused = sm.compile(model, encodings, example_args=(x,))
+    unfused = sm.compile(model, encodings, example_args=(x,), fuse_sparsifiers=False)
+    assert "smlir.fused_sparsifier" in fused.ir("sparse") and "smlir.fused_sparsifier" not in unfused.ir("sparse")
+    assert "fuse-sparsifiers=false" in unfused.pipeline
+    (relu,) = unfused.sparsity_plan()
+    assert "not fused: fuse_sparsifiers=False" in relu.applied
+    torch.testing.assert_close(fused(x), unfused(x), rtol=0, atol=0)
