@@ -7,6 +7,7 @@ effective_state_dict(), so eager sees the same pruned weights too.
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable, Mapping
 
 import torch
@@ -41,3 +42,20 @@ def eager_reference(model: torch.nn.Module, example_args: tuple[torch.Tensor, ..
     module.recompile()
     module.load_state_dict(dict(state), strict=False)
     return module
+
+
+def compile_and_check(model: torch.nn.Module, x: torch.Tensor,
+                      encodings: Mapping[str, sm.Encoding]) -> sm.CompiledModule:
+    """Compiles `model` with `encodings` and checks its first call (call number 0)
+    against the eager reference with the same sparsifiers at the same points."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sm.SparseFallbackWarning)
+        compiled = sm.compile(model, dict(encodings), example_args=(x,))
+    params = dict(model.named_parameters())
+    intermediates = {n: e.effective_sparsifier for n, e in encodings.items() if n not in params}
+    state = {**model.state_dict(), **compiled.effective_state_dict()}
+    reference = eager_reference(model, (x,), intermediates, state)
+    with torch.no_grad():
+        expected = reference(x)
+    torch.testing.assert_close(compiled(x), expected, rtol=1e-4, atol=1e-5)
+    return compiled

@@ -8,7 +8,6 @@ included. A transposable 2:4 weight is sparsified at compile time.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -18,22 +17,7 @@ import sparse_mlir as sm
 from sparse_mlir.models import MLP
 from sparse_mlir.weights import apply_sparsifier
 
-from .reference import eager_reference
-
-
-def _run_case(model: torch.nn.Module, x: torch.Tensor, encodings: dict[str, sm.Encoding]) -> sm.CompiledModule:
-    """Compiled vs eager with the same sparsifiers (as test_intermediates.py)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", sm.SparseFallbackWarning)
-        compiled = sm.compile(model, encodings, example_args=(x,))
-    params = dict(model.named_parameters())
-    intermediates = {n: e.effective_sparsifier for n, e in encodings.items() if n not in params}
-    state = {**model.state_dict(), **compiled.effective_state_dict()}
-    reference = eager_reference(model, (x,), intermediates, state)
-    with torch.no_grad():
-        expected = reference(x)
-    torch.testing.assert_close(compiled(x), expected, rtol=1e-4, atol=1e-5)
-    return compiled
+from .reference import compile_and_check
 
 
 class Scale(torch.nn.Module):
@@ -64,7 +48,7 @@ def test_on_mlp_relu(encoding: sm.Encoding) -> None:
     torch.manual_seed(0)
     model = MLP([32, 64, 16]).eval()
     x = torch.randn(8, 32)
-    compiled = _run_case(model, x, {"relu": encoding})
+    compiled = compile_and_check(model, x, {"relu": encoding})
     plan = {entry.name: entry for entry in compiled.sparsity_plan()}
     assert plan["relu"].role == "intermediate"
     # The sparsifier changed the result (it is not a no-op).
@@ -148,7 +132,7 @@ def test_transposable_2_4_weight() -> None:
     torch.manual_seed(5)
     model = torch.nn.Linear(64, 32).eval()
     x = torch.randn(8, 64)
-    compiled = _run_case(model, x, {"weight": sm.NM(2, 4, sparsifier=TRANSPOSABLE_2_4)})
+    compiled = compile_and_check(model, x, {"weight": sm.NM(2, 4, sparsifier=TRANSPOSABLE_2_4)})
     weight = compiled.effective_state_dict()["weight"]
     np.testing.assert_array_equal(weight.numpy(), apply_sparsifier(TRANSPOSABLE_2_4, model.weight.detach().numpy()))
     kept = weight != 0

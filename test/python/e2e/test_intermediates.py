@@ -10,28 +10,14 @@ import torch
 import sparse_mlir as sm
 from sparse_mlir.models import MLP, BertLayer
 
-from .reference import eager_reference
-
-
-def _run_case(model: torch.nn.Module, x: torch.Tensor, encodings: dict[str, sm.Encoding]) -> sm.CompiledModule:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", sm.SparseFallbackWarning)
-        compiled = sm.compile(model, encodings, example_args=(x,))
-    params = dict(model.named_parameters())
-    intermediates = {n: e.effective_sparsifier for n, e in encodings.items() if n not in params}
-    state = {**model.state_dict(), **compiled.effective_state_dict()}
-    reference = eager_reference(model, (x,), intermediates, state)
-    with torch.no_grad():
-        expected = reference(x)
-    torch.testing.assert_close(compiled(x), expected, rtol=1e-4, atol=1e-5)
-    return compiled
+from .reference import compile_and_check, eager_reference
 
 
 def test_mlp_threshold_on_relu_changes_the_result() -> None:
     torch.manual_seed(0)
     model = MLP([32, 64, 16]).eval()
     x = torch.randn(8, 32)
-    compiled = _run_case(model, x, {"relu": sm.CSR(sparsifier=sm.Threshold(0.3)),
+    compiled = compile_and_check(model, x, {"relu": sm.CSR(sparsifier=sm.Threshold(0.3)),
                                     "layers.0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))})
     assert "tensor_name = \"relu\"" in compiled.ir("annotated")
     with torch.no_grad():
@@ -45,13 +31,13 @@ def test_bert_threshold_on_gelu() -> None:
     x = torch.randn(2, 8, 64)
     encodings = {"gelu": sm.COO(sparsifier=sm.Threshold(0.05)),
                  **{n: sm.CSR(sparsifier=sm.ScalarFraction(0.9)) for n in model.linear_names()}}
-    _run_case(model, x, encodings)
+    compile_and_check(model, x, encodings)
 
 
 def test_keep_all_on_relu() -> None:
     torch.manual_seed(0)
     model = MLP([16, 32, 8]).eval()
-    _run_case(model, torch.randn(4, 16), {"relu": sm.CSR(sparsifier=sm.KeepAll())})
+    compile_and_check(model, torch.randn(4, 16), {"relu": sm.CSR(sparsifier=sm.KeepAll())})
 
 
 def test_unknown_node_lists_available_names() -> None:
@@ -120,7 +106,7 @@ def test_random_fraction_on_relu_matches_philox_reference() -> None:
     torch.manual_seed(0)
     model = MLP([16, 64, 8]).eval()
     x = torch.randn(32, 16)
-    compiled = _run_case(model, x, {"relu": sm.CSR(sparsifier=sm.RandomFraction(0.3, seed=5))})
+    compiled = compile_and_check(model, x, {"relu": sm.CSR(sparsifier=sm.RandomFraction(0.3, seed=5))})
     compiled.reset_call_number(0)
     first = compiled(x)
     again = sm.compile(model, {"relu": sm.CSR(sparsifier=sm.RandomFraction(0.3, seed=5))}, example_args=(x,))
@@ -156,7 +142,7 @@ def test_streaming_sparsifiers_fuse_into_the_producer(sparsifier: sm.Sparsifier,
     """Bias add + ReLU write the sparse activation directly (no dense intermediate, no convert)."""
     torch.manual_seed(0)
     model = MLP([16, 32, 8]).eval()
-    compiled = _run_case(model, torch.randn(6, 16), {"relu": encoding(sparsifier=sparsifier)})
+    compiled = compile_and_check(model, torch.randn(6, 16), {"relu": encoding(sparsifier=sparsifier)})
     sparse_ir = compiled.ir("sparse")
     (relu,) = compiled.sparsity_plan()
     if isinstance(sparsifier, sm.RandomFraction) and encoding is sm.CSC:
@@ -175,7 +161,7 @@ def test_unfused_sparsifier_says_why() -> None:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.mm(torch.mm(x, x.T), x)  # the CSR product is the next matmul's left operand
 
-    compiled = _run_case(Product(), torch.randn(4, 8), {"mm": sm.CSR(sparsifier=sm.Threshold(0.3))})
+    compiled = compile_and_check(Product(), torch.randn(4, 8), {"mm": sm.CSR(sparsifier=sm.Threshold(0.3))})
     (mm,) = compiled.sparsity_plan()
     assert "not fused: the producer is not a linalg.generic" in mm.applied, mm.applied
     assert mm.fallbacks == ()
@@ -186,7 +172,7 @@ def test_sparsified_model_output_is_returned_densely() -> None:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.relu(x)
 
-    _run_case(Relu(), torch.randn(4, 8), {"relu": sm.CSR(sparsifier=sm.Threshold(0.3))})
+    compile_and_check(Relu(), torch.randn(4, 8), {"relu": sm.CSR(sparsifier=sm.Threshold(0.3))})
 
 
 def test_random_fraction_on_a_weight() -> None:
@@ -203,7 +189,7 @@ def test_nm_magnitude_on_gelu(dim: int) -> None:
     torch.manual_seed(0)
     model = BertLayer(hidden=32, heads=2, ffn=64).eval()
     x = torch.randn(1, 8, 32)
-    _run_case(model, x, {"gelu": sm.Dense(sparsifier=sm.NMMagnitude(2, 4, dim=dim))})
+    compile_and_check(model, x, {"gelu": sm.Dense(sparsifier=sm.NMMagnitude(2, 4, dim=dim))})
 
 
 def test_nm_magnitude_ties_go_to_the_lower_index() -> None:
@@ -222,7 +208,7 @@ def test_relu_of_a_sparse_activation_keeps_its_encoding() -> None:
     on its stored entries and the next matmul reads it as CSR (inferred, in the plan)."""
     torch.manual_seed(0)
     model = MLP([16, 32, 8]).eval()
-    compiled = _run_case(model, torch.randn(6, 16), {"linear": sm.CSR(sparsifier=sm.Threshold(0.3))})
+    compiled = compile_and_check(model, torch.randn(6, 16), {"linear": sm.CSR(sparsifier=sm.Threshold(0.3))})
     assert 'smlir.inferred_encoding = "linear"' in compiled.ir("sparse")
     plan = {e.name: e for e in compiled.sparsity_plan()}
     assert plan["relu"].origin == "inferred from 'linear'" and plan["relu"].format == "csr"
@@ -232,7 +218,7 @@ def test_relu_of_a_sparse_activation_keeps_its_encoding() -> None:
 def test_explicit_choice_wins_over_inference() -> None:
     torch.manual_seed(0)
     model = MLP([16, 32, 8]).eval()
-    compiled = _run_case(model, torch.randn(6, 16), {"linear": sm.CSR(sparsifier=sm.Threshold(0.3)),
+    compiled = compile_and_check(model, torch.randn(6, 16), {"linear": sm.CSR(sparsifier=sm.Threshold(0.3)),
                                                      "relu": sm.COO(sparsifier=sm.KeepAll())})
     assert "smlir.inferred_encoding" not in compiled.ir("sparse")
     assert {e.name: e.origin for e in compiled.sparsity_plan()} == {"linear": "user", "relu": "user"}
