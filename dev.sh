@@ -3,6 +3,7 @@
 #   bash dev.sh example   install everything, build, run examples/bert_layer.py
 #   bash dev.sh test      install everything, build, run all lit and pytest tests
 #   bash dev.sh build     install everything and build only
+#   bash dev.sh bench     install everything, run benchmarks/linear_suite.py
 # Python packages go to .venv (override with SPARSE_MLIR_VENV); the C++ build
 # is incremental in build/py (ccache is used when present).
 set -euo pipefail
@@ -13,11 +14,17 @@ PY=${PYTHON:-python3}
 log() { echo "[dev.sh] $*" >&2; }
 
 install_system_packages() {
-  # ccache makes rebuilds seconds instead of minutes; optional.
-  if ! command -v ccache >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
-      && [ "$(id -u)" = 0 ]; then
-    log "installing ccache (apt)"
-    (apt-get update -qq && apt-get install -y -qq ccache >/dev/null) || log "ccache not installed (optional)"
+  # ccache makes rebuilds seconds instead of minutes (optional); libomp is
+  # the OpenMP runtime compiled kernels run their threads on (without it
+  # they run on one thread, with a warning).
+  local missing=()
+  command -v ccache >/dev/null 2>&1 || missing+=(ccache)
+  [ -e /usr/lib/x86_64-linux-gnu/libomp.so.5 ] || [ -e /usr/lib/aarch64-linux-gnu/libomp.so.5 ] \
+    || missing+=(libomp5)
+  if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    log "installing ${missing[*]} (apt)"
+    (apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null) \
+      || log "${missing[*]} not installed (kernels then run without ccache / on one thread)"
   fi
 }
 
@@ -57,5 +64,6 @@ case "$cmd" in
   build) setup ;;
   test) setup; run_tests "$@" ;;
   example) setup; "$VENV/bin/python" examples/bert_layer.py "$@" ;;
-  *) echo "usage: bash dev.sh {example|test|build}" >&2; exit 2 ;;
+  bench) setup; "$VENV/bin/python" benchmarks/linear_suite.py "$@" ;;
+  *) echo "usage: bash dev.sh {example|test|build|bench}" >&2; exit 2 ;;
 esac

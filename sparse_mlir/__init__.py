@@ -16,6 +16,7 @@ from .context import make_context
 from .dialects import smlir as _smlir_ops  # noqa: F401  (typed op views for smlir.*)
 from .encodings import BSR, COO, CSC, CSR, NM, Dense, Encoding
 from .errors import CompileError, SparseMLIRError, SpecError
+from .threads import get_num_threads, set_num_threads
 from .sparsifiers import (
     BlockFraction,
     KeepAll,
@@ -35,4 +36,5 @@ __all__ = [
     "CompileError", "SparseMLIRError", "SpecError",
     "make_context",
     "compile", "CompiledModule", "PlanEntry", "SparseFallbackWarning",
+    "get_num_threads", "set_num_threads",
 ]

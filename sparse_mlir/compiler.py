@@ -20,6 +20,7 @@ from mlir import ir, passmanager
 
 from . import _tools
 from .context import make_context
+from .cost_model import choose_storage
 from .dialects import smlir
 from .encodings import Dense, Encoding
 from .errors import CompileError, SpecError
@@ -28,6 +29,7 @@ from .intermediates import find_node_value, location_names
 from .propagation import Propagated, propagate_linear_zeros
 from .runtime import Kernel, jit
 from .sparsifiers import RandomFraction
+from .threads import libomp_path, openmp_available
 from .weights import apply_sparsifier, pack
 
 STAGES = ("linalg", "annotated", "sparse", "llvm")
@@ -38,11 +40,12 @@ class SparseFallbackWarning(UserWarning):
     """A sparse tensor is read densely because its reader has no sparse lowering."""
 
 
-def pipeline_for(on_fallback: str, fuse_sparsifiers: bool = True) -> str:
+def pipeline_for(on_fallback: str, fuse_sparsifiers: bool = True, openmp: bool = False) -> str:
     """The pass pipeline compile() runs (sparse-mlir-opt reproduces it)."""
     fail = "true" if on_fallback == "error" else "false"
     fuse = "" if fuse_sparsifiers else " fuse-sparsifiers=false"
-    return f"builtin.module(smlir-sparse-cpu-pipeline{{fail-on-fallback={fail}{fuse}}})"
+    threads = " openmp=true" if openmp else ""
+    return f"builtin.module(smlir-sparse-cpu-pipeline{{fail-on-fallback={fail}{fuse}{threads}}})"
 
 
 def smlir_passes_for(on_fallback: str, fuse_sparsifiers: bool = True) -> tuple[str, str]:
@@ -50,8 +53,9 @@ def smlir_passes_for(on_fallback: str, fuse_sparsifiers: bool = True) -> tuple[s
     sparsifier fusion (whose decisions the plan reports), then the lowering."""
     fail = "true" if on_fallback == "error" else "false"
     fuse = ", smlir-fuse-streaming-sparsifiers" if fuse_sparsifiers else ""
-    return ("builtin.module(smlir-hoist-argument-sparsifiers, func.func(smlir-rewrite-sparse-matmul, "
-            f"smlir-propagate-encodings, smlir-sparse-fallback{{fail={fail}}}, smlir-fuse-dense-elementwise)"
+    return ("builtin.module(smlir-hoist-argument-sparsifiers, func.func(smlir-propagate-encodings, "
+            f"smlir-rewrite-sparse-matmul{{dense-weights=true}}, smlir-sparse-fallback{{fail={fail}}}, smlir-fuse-dense-elementwise, "
+            "smlir-lower-sparse-linear)"
             f"{fuse})",
             "builtin.module(convert-smlir-to-sparse-tensor)")
 
@@ -156,18 +160,22 @@ class CompiledModule:
 
 def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = None,
             example_args: Sequence[torch.Tensor] = (), *, on_fallback: str = "warn",
-            opt_level: int = 3, fuse_sparsifiers: bool = True) -> CompiledModule:
+            opt_level: int = 3, fuse_sparsifiers: bool = True, cost_model: bool = True) -> CompiledModule:
     """Compiles `model` with the weights named in `encodings` stored sparsely.
 
     `on_fallback="warn"` computes readers without a sparse lowering densely
     with one `SparseFallbackWarning` per (op, format); "error" raises instead.
     `fuse_sparsifiers=False` runs streaming sparsifiers after their producer
     instead of inside it (same results; for comparison and debugging).
+    `cost_model=False` keeps every requested format; by default a weight
+    whose density is above its format's break-even point is stored densely
+    (still sparsified; `sparsity_plan()` says why).
     """
     start = time.perf_counter()
     if on_fallback not in FALLBACK_POLICIES:
         raise SpecError(f"on_fallback must be one of {FALLBACK_POLICIES}, got {on_fallback!r}")
-    pipeline = pipeline_for(on_fallback, fuse_sparsifiers)
+    openmp = openmp_available(warn=True)
+    pipeline = pipeline_for(on_fallback, fuse_sparsifiers, openmp)
     all_encodings = dict(encodings or {})
     for name, encoding in all_encodings.items():
         if not isinstance(encoding, Encoding):
@@ -180,6 +188,14 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
                                                          params[name].detach().numpy(), name))
                  for name, encoding in encodings.items()}
 
+    dense_by_cost = {}
+    if cost_model:
+        for name, encoding in encodings.items():
+            choice = choose_storage(encoding, float(torch.count_nonzero(effective[name])) / max(1, effective[name].numel()),
+                                    effective[name].numel())
+            if choice.dense:
+                dense_by_cost[name] = choice.reason
+
     imported = import_model(model, example_args)
     propagated = propagate_linear_zeros(imported.graph, imported.param_names, imported.num_inputs, effective,
                                         encodings, {name: p.detach() for name, p in params.items()})
@@ -188,7 +204,8 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     stages = {"linalg": imported.text}
     with make_context() as context, ir.Location.unknown():
         module = ir.Module.parse(imported.text)
-        _annotate(module, imported.param_names, encodings)
+        _annotate(module, imported.param_names,
+                  {name: e for name, e in encodings.items() if name not in dense_by_cost})
         _annotate_intermediates(module, imported.nodes, intermediates)
         counts_calls = _add_call_number(module, intermediates)
         stages["annotated"] = str(module)
@@ -208,7 +225,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         with _Diagnostics(context) as diagnostics:  # warnings were shown above
             _run(pipeline, module, stages["annotated"], pipeline, diagnostics)
         stages["llvm"] = str(module)
-        engine = jit(module, opt_level=opt_level)
+        engine = jit(module, opt_level=opt_level, shared_libs=[libomp_path()] if openmp else [])
 
     bound: list[np.ndarray] = []
     for name, value in zip(imported.param_names, imported.params):
@@ -219,7 +236,8 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         else:
             bound.append(value.contiguous().numpy())
     kernel = Kernel(engine, "main", bound, result_rank, result_dtype)
-    stats = {name: _stats(encodings[name], effective[name], name in stored_sparse) for name in encodings}
+    stats = {name: _stats(encodings[name], effective[name], name in stored_sparse, dense_by_cost.get(name, ""))
+             for name in encodings}
     input_specs = [(tuple(a.shape), a.dtype) for a in example_args]
     plan = [*(_weight_plan(name, encoding, stats[name], fallback_messages, propagated)
               for name, encoding in encodings.items()),
@@ -476,10 +494,12 @@ def _main(module: ir.Module) -> Any:
     raise CompileError("the imported module has no @main function")
 
 
-def _stats(encoding: Encoding, effective: torch.Tensor, stored_sparse: bool) -> TensorStats:
+def _stats(encoding: Encoding, effective: torch.Tensor, stored_sparse: bool, dense_reason: str = "") -> TensorStats:
     nnz = int(torch.count_nonzero(effective))
     format_name = encoding.format_name
-    if not stored_sparse and not isinstance(encoding, Dense):
+    if dense_reason:
+        format_name = f"dense ({dense_reason})"
+    elif not stored_sparse and not isinstance(encoding, Dense):
         format_name = f"dense (fallback from {format_name})"
     return TensorStats(shape=tuple(effective.shape), format=format_name,
                        sparsifier=encoding.effective_sparsifier.attr_text(),

@@ -37,7 +37,13 @@ sparsifierPassList(const smlir::SparseCPUPipelineOptions &options) {
          "func.func(canonicalize),"
          "func.func(convert-linalg-to-loops),"
          "func.func(convert-vector-to-scf),"
-         "func.func(expand-realloc),"
+         "func.func(expand-realloc)," +
+         // scf.parallel -> omp.parallel + omp.wsloop. The OpenMP regions
+         // must see LLVM-typed memrefs before scf-to-cf flattens them.
+         (options.openmp ? std::string("convert-scf-to-openmp,"
+                                       "expand-strided-metadata,"
+                                       "finalize-memref-to-llvm,")
+                         : std::string()) +
          "func.func(convert-scf-to-cf),"
          "expand-strided-metadata,"
          "lower-affine,"
@@ -56,11 +62,14 @@ void mlir::smlir::buildSparseCPUPipeline(
     OpPassManager &pm, const SparseCPUPipelineOptions &options) {
   // Weights are sparsified once by the caller: their arguments become sparse.
   pm.addPass(createHoistArgumentSparsifiers());
-  // x * W^T with sparse W -> (W * x^T)^T, the loop order that runs fast.
-  pm.addNestedPass<func::FuncOp>(createRewriteSparseMatmul());
   // Element-wise results that stay zero where their sparse operand is zero
   // keep its encoding, where that makes the readers faster.
   pm.addNestedPass<func::FuncOp>(createPropagateEncodings());
+  // x * W^T with sparse W -> (W * x^T)^T, the loop order that runs fast.
+  // With micro-kernels, dense linears too: they beat upstream's scalar
+  // loops by two orders of magnitude.
+  pm.addNestedPass<func::FuncOp>(createRewriteSparseMatmul(
+      RewriteSparseMatmulOptions{options.microkernels}));
   // Weights whose readers have no sparse lowering are read densely, with a
   // warning (an error with fallback=error).
   pm.addNestedPass<func::FuncOp>(
@@ -68,6 +77,15 @@ void mlir::smlir::buildSparseCPUPipeline(
   // Fuse dense element-wise chains (bias add + activation), leaving sparse
   // kernels and contractions alone.
   pm.addNestedPass<func::FuncOp>(createFuseDenseElementwise());
+  // CSR and n:m linears become register-tiled vector loops over the weight's
+  // buffers (the rest is left to upstream sparsification).
+  if (options.microkernels) {
+    LowerSparseLinearOptions tiling;
+    tiling.lanes = options.lanes;
+    tiling.rows = options.tileRows;
+    tiling.vectors = options.tileVectors;
+    pm.addNestedPass<func::FuncOp>(createLowerSparseLinear(tiling));
+  }
   // Streaming sparsifiers run inside their (now fused) element-wise
   // producer, which writes the sparse result directly.
   if (options.fuseSparsifiers)

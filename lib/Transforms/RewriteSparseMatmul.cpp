@@ -18,16 +18,24 @@ using namespace mlir::smlir;
 
 namespace {
 
-/// `linalg.transpose ins(%w) permutation = [1, 0]` of a sparse matrix.
-static Value getTransposedSparseMatrix(Value v) {
+/// `linalg.transpose ins(%w) permutation = [1, 0]` of a sparse matrix, or,
+/// with `dense`, of a dense f32 matrix of static shape (for
+/// smlir-lower-sparse-linear's dense micro-kernel).
+static Value getTransposedWeight(Value v, bool dense) {
   auto transpose = v.getDefiningOp<linalg::TransposeOp>();
   if (!transpose || transpose.getPermutation() != ArrayRef<int64_t>{1, 0})
     return {};
   Value source = transpose.getInput();
-  return isSparseTensor(source) ? source : Value();
+  if (isSparseTensor(source))
+    return source;
+  auto type = cast<RankedTensorType>(source.getType());
+  return dense && type.hasStaticShape() && type.getElementType().isF32()
+             ? source
+             : Value();
 }
 
 constexpr StringLiteral kSparseKernelAttrName = "smlir.sparse_kernel";
+constexpr StringLiteral kDenseKernelAttrName = "smlir.dense_kernel";
 
 /// One floating-point element type for all of `values` (the kernel body is a
 /// plain mulf + addf; mixed precision would need extensions).
@@ -107,7 +115,9 @@ static Value buildWxT(PatternRewriter &rewriter, Location loc, Value x,
         Value sum = arith::AddFOp::create(b, l, args[2], product);
         linalg::YieldOp::create(b, l, sum);
       });
-  kernel->setAttr(kSparseKernelAttrName, rewriter.getUnitAttr());
+  kernel->setAttr(isSparseTensor(weight) ? kSparseKernelAttrName
+                                         : kDenseKernelAttrName,
+                  rewriter.getUnitAttr());
   Value y = transpose2d(rewriter, loc, kernel.getResult(0));
   if (y.getType() != outType)
     y = tensor::CastOp::create(rewriter, loc, outType, y);
@@ -130,14 +140,16 @@ static Value buildWxT(PatternRewriter &rewriter, Location loc, Value x,
 
 /// linalg.matmul(x, transpose(W)) with x[M, K].
 struct SparseMatmulToWxT : public OpRewritePattern<linalg::MatmulOp> {
-  using OpRewritePattern::OpRewritePattern;
+  SparseMatmulToWxT(MLIRContext *ctx, bool denseWeights)
+      : OpRewritePattern(ctx), denseWeights(denseWeights) {}
+  bool denseWeights;
 
   LogicalResult matchAndRewrite(linalg::MatmulOp matmul,
                                 PatternRewriter &rewriter) const override {
     if (matmul.hasUserDefinedMaps() || !matmul.hasPureTensorSemantics())
       return rewriter.notifyMatchFailure(matmul, "not a plain tensor matmul");
     Value x = matmul.getInputs()[0];
-    Value weight = getTransposedSparseMatrix(matmul.getInputs()[1]);
+    Value weight = getTransposedWeight(matmul.getInputs()[1], denseWeights);
     if (!weight || isSparseTensor(x))
       return rewriter.notifyMatchFailure(matmul, "rhs is not transpose(sparse)");
     Value out = matmul.getOutputs()[0];
@@ -187,14 +199,17 @@ static bool isBatchedLinear(linalg::GenericOp generic) {
 /// out[b, m, n] += x[b, m, k] * transpose(W)[k, n]: collapse (b, m), do WxT,
 /// expand back.
 struct SparseBatchedLinearToWxT : public OpRewritePattern<linalg::GenericOp> {
-  using OpRewritePattern::OpRewritePattern;
+  SparseBatchedLinearToWxT(MLIRContext *ctx, bool denseWeights)
+      : OpRewritePattern(ctx), denseWeights(denseWeights) {}
+  bool denseWeights;
 
   LogicalResult matchAndRewrite(linalg::GenericOp generic,
                                 PatternRewriter &rewriter) const override {
-    if (generic->hasAttr(kSparseKernelAttrName) || !isBatchedLinear(generic))
+    if (generic->hasAttr(kSparseKernelAttrName) ||
+        generic->hasAttr(kDenseKernelAttrName) || !isBatchedLinear(generic))
       return rewriter.notifyMatchFailure(generic, "not x[b,m,k] * Wt[k,n]");
     Value x = generic.getDpsInputs()[0];
-    Value weight = getTransposedSparseMatrix(generic.getDpsInputs()[1]);
+    Value weight = getTransposedWeight(generic.getDpsInputs()[1], denseWeights);
     if (!weight || isSparseTensor(x))
       return rewriter.notifyMatchFailure(generic, "rhs is not transpose(sparse)");
     Value out = generic.getDpsInits()[0];
@@ -220,9 +235,12 @@ struct SparseBatchedLinearToWxT : public OpRewritePattern<linalg::GenericOp> {
 
 struct RewriteSparseMatmulPass
     : public smlir::impl::RewriteSparseMatmulBase<RewriteSparseMatmulPass> {
+  using RewriteSparseMatmulBase::RewriteSparseMatmulBase;
+
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<SparseMatmulToWxT, SparseBatchedLinearToWxT>(&getContext());
+    patterns.add<SparseMatmulToWxT, SparseBatchedLinearToWxT>(&getContext(),
+                                                             denseWeights);
     // No folding: upstream's linalg.transpose folder returns a mistyped value
     // for a sparse input into a dense init and aborts.
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),

@@ -86,17 +86,14 @@ func.func @linear_pruned_weight(%x: tensor<3x8xf32>, %w: tensor<16x8xf32> {smlir
 // CHECK:         %[[MUL:.*]] = llvm.fmul
 // CHECK-NEXT:    llvm.fadd %{{.*}}, %[[MUL]] : f32
 
-/// The result is accumulated as yT (N x M = 16 x 3, a zero constant), and each stored W
-/// value is loaded once, before the innermost loop over the batch, then
-/// multiplied into every x element of its row.
+/// The linear with a CSR weight runs smlir-lower-sparse-linear's loops:
+/// CSR coordinates (i32) pick packed token vectors, multiplied by the
+/// broadcast weight value with vector FMAs, stored masked (N = 16 rows in
+/// tiles of 4, M = 3 tokens in a vector of 8).
 // CHECK-LABEL: llvm.func @_internal_linear_pruned_weight(
-// CHECK:         llvm.mlir.addressof @__constant_16x3xf32 : !llvm.ptr
 // CHECK:         llvm.load %{{.*}} : !llvm.ptr -> i32
-// CHECK:         %[[WV:.*]] = llvm.load %{{.*}} : !llvm.ptr -> f32
-// CHECK-NEXT:    llvm.br ^[[LOOP:bb[0-9]+]](
-// CHECK-NEXT:  ^[[LOOP]](
-// CHECK:         %[[MUL:.*]] = llvm.fmul %[[WV]], %{{.*}} : f32
-// CHECK-NEXT:    llvm.fadd %{{.*}}, %[[MUL]] : f32
+// CHECK:         llvm.intr.fmuladd(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<8xf32>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
+// CHECK:         llvm.intr.masked.store %{{.*}}, %{{.*}}, %{{.*}} {alignment = 4 : i32} : vector<4xf32>, vector<4xi1> into !llvm.ptr
 
 /// Sparsify inside the function, then multiply: all dense at the boundary, so
 /// no wrapper; the mask and the multiply-add are both there.

@@ -1,4 +1,5 @@
 // RUN: sparse-mlir-opt %s -smlir-rewrite-sparse-matmul -split-input-file | FileCheck %s
+// RUN: sparse-mlir-opt %s -smlir-rewrite-sparse-matmul=dense-weights=true -split-input-file | FileCheck %s --check-prefix=DENSE
 
 // torch-mlir imports F.linear(x, W) as
 //   linalg.matmul(x, linalg.transpose(W) permutation = [1, 0]).
@@ -477,4 +478,27 @@ func.func @negative_matmul_mixed_precision(%x: tensor<3x8xf16>, %w: tensor<16x8x
   %t = linalg.transpose ins(%w : tensor<16x8xf16, #CSR>) outs(%e : tensor<8x16xf16>) permutation = [1, 0]
   %y = linalg.matmul ins(%x, %t : tensor<3x8xf16>, tensor<8x16xf16>) outs(%b : tensor<3x16xf32>) -> tensor<3x16xf32>
   return %y : tensor<3x16xf32>
+}
+
+// -----
+
+// A dense W is left alone by default; with dense-weights=true it takes the
+// same W * xT form, tagged smlir.dense_kernel, for the dense micro-kernel
+// of smlir-lower-sparse-linear.
+
+// CHECK-LABEL: func.func @dense_weight(
+// CHECK:         linalg.matmul
+// DENSE-LABEL: func.func @dense_weight(
+// DENSE:         %[[XT:.*]] = linalg.transpose ins(%{{.*}} : tensor<4x16xf32>)
+// DENSE:         %[[YT:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[XT]] : tensor<8x16xf32>, tensor<16x4xf32>) {{.*}} attrs = {smlir.dense_kernel}
+// DENSE:         linalg.transpose ins(%[[YT]] : tensor<8x4xf32>)
+// DENSE-NOT:     linalg.matmul
+func.func @dense_weight(%x: tensor<4x16xf32>, %w: tensor<8x16xf32>) -> tensor<4x8xf32> {
+  %e = tensor.empty() : tensor<16x8xf32>
+  %t = linalg.transpose ins(%w : tensor<8x16xf32>) outs(%e : tensor<16x8xf32>) permutation = [1, 0]
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<4x8xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%init : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y = linalg.matmul ins(%x, %t : tensor<4x16xf32>, tensor<16x8xf32>) outs(%acc : tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
 }

@@ -27,6 +27,30 @@ struct SparseCPUPipelineOptions
       llvm::cl::desc("Run streaming sparsifiers inside their producer "
                      "(false: after it, to compare)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> microkernels{
+      *this, "microkernels",
+      llvm::cl::desc("Lower CSR and n:m linears to register-tiled vector "
+                     "loops (smlir-lower-sparse-linear; false: upstream "
+                     "sparsification)"),
+      llvm::cl::init(true)};
+  PassOptions::Option<int64_t> tileRows{
+      *this, "tile-rows",
+      llvm::cl::desc("Weight rows per micro-kernel register tile"),
+      llvm::cl::init(4)};
+  PassOptions::Option<int64_t> tileVectors{
+      *this, "tile-vectors",
+      llvm::cl::desc("Token vectors per micro-kernel register tile"),
+      llvm::cl::init(2)};
+  PassOptions::Option<int64_t> lanes{
+      *this, "lanes",
+      llvm::cl::desc("f32 lanes per vector in the micro-kernels (8: AVX2, "
+                     "16: AVX-512)"),
+      llvm::cl::init(8)};
+  PassOptions::Option<bool> openmp{
+      *this, "openmp",
+      llvm::cl::desc("Run scf.parallel loops on OpenMP threads (needs libomp "
+                     "at run time)"),
+      llvm::cl::init(false)};
 };
 
 /// smlir ops -> upstream sparse_tensor -> buffers -> LLVM dialect, for the CPU.

@@ -54,8 +54,16 @@ def RewriteSparseMatmul
     into a transpose of `x` (dense, O(MK)), a `linalg.generic` computing
     `yT[n, m] += W[n, k] * xT[k, m]` with W's rows outermost, and a transpose
     of the result. A non-zero `outs` is added back. Matmuls with a
-    user-defined indexing map or a dense right-hand side are left alone.
+    user-defined indexing map are left alone, and so are those with a dense
+    right-hand side unless `dense-weights` is set (the kernel is then tagged
+    `smlir.dense_kernel` instead of `smlir.sparse_kernel`).
   }];
+  let options = [
+    Option<"denseWeights", "dense-weights", "bool", /*default=*/"false",
+           "Also rewrite x * W^T with a dense f32 W of static shape (tagged "
+           "smlir.dense_kernel), for smlir-lower-sparse-linear's dense "
+           "micro-kernel">,
+  ];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",
                            "::mlir::arith::ArithDialect"];
@@ -179,6 +187,48 @@ def FuseStreamingSparsifiers
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::sparse_tensor::SparseTensorDialect",
                            "::mlir::tensor::TensorDialect"];
+}
+
+def LowerSparseLinear
+    : Pass<"smlir-lower-sparse-linear", "::mlir::func::FuncOp"> {
+  let summary = "Register-tiled vector loops for x * W^T with a CSR or n:m W";
+  let description = [{
+    Replaces `transpose(kernel(W, transpose(x)))`, the sparse linear that
+    `smlir-rewrite-sparse-matmul` builds, when `W` is f32 CSR or n:m and all
+    shapes are static, by explicit loops over W's buffers
+    (`sparse_tensor.positions/coordinates/values`) instead of upstream
+    sparsification:
+
+    - `scf.parallel` over blocks of `MB = vectors * lanes` tokens (and, for
+      few tokens, chunks of weight rows): threads with `convert-scf-to-openmp`;
+    - per token block, `x[m-block, :]` is packed feature-major into a
+      K x MB slab: neither `x^T` nor `y^T` is ever materialized;
+    - per block of `rows` weight rows, `rows * vectors` vector accumulators
+      (independent FMA chains) run over the stored entries the rows have in
+      common in lockstep (all of them for n:m), then over each CSR row's
+      remaining entries: `acc += broadcast(w) * slab[k, :]`, a contiguous
+      load per entry;
+    - the rows x MB tile is written as MB rows of `y` (vectors of `rows`
+      lanes, masked at the edges).
+
+    Other sparse linears (CSC, COO, BSR, f64, dynamic shapes) are left to
+    upstream sparsification.
+  }];
+  let options = [
+    Option<"rows", "rows", "int64_t", /*default=*/"4",
+           "Weight rows per register tile">,
+    Option<"vectors", "vectors", "int64_t", /*default=*/"2",
+           "Vectors of tokens per register tile">,
+    Option<"lanes", "lanes", "int64_t", /*default=*/"8",
+           "f32 lanes per vector (8: AVX2, 16: AVX-512)">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::sparse_tensor::SparseTensorDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::vector::VectorDialect"];
 }
 
 def BufferDeallocation

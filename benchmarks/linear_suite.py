@@ -1,0 +1,257 @@
+"""Sparse linear layers on the CPU: sparse_mlir against torch and scipy.
+
+One process, one thread count at a time for everyone (torch, libomp for
+sparse_mlir; scipy's sparse @ dense is single-threaded whatever the count),
+medians of --repeats runs after a warm-up. For every shape and sparsity the
+same pruned weight goes to
+
+- torch dense    F.linear(x, W)                       (MKL)
+- torch CSR mm   torch.sparse.mm(W_csr, x.T).T
+- torch CSR lin  F.linear(x, W_csr)
+- scipy CSR      (W_csr @ x.T).T
+- sparse_mlir    sm.compile(Linear, {"weight": CSR | NM(n, m)}) (the
+                 compiler's cost model may store it densely: reported)
+
+speedup = torch dense time / implementation time. Every compiled result is
+checked against eager on the same weights before it is timed. Writes
+results/linear_suite.{json,md,png} and prints the machine.
+
+    .venv/bin/python benchmarks/linear_suite.py            # full suite
+    .venv/bin/python benchmarks/linear_suite.py --quick    # 2 sparsities, 1 shape
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import scipy.sparse
+import torch
+import torch.nn.functional as F
+
+import sparse_mlir as sm
+from sparse_mlir.models import BertLayer
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+# (label, encoding factory, nominal sparsity)
+UNSTRUCTURED = [(f"{s}%", (lambda s=s: sm.CSR(sparsifier=sm.ScalarFraction(s / 100))), s / 100)
+                for s in (50, 60, 70, 80, 90, 95)]
+STRUCTURED = [(f"{n}:{m}", (lambda n=n, m=m: sm.NM(n, m)), 1 - n / m)
+              for n, m in ((2, 4), (2, 5), (1, 4), (2, 8), (1, 10))]
+LINEAR_SHAPES = [("FFN up M=1024", 1024, 768, 3072), ("FFN down M=1024", 1024, 3072, 768),
+                 ("decode M=1", 1, 768, 3072)]
+
+
+@dataclass
+class Row:
+    shape: str
+    m: int
+    k: int
+    n: int
+    threads: int
+    sparsity: str
+    density: float
+    stored_as: str
+    ms: dict[str, float] = field(default_factory=dict)
+    speedup: dict[str, float] = field(default_factory=dict)
+    compile_s: float = 0.0
+    max_error: float = 0.0
+
+
+def median_ms(fn: Callable[[], object], repeats: int) -> float:
+    fn()
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def set_threads(threads: int) -> None:
+    torch.set_num_threads(threads)
+    sm.set_num_threads(threads)
+
+
+def machine() -> dict[str, object]:
+    model, flags = platform.processor(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and model in ("", platform.processor()):
+                model = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    isa = [f for f in ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf16", "amx_tile")
+           if f in flags]
+    return {"cpu": model, "isa": isa, "cores": os.cpu_count(), "torch": torch.__version__,
+            "scipy": scipy.__version__, "sparse_mlir": sm.__version__, "python": platform.python_version()}
+
+
+def bench_linear(label: str, m: int, k: int, n: int, sparsity: str, make: Callable[[], sm.Encoding],
+                 thread_counts: list[int], repeats: int) -> list[Row]:
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(k, n, bias=False)
+    x = torch.randn(m, k)
+    start = time.perf_counter()
+    fn = sm.compile(linear, {"weight": make()}, example_args=(x,))
+    compile_s = time.perf_counter() - start
+    weight = fn.effective_state_dict()["weight"]
+    (entry,) = fn.sparsity_plan()
+    expected = F.linear(x, weight)
+    error = float((fn(x) - expected).abs().max())
+    if not torch.allclose(fn(x), expected, rtol=1e-4, atol=1e-4):
+        raise SystemExit(f"{label} {sparsity}: compiled result differs from eager (max |error| {error:.2e})")
+    w_csr = weight.to_sparse_csr()
+    w_scipy = scipy.sparse.csr_matrix(weight.numpy())
+    x_np = x.numpy()
+    density = float(torch.count_nonzero(weight)) / weight.numel()
+    impls: dict[str, Callable[[], object]] = {
+        "torch dense": lambda: F.linear(x, weight),
+        "torch CSR mm": lambda: torch.sparse.mm(w_csr, x.T).T,
+        "torch CSR linear": lambda: F.linear(x, w_csr),
+        "scipy CSR": lambda: (w_scipy @ x_np.T).T,
+        "sparse_mlir": lambda: fn(x),
+    }
+    rows = []
+    for threads in thread_counts:
+        set_threads(threads)
+        row = Row(label, m, k, n, threads, sparsity, round(density, 4), entry.stored_as,
+                  compile_s=round(compile_s, 2), max_error=error)
+        for name, impl in impls.items():
+            row.ms[name] = round(median_ms(impl, repeats), 4)
+        for name, ms in row.ms.items():
+            row.speedup[name] = round(row.ms["torch dense"] / ms, 3)
+        rows.append(row)
+        print(f"  {label:16s} {sparsity:>4s} t={threads} {entry.stored_as:10.10s} "
+              + "  ".join(f"{name} {ms:8.2f} ms" for name, ms in row.ms.items()), flush=True)
+    return rows
+
+
+def bench_bert(sparsity: str, make: Callable[[], sm.Encoding], thread_counts: list[int],
+               repeats: int, batch: int, seq: int) -> list[Row]:
+    torch.manual_seed(0)
+    model = BertLayer().eval()
+    x = torch.randn(batch, seq, 768)
+    start = time.perf_counter()
+    fn = sm.compile(model, {name: make() for name in model.linear_names()}, example_args=(x,))
+    compile_s = time.perf_counter() - start
+    pruned = BertLayer().eval()
+    pruned.load_state_dict({**model.state_dict(), **fn.effective_state_dict()})
+    with torch.no_grad():
+        expected = pruned(x)
+    error = float((fn(x) - expected).abs().max())
+    if error > 1e-3:
+        raise SystemExit(f"BERT layer {sparsity}: compiled result differs from eager (max |error| {error:.2e})")
+    stored = sorted({e.stored_as for e in fn.sparsity_plan()})
+    density = statistics.mean(s.density for s in fn.stats().values())
+    rows = []
+    for threads in thread_counts:
+        set_threads(threads)
+        row = Row(f"BERT layer {batch}x{seq}", batch * seq, 768, 768, threads, sparsity, round(density, 4),
+                  "/".join(stored), compile_s=round(compile_s, 2), max_error=error)
+        with torch.no_grad():
+            row.ms["torch dense"] = round(median_ms(lambda: pruned(x), repeats), 3)
+        row.ms["sparse_mlir"] = round(median_ms(lambda: fn(x), repeats), 3)
+        row.speedup = {name: round(row.ms["torch dense"] / ms, 3) for name, ms in row.ms.items()}
+        rows.append(row)
+        print(f"  BERT layer       {sparsity:>4s} t={threads} dense {row.ms['torch dense']:8.2f} ms  "
+              f"sparse_mlir {row.ms['sparse_mlir']:8.2f} ms  compile {compile_s:.1f} s", flush=True)
+    return rows
+
+
+def write_markdown(rows: list[Row], info: dict[str, object], path: Path) -> None:
+    impls = ["torch CSR mm", "torch CSR linear", "scipy CSR", "sparse_mlir"]
+    lines = ["# Sparse linear benchmark (speedup over torch dense at the same thread count)", "",
+             f"Machine: {info['cpu']}, ISA {', '.join(info['isa'])}, {info['cores']} cores; "
+             f"torch {info['torch']}, scipy {info['scipy']}; fp32, medians of {info['repeats']} runs "
+             f"after warm-up. scipy is single-threaded at every thread count.", ""]
+    for shape in dict.fromkeys(r.shape for r in rows):
+        lines += [f"## {shape}", "",
+                  "| sparsity | threads | stored as | dense ms | " + " | ".join(f"{i} x" for i in impls)
+                  + " | sparse_mlir ms | compile s |",
+                  "|---|---|---|---|" + "---|" * len(impls) + "---|---|"]
+        for r in (r for r in rows if r.shape == shape):
+            cells = [f"{r.speedup[i]:.2f}" if i in r.speedup else "" for i in impls]
+            lines.append(f"| {r.sparsity} | {r.threads} | {r.stored_as} | {r.ms['torch dense']:.2f} | "
+                         + " | ".join(cells) + f" | {r.ms['sparse_mlir']:.2f} | {r.compile_s:.1f} |")
+        lines.append("")
+    path.write_text("\n".join(lines))
+
+
+def write_plot(rows: list[Row], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(shape, t) for shape in dict.fromkeys(r.shape for r in rows)
+              for t in sorted({r.threads for r in rows})]
+    cols = 2
+    fig, axes = plt.subplots((len(panels) + cols - 1) // cols, cols, figsize=(12, 3.6 * ((len(panels) + 1) // 2)),
+                             squeeze=False)
+    for ax, (shape, threads) in zip(axes.flat, panels):
+        selected = [r for r in rows if r.shape == shape and r.threads == threads]
+        for impl in ["sparse_mlir", "torch CSR mm", "torch CSR linear", "scipy CSR"]:
+            points = sorted((1 - r.density, r.speedup[impl], r.sparsity) for r in selected if impl in r.speedup)
+            if points:
+                ax.plot([p[0] * 100 for p in points], [p[1] for p in points], "o-", label=impl, markersize=3)
+        ax.axhline(1.0, color="gray", linewidth=0.8, linestyle="--")
+        ax.set_yscale("log")
+        ax.set_title(f"{shape}, {threads} thread{'s' if threads > 1 else ''}", fontsize=9)
+        ax.set_xlabel("sparsity (%)")
+        ax.set_ylabel("speedup over torch dense")
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--quick", action="store_true", help="90%% and 2:4 on the FFN up shape only")
+    parser.add_argument("--no-bert", action="store_true")
+    parser.add_argument("--bert-batch", type=int, default=8)
+    parser.add_argument("--bert-seq", type=int, default=128)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+
+    info = {**machine(), "threads": args.threads, "repeats": args.repeats}
+    print("machine:", json.dumps(info))
+    sparsities = UNSTRUCTURED + STRUCTURED
+    shapes = LINEAR_SHAPES
+    if args.quick:
+        sparsities = [s for s in sparsities if s[0] in ("90%", "2:4")]
+        shapes = shapes[:1]
+    rows: list[Row] = []
+    for label, m, k, n in shapes:
+        for sparsity, make, _ in sparsities:
+            rows += bench_linear(label, m, k, n, sparsity, make, args.threads, args.repeats)
+    if not args.no_bert and not args.quick:
+        for sparsity, make, _ in sparsities:
+            rows += bench_bert(sparsity, make, args.threads, args.repeats, args.bert_batch, args.bert_seq)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "linear_suite.json").write_text(json.dumps({"machine": info, "rows": [asdict(r) for r in rows]},
+                                                           indent=1))
+    write_markdown(rows, info, args.out / "linear_suite.md")
+    write_plot(rows, args.out / "linear_suite.png")
+    print(f"wrote {args.out}/linear_suite.{{json,md,png}}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,415 @@
+//===- LowerSparseLinear.cpp - register-tiled kernels for y = x * W^T -----===//
+//
+// The sparse kernel smlir-rewrite-sparse-matmul builds,
+//
+//   xT = transpose(x); yT[n, m] += W[n, k] * xT[k, m]; y = transpose(yT)
+//
+// is lowered here, for a CSR or n:m weight and f32 values, to explicit
+// loops instead of upstream sparsification:
+//
+//   parallel over (m-block of MB tokens, chunk of weight rows):
+//     pack x[m-block, :] feature-major into a K x MB slab (the transpose of
+//       x, one cache-sized block at a time, never the whole xT)
+//     for each block of R weight rows:
+//       R x U vector accumulators (V lanes each, MB = U * V tokens)
+//       for the stored entries the R rows have in common (lockstep):
+//         acc[r][u] += broadcast(w) * slab[k, u*V : (u+1)*V]
+//       the rest of each row alone (CSR rows differ in length)
+//       write the R x MB tile of yT as MB rows of y (vectors of R lanes)
+//
+// so neither xT nor yT exists, R * U independent accumulation chains hide
+// the FMA latency, and the slab row read for a stored entry is contiguous.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SparseMLIR/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
+#include "mlir/Dialect/SparseTensor/IR/SparseTensorType.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Matchers.h"
+
+namespace mlir::smlir {
+#define GEN_PASS_DEF_LOWERSPARSELINEAR
+#include "SparseMLIR/Transforms/Passes.h.inc"
+} // namespace mlir::smlir
+
+using namespace mlir;
+using namespace mlir::sparse_tensor;
+
+namespace {
+
+constexpr StringLiteral kSparseKernelAttrName = "smlir.sparse_kernel";
+constexpr StringLiteral kDenseKernelAttrName = "smlir.dense_kernel";
+constexpr StringLiteral kMicrokernelAttrName = "smlir.microkernel";
+
+/// Where the stored entries of weight row `n` are.
+struct WeightLayout {
+  enum Kind { Dense, CSR, NOutOfM } kind;
+  int64_t n = 0, m = 0; // n:m only
+};
+
+static std::optional<WeightLayout> classifyWeight(Type type) {
+  auto tensorType = dyn_cast<RankedTensorType>(type);
+  if (!tensorType)
+    return std::nullopt;
+  if (!getSparseTensorEncoding(tensorType))
+    return tensorType.getRank() == 2 && tensorType.hasStaticShape() &&
+                   tensorType.getElementType().isF32()
+               ? std::optional(WeightLayout{WeightLayout::Dense})
+               : std::nullopt;
+  SparseTensorType stt(tensorType);
+  if (stt.getDimRank() != 2 || !stt.hasStaticDimShape() ||
+      !stt.getElementType().isF32())
+    return std::nullopt;
+  ArrayRef<LevelType> lvls = stt.getLvlTypes();
+  if (stt.isIdentity() && lvls.size() == 2 && isDenseLT(lvls[0]) &&
+      isCompressedLT(lvls[1]) && isUniqueLT(lvls[1]) && isOrderedLT(lvls[1]))
+    return WeightLayout{WeightLayout::CSR};
+  // (d0, d1) -> (d0 : dense, d1 floordiv m : dense, d1 mod m : structured[n, m])
+  if (lvls.size() == 3 && isDenseLT(lvls[0]) && isDenseLT(lvls[1]) &&
+      isNOutOfMLT(lvls[2]))
+    return WeightLayout{WeightLayout::NOutOfM, static_cast<int64_t>(getN(lvls[2])),
+                        static_cast<int64_t>(getM(lvls[2]))};
+  return std::nullopt;
+}
+
+static bool isTranspose2d(linalg::TransposeOp op) {
+  return op && op.getPermutation() == ArrayRef<int64_t>{1, 0};
+}
+
+static bool isZeroFill(Value v) {
+  auto fill = v.getDefiningOp<linalg::FillOp>();
+  return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
+}
+
+/// transpose(kernel(W, transpose(x))) as built by smlir-rewrite-sparse-matmul.
+struct SparseLinear {
+  linalg::GenericOp kernel;
+  linalg::TransposeOp outputTranspose;
+  Value x, weight;
+  WeightLayout layout;
+  int64_t M, K, N;
+};
+
+static std::optional<SparseLinear> matchSparseLinear(linalg::GenericOp kernel) {
+  if (!(kernel->hasAttr(kSparseKernelAttrName) ||
+        kernel->hasAttr(kDenseKernelAttrName)) ||
+      kernel.getNumDpsInputs() != 2 ||
+      !isZeroFill(kernel.getDpsInits()[0]) || !kernel->hasOneUse())
+    return std::nullopt;
+  Value weight = kernel.getDpsInputs()[0];
+  std::optional<WeightLayout> layout = classifyWeight(weight.getType());
+  auto inputTranspose =
+      kernel.getDpsInputs()[1].getDefiningOp<linalg::TransposeOp>();
+  auto outputTranspose = dyn_cast<linalg::TransposeOp>(*kernel->user_begin());
+  if (!layout || !isTranspose2d(inputTranspose) ||
+      !isTranspose2d(outputTranspose))
+    return std::nullopt;
+  Value x = inputTranspose.getInput();
+  auto xType = cast<RankedTensorType>(x.getType());
+  auto yType = cast<RankedTensorType>(outputTranspose.getResult()[0].getType());
+  if (!xType.hasStaticShape() || !xType.getElementType().isF32() ||
+      getSparseTensorEncoding(xType) || getSparseTensorEncoding(yType))
+    return std::nullopt;
+  auto weightShape = cast<RankedTensorType>(weight.getType()).getShape();
+  return SparseLinear{kernel, outputTranspose, x, weight, *layout,
+                      xType.getDimSize(0), xType.getDimSize(1), weightShape[0]};
+}
+
+/// Emits the loops of one SparseLinear (see the file comment).
+class MicrokernelBuilder {
+public:
+  MicrokernelBuilder(OpBuilder &b, Location loc, const SparseLinear &linear,
+                     int64_t rows, int64_t vectors, int64_t lanes)
+      : b(b), loc(loc), lin(linear), R(rows), V(lanes),
+        U(std::min<int64_t>(vectors, llvm::divideCeil(linear.M, lanes))),
+        MB(U * V), f32(b.getF32Type()), vecType(VectorType::get({V}, f32)) {}
+
+  /// Returns y[M, N] as a tensor.
+  Value build() {
+    auto yType = MemRefType::get({lin.M, lin.N}, f32);
+    x = bufferization::ToBufferOp::create(
+        b, loc, MemRefType::get({lin.M, lin.K}, f32), lin.x, /*read_only=*/true);
+    y = memref::AllocOp::create(b, loc, yType, b.getI64IntegerAttr(64));
+    if (lin.layout.kind == WeightLayout::Dense) {
+      values = bufferization::ToBufferOp::create(
+          b, loc, MemRefType::get({lin.N, lin.K}, f32), lin.weight,
+          /*read_only=*/true);
+    } else {
+      if (lin.layout.kind == WeightLayout::CSR)
+        positions = ToPositionsOp::create(b, loc, lin.weight, 1);
+      coordinates = ToCoordinatesOp::create(
+          b, loc, lin.weight, lin.layout.kind == WeightLayout::CSR ? 1 : 2);
+      values = ToValuesOp::create(b, loc, lin.weight);
+    }
+
+    int64_t mBlocks = llvm::divideCeil(lin.M, MB);
+    int64_t nBlocks = llvm::divideCeil(lin.N, R);
+    // Few token blocks (decode): split the weight rows across threads too.
+    int64_t chunks = mBlocks >= 8 ? 1 : std::min<int64_t>(nBlocks, 16);
+    int64_t blocksPerChunk = llvm::divideCeil(nBlocks, chunks);
+    // x packed feature-major per token block: block mb holds
+    // slab[k * MB + j] = x[mb * MB + j, k]. Packed once, before the rows are
+    // split across threads; heap, not stack, so that large K and many
+    // blocks fit (ownership-based deallocation frees it).
+    Value slabs = memref::AllocOp::create(
+        b, loc, MemRefType::get({mBlocks * lin.K * MB}, f32),
+        b.getI64IntegerAttr(64));
+    scf::ParallelOp::create(b, loc, ValueRange{idx(0)}, ValueRange{idx(mBlocks)},
+                            ValueRange{idx(1)},
+                            [&](OpBuilder &, Location, ValueRange ivs) {
+                              pack(slabs, ivs[0]);
+                            });
+    scf::ParallelOp::create(
+        b, loc, ValueRange{idx(0), idx(0)}, ValueRange{idx(mBlocks), idx(chunks)},
+        ValueRange{idx(1), idx(1)},
+        [&](OpBuilder &, Location, ValueRange ivs) {
+          Value m0 = mul(ivs[0], idx(MB));
+          Value slabOffset = mul(ivs[0], idx(lin.K * MB));
+          Value first = mul(ivs[1], idx(blocksPerChunk));
+          Value last = arith::MinSIOp::create(
+              b, loc, add(first, idx(blocksPerChunk)), idx(nBlocks));
+          scf::ForOp::create(b, loc, first, last, idx(1), ValueRange{},
+                             [&](OpBuilder &, Location, Value nb, ValueRange) {
+                               rowBlock(slabs, slabOffset, m0, mul(nb, idx(R)));
+                               scf::YieldOp::create(b, loc);
+                             });
+        });
+    return bufferization::ToTensorOp::create(
+        b, loc, RankedTensorType::get({lin.M, lin.N}, f32), y,
+        /*restrict=*/true, /*writable=*/true);
+  }
+
+private:
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value add(Value l, Value r) { return arith::AddIOp::create(b, loc, l, r); }
+  Value mul(Value l, Value r) { return arith::MulIOp::create(b, loc, l, r); }
+  Value toIndex(Value v) {
+    if (v.getType().isIndex())
+      return v;
+    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v);
+  }
+  Value load(Value memref, ValueRange indices) {
+    return memref::LoadOp::create(b, loc, memref, indices);
+  }
+
+  /// Block mb of `slabs`: slab[k * MB + j] = x[mb * MB + j, k], zero past
+  /// the last token.
+  void pack(Value slabs, Value mb) {
+    Value m0 = mul(mb, idx(MB));
+    Value slab = mul(mb, idx(lin.K * MB));
+    Value zero = arith::ConstantOp::create(b, loc, f32, b.getF32FloatAttr(0));
+    scf::ForOp::create(
+        b, loc, idx(0), idx(MB), idx(1), ValueRange{},
+        [&](OpBuilder &, Location, Value j, ValueRange) {
+          Value m = add(m0, j);
+          Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                               m, idx(lin.M));
+          scf::ForOp::create(
+              b, loc, idx(0), idx(lin.K), idx(1), ValueRange{},
+              [&](OpBuilder &, Location, Value k, ValueRange) {
+                Value mClamped = arith::MinUIOp::create(b, loc, m, idx(lin.M - 1));
+                Value v = load(x, {mClamped, k});
+                v = arith::SelectOp::create(b, loc, inside, v, zero);
+                memref::StoreOp::create(b, loc, v, slabs,
+                                        add(slab, add(mul(k, idx(MB)), j)));
+                scf::YieldOp::create(b, loc);
+              });
+          scf::YieldOp::create(b, loc);
+        });
+  }
+
+  /// acc[u] += w * slab[k, u*V : (u+1)*V] for stored entry `p`, whose
+  /// stored coordinate is k - kBase (n:m coordinates are in-group) and
+  /// whose slab row starts at `base` + coordinate * MB.
+  void accumulateEntry(Value slabs, Value base, Value p,
+                       MutableArrayRef<Value> acc) {
+    Value k = toIndex(load(coordinates, {p}));
+    Value w = vector::BroadcastOp::create(b, loc, vecType, load(values, {p}));
+    Value row = add(base, mul(k, idx(MB)));
+    for (int64_t u = 0; u < U; ++u) {
+      Value xv = vector::LoadOp::create(b, loc, vecType, slabs,
+                                        ValueRange{add(row, idx(u * V))});
+      acc[u] = vector::FMAOp::create(b, loc, w, xv, acc[u]);
+    }
+  }
+
+  /// A loop over the stored entries [lo, hi) of the given rows (CSR), or
+  /// over the groups [lo, hi) of n entries each (n:m), carrying their
+  /// accumulators (R * U or U vectors).
+  void entryLoop(Value slabs, Value slab, Value lo, Value hi,
+                 ArrayRef<Value> starts, SmallVectorImpl<Value> &acc) {
+    bool nm = lin.layout.kind == WeightLayout::NOutOfM;
+    auto loop = scf::ForOp::create(
+        b, loc, lo, hi, idx(1), acc,
+        [&](OpBuilder &, Location, Value j, ValueRange carried) {
+          SmallVector<Value> next(carried.begin(), carried.end());
+          // n:m: group j covers k = j*m .. j*m + m - 1, entries j*n ..
+          // j*n + n - 1 of the row; its slab rows start at j*m*MB.
+          Value base = nm ? add(slab, mul(j, idx(lin.layout.m * MB))) : slab;
+          Value first = nm ? mul(j, idx(lin.layout.n)) : j;
+          for (int64_t e = 0; e < (nm ? lin.layout.n : 1); ++e)
+            for (auto [r, start] : llvm::enumerate(starts))
+              accumulateEntry(slabs, base, add(start, add(first, idx(e))),
+                              MutableArrayRef<Value>(next).slice(r * U, U));
+          scf::YieldOp::create(b, loc, next);
+        });
+    acc.assign(loop.getResults().begin(), loop.getResults().end());
+  }
+
+  /// Dense W: every k, one slab row shared by the R rows (R * U FMAs per
+  /// U loads, as in a dense GEMM micro-kernel).
+  void denseLoop(Value slabs, Value slab, ArrayRef<Value> rows,
+                 SmallVectorImpl<Value> &acc) {
+    auto loop = scf::ForOp::create(
+        b, loc, idx(0), idx(lin.K), idx(1), acc,
+        [&](OpBuilder &, Location, Value k, ValueRange carried) {
+          SmallVector<Value> next(carried.begin(), carried.end());
+          Value row = add(slab, mul(k, idx(MB)));
+          SmallVector<Value> xv;
+          for (int64_t u = 0; u < U; ++u)
+            xv.push_back(vector::LoadOp::create(
+                b, loc, vecType, slabs, ValueRange{add(row, idx(u * V))}));
+          for (auto [r, n] : llvm::enumerate(rows)) {
+            Value w = vector::BroadcastOp::create(b, loc, vecType,
+                                                  load(values, {n, k}));
+            for (int64_t u = 0; u < U; ++u)
+              next[r * U + u] =
+                  vector::FMAOp::create(b, loc, w, xv[u], next[r * U + u]);
+          }
+          scf::YieldOp::create(b, loc, next);
+        });
+    acc.assign(loop.getResults().begin(), loop.getResults().end());
+  }
+
+  /// Rows n0 .. n0 + R of yT for tokens m0 .. m0 + MB, written to y.
+  void rowBlock(Value slabs, Value slab, Value m0, Value n0) {
+    SmallVector<Value> starts, lengths;
+    for (int64_t r = 0; r < R; ++r) {
+      // Rows past N repeat row N - 1 (keeping the lockstep); their lanes
+      // are masked off at the store.
+      Value nClamped =
+          arith::MinUIOp::create(b, loc, add(n0, idx(r)), idx(lin.N - 1));
+      Value start, length;
+      if (lin.layout.kind == WeightLayout::Dense) {
+        start = nClamped;
+        length = idx(lin.K);
+      } else if (lin.layout.kind == WeightLayout::CSR) {
+        start = toIndex(load(positions, {nClamped}));
+        Value end = toIndex(load(positions, {add(nClamped, idx(1))}));
+        length = arith::SubIOp::create(b, loc, end, start);
+      } else {
+        // Counted in groups of n entries (see entryLoop).
+        int64_t groups = lin.K / lin.layout.m;
+        start = mul(nClamped, idx(groups * lin.layout.n));
+        length = idx(groups);
+      }
+      starts.push_back(start);
+      lengths.push_back(length);
+    }
+    Value zero = arith::ConstantOp::create(b, loc, vecType,
+                                           DenseElementsAttr::get(vecType, 0.0f));
+    SmallVector<Value> acc(R * U, zero);
+    if (lin.layout.kind == WeightLayout::Dense) {
+      denseLoop(slabs, slab, starts, acc);
+      store(acc, m0, n0);
+      return;
+    }
+    // The entries all R rows have: R * U independent chains.
+    Value common = lengths[0];
+    for (Value length : ArrayRef<Value>(lengths).drop_front())
+      common = arith::MinUIOp::create(b, loc, common, length);
+    entryLoop(slabs, slab, idx(0), common, starts, acc);
+    // CSR rows differ in length: finish each alone.
+    if (lin.layout.kind == WeightLayout::CSR) {
+      for (int64_t r = 0; r < R; ++r) {
+        SmallVector<Value> rowAcc(acc.begin() + r * U, acc.begin() + (r + 1) * U);
+        entryLoop(slabs, slab, common, lengths[r], {starts[r]}, rowAcc);
+        llvm::copy(rowAcc, acc.begin() + r * U);
+      }
+    }
+    store(acc, m0, n0);
+  }
+
+  /// y[m0 + u*V + i, n0 .. n0 + R] = (acc[0][u][i], ..., acc[R-1][u][i]).
+  void store(ArrayRef<Value> acc, Value m0, Value n0) {
+    auto rowType = VectorType::get({R}, f32);
+    Value nEnd = arith::MinUIOp::create(b, loc, add(n0, idx(R)), idx(lin.N));
+    Value valid = arith::SubIOp::create(b, loc, nEnd, n0);
+    Value mask = vector::CreateMaskOp::create(
+        b, loc, VectorType::get({R}, b.getI1Type()), ValueRange{valid});
+    for (int64_t u = 0; u < U; ++u) {
+      for (int64_t i = 0; i < V; ++i) {
+        SmallVector<Value> lanes;
+        for (int64_t r = 0; r < R; ++r)
+          lanes.push_back(vector::ExtractOp::create(b, loc, acc[r * U + u], i));
+        Value row = vector::FromElementsOp::create(b, loc, rowType, lanes);
+        Value m = add(m0, idx(u * V + i));
+        Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                             m, idx(lin.M));
+        scf::IfOp::create(b, loc, inside, [&](OpBuilder &, Location) {
+          vector::MaskedStoreOp::create(b, loc, y, ValueRange{m, n0}, mask, row);
+          scf::YieldOp::create(b, loc);
+        });
+      }
+    }
+  }
+
+  OpBuilder &b;
+  Location loc;
+  const SparseLinear &lin;
+  int64_t R, V, U, MB;
+  Type f32;
+  VectorType vecType;
+  Value x, y, positions, coordinates, values;
+};
+
+struct LowerSparseLinearPass
+    : public smlir::impl::LowerSparseLinearBase<LowerSparseLinearPass> {
+  using LowerSparseLinearBase::LowerSparseLinearBase;
+
+  void runOnOperation() override {
+    SmallVector<SparseLinear> linears;
+    getOperation().walk([&](linalg::GenericOp kernel) {
+      if (std::optional<SparseLinear> linear = matchSparseLinear(kernel))
+        linears.push_back(*linear);
+    });
+    for (SparseLinear &linear : linears) {
+      OpBuilder b(linear.outputTranspose);
+      Value y = MicrokernelBuilder(b, linear.kernel.getLoc(), linear, rows,
+                                   vectors, lanes)
+                    .build();
+      y.getDefiningOp()->setAttr(kMicrokernelAttrName, b.getUnitAttr());
+      Value oldY = linear.outputTranspose.getResult()[0];
+      if (oldY.getType() != y.getType())
+        y = tensor::CastOp::create(b, linear.kernel.getLoc(), oldY.getType(), y);
+      oldY.replaceAllUsesWith(y);
+      eraseDeadChain(linear);
+    }
+  }
+
+  /// The transposes, the kernel and its fill, now unused.
+  static void eraseDeadChain(SparseLinear &linear) {
+    SmallVector<Operation *> worklist = {linear.outputTranspose};
+    while (!worklist.empty()) {
+      Operation *op = worklist.pop_back_val();
+      llvm::SmallPtrSet<Operation *, 4> producers;
+      for (Value operand : op->getOperands())
+        if (Operation *producer = operand.getDefiningOp())
+          producers.insert(producer);
+      op->erase();
+      for (Operation *producer : producers)
+        if (producer->use_empty() && isMemoryEffectFree(producer))
+          worklist.push_back(producer);
+    }
+  }
+};
+
+} // namespace

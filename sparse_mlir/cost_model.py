@@ -1,0 +1,39 @@
+"""Dense or sparse storage for a weight: the break-even points measured here.
+
+Measured with `benchmarks/linear_suite.py` (AMD EPYC Zen 3, AVX2, 1 thread,
+M = 1024, K = 768, N = 3072): smlir-lower-sparse-linear's dense micro-kernel
+runs at torch's (MKL's) speed, its CSR kernel takes about 133 ms x density
+against 55 ms dense, so CSR wins below a density of ~0.41; its n:m kernel
+wins at 2:4 (density 0.5) and below. Formats left to upstream
+sparsification (CSC, COO, BSR) won only from ~80% sparsity.
+
+Below `MIN_ELEMENTS` weight elements the difference is below timing noise
+and the user's format is kept (small test models keep exercising it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .encodings import CSR, NM, Dense, Encoding
+
+MIN_ELEMENTS = 65536
+BREAK_EVEN_DENSITY = {"csr": 0.41, "nm": 0.5, "other": 0.2}
+
+
+@dataclass(frozen=True)
+class StorageChoice:
+    dense: bool
+    reason: str   # empty when the user's format is kept
+
+
+def choose_storage(encoding: Encoding, density: float, numel: int) -> StorageChoice:
+    """Keep `encoding`, or store the (already sparsified) weight densely."""
+    if isinstance(encoding, Dense) or numel < MIN_ELEMENTS:
+        return StorageChoice(False, "")
+    key = "csr" if isinstance(encoding, CSR) else "nm" if isinstance(encoding, NM) else "other"
+    limit = BREAK_EVEN_DENSITY[key]
+    if density <= limit:
+        return StorageChoice(False, "")
+    return StorageChoice(True, f"cost model: density {density:.2f} is above the {encoding.format_name} "
+                               f"break-even {limit:.2f}, dense is faster")

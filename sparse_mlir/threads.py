@@ -1,0 +1,85 @@
+"""The OpenMP runtime that compiled kernels run their parallel loops on.
+
+`convert-scf-to-openmp` emits calls into LLVM's OpenMP runtime ABI
+(`__kmpc_fork_call`, ...), which libomp implements (torch's bundled libgomp
+does not). `bash dev.sh` installs Debian's `libomp5`; without it, kernels
+are compiled single-threaded and `compile()` warns once.
+
+This module imports neither MLIR nor torch-mlir: deployed artifacts use it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import os
+import warnings
+from pathlib import Path
+
+_CANDIDATES = (
+    "/usr/lib/x86_64-linux-gnu/libomp.so.5",
+    "/usr/lib/aarch64-linux-gnu/libomp.so.5",
+    "/usr/lib/llvm-14/lib/libomp.so.5",
+    "/usr/lib/libomp.so.5",
+    "/usr/local/lib/libomp.so",
+)
+
+
+class OpenMPMissingWarning(UserWarning):
+    """No libomp was found: compiled kernels run on one thread."""
+
+
+@functools.lru_cache(maxsize=None)
+def libomp_path() -> str | None:
+    """The libomp shared library to load ($SPARSE_MLIR_LIBOMP first), or None."""
+    explicit = os.environ.get("SPARSE_MLIR_LIBOMP")
+    if explicit:
+        if not Path(explicit).is_file():
+            raise FileNotFoundError(f"SPARSE_MLIR_LIBOMP={explicit} does not exist")
+        return explicit
+    for candidate in _CANDIDATES:
+        if Path(candidate).is_file():
+            return candidate
+    found = ctypes.util.find_library("omp")
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def _libomp() -> ctypes.CDLL | None:
+    path = libomp_path()
+    if path is None:
+        return None
+    # Idle workers sleep at once instead of spinning for 200 ms after each
+    # parallel loop, which would steal the cores from torch's own threads.
+    os.environ.setdefault("KMP_BLOCKTIME", "0")
+    return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+
+
+def openmp_available(warn: bool = False) -> bool:
+    """True when kernels can be compiled with OpenMP threads."""
+    available = _libomp() is not None
+    if not available and warn:
+        _warn_missing()
+    return available
+
+
+@functools.lru_cache(maxsize=None)
+def _warn_missing() -> None:
+    warnings.warn("libomp not found (Debian: apt-get install libomp5, or set SPARSE_MLIR_LIBOMP): "
+                  "compiled kernels run on one thread", OpenMPMissingWarning, stacklevel=3)
+
+
+def set_num_threads(threads: int) -> None:
+    """Threads for the parallel loops of compiled kernels (like torch.set_num_threads)."""
+    if not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive int, got {threads!r}")
+    lib = _libomp()
+    if lib is not None:
+        lib.omp_set_num_threads(ctypes.c_int(threads))
+
+
+def get_num_threads() -> int:
+    """Threads the parallel loops of compiled kernels use (1 without libomp)."""
+    lib = _libomp()
+    return int(lib.omp_get_max_threads()) if lib is not None else 1

@@ -1,0 +1,177 @@
+// RUN: sparse-mlir-opt %s -smlir-lower-sparse-linear="rows=2 vectors=1 lanes=8" -split-input-file | FileCheck %s
+
+// The sparse linear smlir-rewrite-sparse-matmul builds (transpose(x), the
+// tagged W * xT kernel, transpose back) becomes explicit loops over W's
+// buffers: x is packed per block of 8 tokens, 2 rows run in lockstep with
+// one vector accumulator each, then each CSR row finishes alone, and the
+// 2 x 8 tile is stored as 8 rows of y (masked vectors of 2 lanes). No
+// transpose and no linalg kernel remain.
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+#mapW = affine_map<(n, m, k) -> (n, k)>
+#mapX = affine_map<(n, m, k) -> (k, m)>
+#mapY = affine_map<(n, m, k) -> (n, m)>
+
+// CHECK-LABEL: func.func @csr(
+// CHECK-SAME:    %[[W:.*]]: tensor<5x64xf32, #{{.*}}>, %[[X:.*]]: tensor<16x64xf32>)
+// CHECK-NOT:     linalg.transpose
+// CHECK-DAG:     %[[XB:.*]] = bufferization.to_buffer %[[X]] read_only
+// CHECK-DAG:     %[[Y:.*]] = memref.alloc() {alignment = 64 : i64} : memref<16x5xf32>
+// CHECK-DAG:     %[[POS:.*]] = sparse_tensor.positions %[[W]] {level = 1 : index}
+// CHECK-DAG:     %[[CRD:.*]] = sparse_tensor.coordinates %[[W]] {level = 1 : index}
+// CHECK-DAG:     %[[VAL:.*]] = sparse_tensor.values %[[W]]
+// 2 blocks of 8 tokens, each packed as a 64 x 8 slab.
+// CHECK:         %[[SLABS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<1024xf32>
+// CHECK:         scf.parallel
+// CHECK:           memref.load %[[XB]]
+// CHECK:           memref.store {{.*}}, %[[SLABS]]
+// CHECK:         scf.parallel
+// Lockstep over the entries both rows have: two independent chains.
+// CHECK:           scf.for {{.*}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>)
+// CHECK:             memref.load %[[CRD]]
+// CHECK:             %[[W0:.*]] = vector.broadcast {{.*}} : f32 to vector<8xf32>
+// CHECK:             %[[X0:.*]] = vector.load %[[SLABS]]
+// CHECK:             vector.fma %[[W0]], %[[X0]]
+// CHECK:             vector.fma
+// CHECK:             scf.yield {{.*}} : vector<8xf32>, vector<8xf32>
+// The rest of each row.
+// CHECK:           scf.for {{.*}} -> (vector<8xf32>)
+// CHECK:           scf.for {{.*}} -> (vector<8xf32>)
+// Rows past N = 5 are masked off.
+// CHECK:           vector.create_mask {{.*}} : vector<2xi1>
+// CHECK:           vector.from_elements {{.*}} : vector<2xf32>
+// CHECK:           vector.maskedstore %[[Y]]
+// CHECK:         %[[RES:.*]] = bufferization.to_tensor %[[Y]] restrict writable {smlir.microkernel}
+// CHECK-NOT:     linalg.generic
+// CHECK:         return %[[RES]]
+func.func @csr(%w: tensor<5x64xf32, #CSR>, %x: tensor<16x64xf32>) -> tensor<16x5xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<64x16xf32>
+  %xt = linalg.transpose ins(%x : tensor<16x64xf32>) outs(%e0 : tensor<64x16xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<5x16xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<5x16xf32>) -> tensor<5x16xf32>
+  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%w, %xt : tensor<5x64xf32, #CSR>, tensor<64x16xf32>) outs(%fill : tensor<5x16xf32>) attrs = {smlir.sparse_kernel} {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<5x16xf32>
+  %e2 = tensor.empty() : tensor<16x5xf32>
+  %y = linalg.transpose ins(%yt : tensor<5x16xf32>) outs(%e2 : tensor<16x5xf32>) permutation = [1, 0]
+  return %y : tensor<16x5xf32>
+}
+
+// -----
+
+// 2:4: every row has K/4 groups of 2 entries, so the rows run in lockstep
+// over groups (no per-row tail); the in-group i8 coordinate is offset by
+// the group's first slab row (group * 4 * 8 tokens).
+
+#NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+#mapW = affine_map<(n, m, k) -> (n, k)>
+#mapX = affine_map<(n, m, k) -> (k, m)>
+#mapY = affine_map<(n, m, k) -> (n, m)>
+
+// CHECK-LABEL: func.func @nm(
+// CHECK-NOT:     sparse_tensor.positions
+// CHECK:         %[[CRD:.*]] = sparse_tensor.coordinates %{{.*}} {level = 2 : index} : tensor<4x32xf32, #{{.*}}> to memref<?xi8>
+// CHECK:         scf.parallel
+// CHECK:         scf.parallel
+// CHECK:           scf.for %[[G:.*]] = {{.*}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>)
+// CHECK:             %[[C32:.*]] = arith.constant 32 : index
+// CHECK:             arith.muli %[[G]], %[[C32]]
+// CHECK:             %[[K:.*]] = memref.load %[[CRD]]
+// CHECK:             arith.index_castui %[[K]] : i8 to index
+// CHECK-COUNT-4:     vector.fma
+// CHECK:             scf.yield
+// CHECK-NOT:       scf.for {{.*}} -> (vector<8xf32>)
+// CHECK:           vector.maskedstore
+func.func @nm(%w: tensor<4x32xf32, #NM>, %x: tensor<8x32xf32>) -> tensor<8x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<32x8xf32>
+  %xt = linalg.transpose ins(%x : tensor<8x32xf32>) outs(%e0 : tensor<32x8xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<4x8xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%w, %xt : tensor<4x32xf32, #NM>, tensor<32x8xf32>) outs(%fill : tensor<4x8xf32>) attrs = {smlir.sparse_kernel} {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %e2 = tensor.empty() : tensor<8x4xf32>
+  %y = linalg.transpose ins(%yt : tensor<4x8xf32>) outs(%e2 : tensor<8x4xf32>) permutation = [1, 0]
+  return %y : tensor<8x4xf32>
+}
+
+// -----
+
+// A dense W (tagged smlir.dense_kernel): every k loads one slab row that
+// both weight rows use.
+
+#mapW = affine_map<(n, m, k) -> (n, k)>
+#mapX = affine_map<(n, m, k) -> (k, m)>
+#mapY = affine_map<(n, m, k) -> (n, m)>
+
+// CHECK-LABEL: func.func @dense(
+// CHECK:         %[[WB:.*]] = bufferization.to_buffer %{{.*}} read_only : tensor<4x16xf32> to memref<4x16xf32>
+// CHECK:         scf.parallel
+// CHECK:         scf.parallel
+// CHECK:           scf.for {{.*}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>)
+// CHECK:             %[[XV:.*]] = vector.load
+// CHECK-NOT:         vector.load
+// CHECK:             memref.load %[[WB]]
+// CHECK:             vector.fma %{{.*}}, %[[XV]]
+// CHECK:             memref.load %[[WB]]
+// CHECK:             vector.fma %{{.*}}, %[[XV]]
+// CHECK-NOT:     linalg.generic
+func.func @dense(%w: tensor<4x16xf32>, %x: tensor<8x16xf32>) -> tensor<8x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<16x8xf32>
+  %xt = linalg.transpose ins(%x : tensor<8x16xf32>) outs(%e0 : tensor<16x8xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<4x8xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%w, %xt : tensor<4x16xf32>, tensor<16x8xf32>) outs(%fill : tensor<4x8xf32>) attrs = {smlir.dense_kernel} {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %e2 = tensor.empty() : tensor<8x4xf32>
+  %y = linalg.transpose ins(%yt : tensor<4x8xf32>) outs(%e2 : tensor<8x4xf32>) permutation = [1, 0]
+  return %y : tensor<8x4xf32>
+}
+
+// -----
+
+// Left to upstream sparsification: a CSC weight (no micro-kernel for it).
+
+#CSC = #sparse_tensor.encoding<{ map = (d0, d1) -> (d1 : dense, d0 : compressed) }>
+#mapW = affine_map<(n, m, k) -> (n, k)>
+#mapX = affine_map<(n, m, k) -> (k, m)>
+#mapY = affine_map<(n, m, k) -> (n, m)>
+
+// CHECK-LABEL: func.func @csc_untouched(
+// CHECK:         linalg.transpose
+// CHECK:         linalg.generic {{.*}} attrs = {smlir.sparse_kernel}
+// CHECK:         linalg.transpose
+// CHECK-NOT:     scf.parallel
+func.func @csc_untouched(%w: tensor<4x16xf32, #CSC>, %x: tensor<8x16xf32>) -> tensor<8x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<16x8xf32>
+  %xt = linalg.transpose ins(%x : tensor<8x16xf32>) outs(%e0 : tensor<16x8xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<4x8xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%w, %xt : tensor<4x16xf32, #CSC>, tensor<16x8xf32>) outs(%fill : tensor<4x8xf32>) attrs = {smlir.sparse_kernel} {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %e2 = tensor.empty() : tensor<8x4xf32>
+  %y = linalg.transpose ins(%yt : tensor<4x8xf32>) outs(%e2 : tensor<8x4xf32>) permutation = [1, 0]
+  return %y : tensor<8x4xf32>
+}
