@@ -27,6 +27,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
@@ -48,6 +49,9 @@ namespace {
 constexpr StringLiteral kSparseKernelAttrName = "smlir.sparse_kernel";
 constexpr StringLiteral kDenseKernelAttrName = "smlir.dense_kernel";
 constexpr StringLiteral kMicrokernelAttrName = "smlir.microkernel";
+/// Below this many tokens, vectors along tokens would idle most lanes: the
+/// decode kernel computes dot products along k instead.
+constexpr int64_t kDecodeTokens = 4;
 
 /// Where the stored entries of weight row `n` are.
 struct WeightLayout {
@@ -150,6 +154,12 @@ public:
       values = ToValuesOp::create(b, loc, lin.weight);
     }
 
+    if (lin.M < kDecodeTokens) {
+      buildDecode();
+      return bufferization::ToTensorOp::create(
+          b, loc, RankedTensorType::get({lin.M, lin.N}, f32), y,
+          /*restrict=*/true, /*writable=*/true);
+    }
     int64_t mBlocks = llvm::divideCeil(lin.M, MB);
     int64_t nBlocks = llvm::divideCeil(lin.N, R);
     // Few token blocks (decode): split the weight rows across threads too.
@@ -226,14 +236,17 @@ private:
         });
   }
 
-  /// acc[u] += w * slab[k, u*V : (u+1)*V] for stored entry `p`, whose
-  /// stored coordinate is k - kBase (n:m coordinates are in-group) and
-  /// whose slab row starts at `base` + coordinate * MB.
-  void accumulateEntry(Value slabs, Value base, Value p,
+  /// Visits stored entry `p` of a row, whose k is kBase + its stored
+  /// coordinate (n:m coordinates are in-group), with the row's accumulators.
+  using EntryVisitor =
+      llvm::function_ref<void(Value kBase, Value p, MutableArrayRef<Value> acc)>;
+
+  /// acc[u] += w * slab[k, u*V : (u+1)*V]: the token-block visitor.
+  void accumulateEntry(Value slabs, Value slab, Value kBase, Value p,
                        MutableArrayRef<Value> acc) {
-    Value k = toIndex(load(coordinates, {p}));
+    Value k = add(kBase, toIndex(load(coordinates, {p})));
     Value w = vector::BroadcastOp::create(b, loc, vecType, load(values, {p}));
-    Value row = add(base, mul(k, idx(MB)));
+    Value row = add(slab, mul(k, idx(MB)));
     for (int64_t u = 0; u < U; ++u) {
       Value xv = vector::LoadOp::create(b, loc, vecType, slabs,
                                         ValueRange{add(row, idx(u * V))});
@@ -242,26 +255,72 @@ private:
   }
 
   /// A loop over the stored entries [lo, hi) of the given rows (CSR), or
-  /// over the groups [lo, hi) of n entries each (n:m), carrying their
-  /// accumulators (R * U or U vectors).
-  void entryLoop(Value slabs, Value slab, Value lo, Value hi,
-                 ArrayRef<Value> starts, SmallVectorImpl<Value> &acc) {
+  /// over the groups [lo, hi) of n entries each (n:m), carrying `perRow`
+  /// accumulators per row.
+  void entryLoop(Value lo, Value hi, ArrayRef<Value> starts, int64_t perRow,
+                 SmallVectorImpl<Value> &acc, EntryVisitor visit) {
     bool nm = lin.layout.kind == WeightLayout::NOutOfM;
     auto loop = scf::ForOp::create(
         b, loc, lo, hi, idx(1), acc,
         [&](OpBuilder &, Location, Value j, ValueRange carried) {
           SmallVector<Value> next(carried.begin(), carried.end());
-          // n:m: group j covers k = j*m .. j*m + m - 1, entries j*n ..
-          // j*n + n - 1 of the row; its slab rows start at j*m*MB.
-          Value base = nm ? add(slab, mul(j, idx(lin.layout.m * MB))) : slab;
+          // n:m: group j covers k = j*m .. j*m + m - 1 and the row's
+          // entries j*n .. j*n + n - 1.
+          Value kBase = nm ? mul(j, idx(lin.layout.m)) : idx(0);
           Value first = nm ? mul(j, idx(lin.layout.n)) : j;
           for (int64_t e = 0; e < (nm ? lin.layout.n : 1); ++e)
             for (auto [r, start] : llvm::enumerate(starts))
-              accumulateEntry(slabs, base, add(start, add(first, idx(e))),
-                              MutableArrayRef<Value>(next).slice(r * U, U));
+              visit(kBase, add(start, add(first, idx(e))),
+                    MutableArrayRef<Value>(next).slice(r * perRow, perRow));
           scf::YieldOp::create(b, loc, next);
         });
     acc.assign(loop.getResults().begin(), loop.getResults().end());
+  }
+
+  /// The stored entries of rows n0 .. n0 + R: lockstep over those all rows
+  /// have (R * perRow independent chains), then each CSR row alone.
+  void sparseRows(Value n0, int64_t perRow, SmallVectorImpl<Value> &acc,
+                  EntryVisitor visit) {
+    SmallVector<Value> starts, lengths;
+    rowExtents(n0, starts, lengths);
+    Value common = lengths[0];
+    for (Value length : ArrayRef<Value>(lengths).drop_front())
+      common = arith::MinUIOp::create(b, loc, common, length);
+    entryLoop(idx(0), common, starts, perRow, acc, visit);
+    if (lin.layout.kind != WeightLayout::CSR)
+      return;
+    for (int64_t r = 0; r < R; ++r) {
+      SmallVector<Value> rowAcc(acc.begin() + r * perRow,
+                                acc.begin() + (r + 1) * perRow);
+      entryLoop(common, lengths[r], {starts[r]}, perRow, rowAcc, visit);
+      llvm::copy(rowAcc, acc.begin() + r * perRow);
+    }
+  }
+
+  /// Where the entries of rows n0 .. n0 + R start and how many there are
+  /// (dense: the row; n:m: counted in groups). Rows past N repeat row
+  /// N - 1, keeping the lockstep; their results are masked off.
+  void rowExtents(Value n0, SmallVectorImpl<Value> &starts,
+                  SmallVectorImpl<Value> &lengths) {
+    for (int64_t r = 0; r < R; ++r) {
+      Value nClamped =
+          arith::MinUIOp::create(b, loc, add(n0, idx(r)), idx(lin.N - 1));
+      Value start, length;
+      if (lin.layout.kind == WeightLayout::Dense) {
+        start = nClamped;
+        length = idx(lin.K);
+      } else if (lin.layout.kind == WeightLayout::CSR) {
+        start = toIndex(load(positions, {nClamped}));
+        Value end = toIndex(load(positions, {add(nClamped, idx(1))}));
+        length = arith::SubIOp::create(b, loc, end, start);
+      } else {
+        int64_t groups = lin.K / lin.layout.m;
+        start = mul(nClamped, idx(groups * lin.layout.n));
+        length = idx(groups);
+      }
+      starts.push_back(start);
+      lengths.push_back(length);
+    }
   }
 
   /// Dense W: every k, one slab row shared by the R rows (R * U FMAs per
@@ -291,51 +350,96 @@ private:
 
   /// Rows n0 .. n0 + R of yT for tokens m0 .. m0 + MB, written to y.
   void rowBlock(Value slabs, Value slab, Value m0, Value n0) {
-    SmallVector<Value> starts, lengths;
-    for (int64_t r = 0; r < R; ++r) {
-      // Rows past N repeat row N - 1 (keeping the lockstep); their lanes
-      // are masked off at the store.
-      Value nClamped =
-          arith::MinUIOp::create(b, loc, add(n0, idx(r)), idx(lin.N - 1));
-      Value start, length;
-      if (lin.layout.kind == WeightLayout::Dense) {
-        start = nClamped;
-        length = idx(lin.K);
-      } else if (lin.layout.kind == WeightLayout::CSR) {
-        start = toIndex(load(positions, {nClamped}));
-        Value end = toIndex(load(positions, {add(nClamped, idx(1))}));
-        length = arith::SubIOp::create(b, loc, end, start);
-      } else {
-        // Counted in groups of n entries (see entryLoop).
-        int64_t groups = lin.K / lin.layout.m;
-        start = mul(nClamped, idx(groups * lin.layout.n));
-        length = idx(groups);
-      }
-      starts.push_back(start);
-      lengths.push_back(length);
-    }
     Value zero = arith::ConstantOp::create(b, loc, vecType,
                                            DenseElementsAttr::get(vecType, 0.0f));
     SmallVector<Value> acc(R * U, zero);
     if (lin.layout.kind == WeightLayout::Dense) {
-      denseLoop(slabs, slab, starts, acc);
-      store(acc, m0, n0);
-      return;
-    }
-    // The entries all R rows have: R * U independent chains.
-    Value common = lengths[0];
-    for (Value length : ArrayRef<Value>(lengths).drop_front())
-      common = arith::MinUIOp::create(b, loc, common, length);
-    entryLoop(slabs, slab, idx(0), common, starts, acc);
-    // CSR rows differ in length: finish each alone.
-    if (lin.layout.kind == WeightLayout::CSR) {
-      for (int64_t r = 0; r < R; ++r) {
-        SmallVector<Value> rowAcc(acc.begin() + r * U, acc.begin() + (r + 1) * U);
-        entryLoop(slabs, slab, common, lengths[r], {starts[r]}, rowAcc);
-        llvm::copy(rowAcc, acc.begin() + r * U);
-      }
+      SmallVector<Value> rows, lengths;
+      rowExtents(n0, rows, lengths);
+      denseLoop(slabs, slab, rows, acc);
+    } else {
+      sparseRows(n0, U, acc, [&](Value kBase, Value p, MutableArrayRef<Value> a) {
+        accumulateEntry(slabs, slab, kBase, p, a);
+      });
     }
     store(acc, m0, n0);
+  }
+
+  /// Decode (a few tokens): y[m, n] is a dot product of row n with x[m, :]
+  /// (no packing, no idle lanes). Dense rows: vectors along k, the x vector
+  /// shared by R rows, reduced at the end; sparse rows: R scalar chains
+  /// gathering x[m, k]. Threads split the rows.
+  void buildDecode() {
+    int64_t nBlocks = llvm::divideCeil(lin.N, R);
+    int64_t chunks = std::min<int64_t>(nBlocks, 64);
+    int64_t blocksPerChunk = llvm::divideCeil(nBlocks, chunks);
+    scf::ParallelOp::create(
+        b, loc, ValueRange{idx(0)}, ValueRange{idx(chunks)}, ValueRange{idx(1)},
+        [&](OpBuilder &, Location, ValueRange ivs) {
+          Value first = mul(ivs[0], idx(blocksPerChunk));
+          Value last = arith::MinSIOp::create(
+              b, loc, add(first, idx(blocksPerChunk)), idx(nBlocks));
+          scf::ForOp::create(
+              b, loc, first, last, idx(1), ValueRange{},
+              [&](OpBuilder &, Location, Value nb, ValueRange) {
+                scf::ForOp::create(
+                    b, loc, idx(0), idx(lin.M), idx(1), ValueRange{},
+                    [&](OpBuilder &, Location, Value m, ValueRange) {
+                      decodeRows(m, mul(nb, idx(R)));
+                      scf::YieldOp::create(b, loc);
+                    });
+                scf::YieldOp::create(b, loc);
+              });
+        });
+  }
+
+  void decodeRows(Value m, Value n0) {
+    Value zero = arith::ConstantOp::create(b, loc, f32, b.getF32FloatAttr(0));
+    SmallVector<Value> sums(R, zero);
+    if (lin.layout.kind == WeightLayout::Dense) {
+      SmallVector<Value> rows, lengths;
+      rowExtents(n0, rows, lengths);
+      int64_t vectorK = lin.K / V * V;
+      Value vzero = arith::ConstantOp::create(
+          b, loc, vecType, DenseElementsAttr::get(vecType, 0.0f));
+      SmallVector<Value> acc(R, vzero);
+      auto loop = scf::ForOp::create(
+          b, loc, idx(0), idx(vectorK), idx(V), acc,
+          [&](OpBuilder &, Location, Value k, ValueRange carried) {
+            Value xv = vector::LoadOp::create(b, loc, vecType, x, ValueRange{m, k});
+            SmallVector<Value> next;
+            for (auto [r, n] : llvm::enumerate(rows)) {
+              Value wv = vector::LoadOp::create(b, loc, vecType, values,
+                                                ValueRange{n, k});
+              next.push_back(vector::FMAOp::create(b, loc, wv, xv, carried[r]));
+            }
+            scf::YieldOp::create(b, loc, next);
+          });
+      for (int64_t r = 0; r < R; ++r)
+        sums[r] = vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD,
+                                              loop.getResult(r));
+      // The last K mod V columns, scalar.
+      for (int64_t k = vectorK; k < lin.K; ++k) {
+        Value xk = load(x, {m, idx(k)});
+        for (auto [r, n] : llvm::enumerate(rows))
+          sums[r] = math::FmaOp::create(b, loc, load(values, {n, idx(k)}), xk,
+                                        sums[r]);
+      }
+    } else {
+      sparseRows(n0, 1, sums, [&](Value kBase, Value p, MutableArrayRef<Value> a) {
+        Value k = add(kBase, toIndex(load(coordinates, {p})));
+        a[0] = math::FmaOp::create(b, loc, load(values, {p}), load(x, {m, k}), a[0]);
+      });
+    }
+    for (int64_t r = 0; r < R; ++r) {
+      Value n = add(n0, idx(r));
+      Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, n,
+                                           idx(lin.N));
+      scf::IfOp::create(b, loc, inside, [&](OpBuilder &, Location) {
+        memref::StoreOp::create(b, loc, sums[r], y, ValueRange{m, n});
+        scf::YieldOp::create(b, loc);
+      });
+    }
   }
 
   /// y[m0 + u*V + i, n0 .. n0 + R] = (acc[0][u][i], ..., acc[R-1][u][i]).

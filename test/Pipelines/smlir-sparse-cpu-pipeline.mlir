@@ -86,14 +86,13 @@ func.func @linear_pruned_weight(%x: tensor<3x8xf32>, %w: tensor<16x8xf32> {smlir
 // CHECK:         %[[MUL:.*]] = llvm.fmul
 // CHECK-NEXT:    llvm.fadd %{{.*}}, %[[MUL]] : f32
 
-/// The linear with a CSR weight runs smlir-lower-sparse-linear's loops:
-/// CSR coordinates (i32) pick packed token vectors, multiplied by the
-/// broadcast weight value with vector FMAs, stored masked (N = 16 rows in
-/// tiles of 4, M = 3 tokens in a vector of 8).
+/// The linear with a CSR weight runs smlir-lower-sparse-linear's loops; with
+/// 3 tokens, its decode form: CSR coordinates (i32) gather x, scalar FMAs
+/// accumulate each of 4 rows in lockstep.
 // CHECK-LABEL: llvm.func @_internal_linear_pruned_weight(
 // CHECK:         llvm.load %{{.*}} : !llvm.ptr -> i32
-// CHECK:         llvm.intr.fmuladd(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<8xf32>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
-// CHECK:         llvm.intr.masked.store %{{.*}}, %{{.*}}, %{{.*}} {alignment = 4 : i32} : vector<4xf32>, vector<4xi1> into !llvm.ptr
+// CHECK:         llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (f32, f32, f32) -> f32
+// CHECK:         llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (f32, f32, f32) -> f32
 
 /// Sparsify inside the function, then multiply: all dense at the boundary, so
 /// no wrapper; the mask and the multiply-add are both there.

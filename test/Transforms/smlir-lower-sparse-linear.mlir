@@ -66,7 +66,7 @@ func.func @csr(%w: tensor<5x64xf32, #CSR>, %x: tensor<16x64xf32>) -> tensor<16x5
 
 // 2:4: every row has K/4 groups of 2 entries, so the rows run in lockstep
 // over groups (no per-row tail); the in-group i8 coordinate is offset by
-// the group's first slab row (group * 4 * 8 tokens).
+// the group's first k (group * 4).
 
 #NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
 #mapW = affine_map<(n, m, k) -> (n, k)>
@@ -79,8 +79,8 @@ func.func @csr(%w: tensor<5x64xf32, #CSR>, %x: tensor<16x64xf32>) -> tensor<16x5
 // CHECK:         scf.parallel
 // CHECK:         scf.parallel
 // CHECK:           scf.for %[[G:.*]] = {{.*}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>)
-// CHECK:             %[[C32:.*]] = arith.constant 32 : index
-// CHECK:             arith.muli %[[G]], %[[C32]]
+// CHECK:             %[[C4:.*]] = arith.constant 4 : index
+// CHECK:             arith.muli %[[G]], %[[C4]]
 // CHECK:             %[[K:.*]] = memref.load %[[CRD]]
 // CHECK:             arith.index_castui %[[K]] : i8 to index
 // CHECK-COUNT-4:     vector.fma
@@ -174,4 +174,43 @@ func.func @csc_untouched(%w: tensor<4x16xf32, #CSC>, %x: tensor<8x16xf32>) -> te
   %e2 = tensor.empty() : tensor<8x4xf32>
   %y = linalg.transpose ins(%yt : tensor<4x8xf32>) outs(%e2 : tensor<8x4xf32>) permutation = [1, 0]
   return %y : tensor<8x4xf32>
+}
+
+// -----
+
+// Decode (1 token): dot products along k. A dense W reads 8 k at a time
+// from x and from each of the 2 rows, then reduces; the 4 k left over are
+// scalar FMAs; results are stored one element at a time.
+
+#mapW = affine_map<(n, m, k) -> (n, k)>
+#mapX = affine_map<(n, m, k) -> (k, m)>
+#mapY = affine_map<(n, m, k) -> (n, m)>
+
+// CHECK-LABEL: func.func @decode_dense(
+// CHECK-NOT:     memref.alloc() {{.*}} : memref<{{[0-9]+}}xf32>
+// CHECK:         scf.parallel
+// CHECK:           scf.for {{.*}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>)
+// CHECK:             %[[XV:.*]] = vector.load %{{.*}} : memref<1x20xf32>, vector<8xf32>
+// CHECK:             %[[WV:.*]] = vector.load %{{.*}} : memref<3x20xf32>, vector<8xf32>
+// CHECK:             vector.fma %[[WV]], %[[XV]]
+// CHECK:           vector.reduction <add>
+// CHECK:           vector.reduction <add>
+// CHECK-COUNT-8:   math.fma
+// CHECK:           memref.store
+func.func @decode_dense(%w: tensor<3x20xf32>, %x: tensor<1x20xf32>) -> tensor<1x3xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<20x1xf32>
+  %xt = linalg.transpose ins(%x : tensor<1x20xf32>) outs(%e0 : tensor<20x1xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<3x1xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<3x1xf32>) -> tensor<3x1xf32>
+  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%w, %xt : tensor<3x20xf32>, tensor<20x1xf32>) outs(%fill : tensor<3x1xf32>) attrs = {smlir.dense_kernel} {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<3x1xf32>
+  %e2 = tensor.empty() : tensor<1x3xf32>
+  %y = linalg.transpose ins(%yt : tensor<3x1xf32>) outs(%e2 : tensor<1x3xf32>) permutation = [1, 0]
+  return %y : tensor<1x3xf32>
 }

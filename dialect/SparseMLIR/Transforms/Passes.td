@@ -211,6 +211,10 @@ def LowerSparseLinear
     - the rows x MB tile is written as MB rows of `y` (vectors of `rows`
       lanes, masked at the edges).
 
+    Fewer than 4 tokens (decode) take dot products along k instead: dense
+    rows with vectors along k sharing the x vector, sparse rows as `rows`
+    scalar chains gathering `x[m, k]`; threads split the rows.
+
     Other sparse linears (CSC, COO, BSR, f64, dynamic shapes) are left to
     upstream sparsification.
   }];
@@ -224,6 +228,7 @@ def LowerSparseLinear
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::math::MathDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::sparse_tensor::SparseTensorDialect",

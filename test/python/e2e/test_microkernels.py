@@ -16,8 +16,9 @@ import sparse_mlir as sm
 from .reference import compile_and_check
 
 # (tokens M, in-features K, out-features N): full tiles, partial token and
-# row tiles (M, N not multiples of 16 and 4), decode (M = 1).
-SHAPES = [(64, 128, 96), (37, 72, 19), (5, 64, 30), (1, 64, 32), (1, 40, 3)]
+# row tiles (M, N not multiples of 16 and 4), the decode kernel (M < 4; K
+# not a multiple of the 8 lanes).
+SHAPES = [(64, 128, 96), (37, 72, 19), (5, 64, 30), (3, 64, 32), (1, 44, 3)]
 
 FORMATS = {
     "dense": None,
