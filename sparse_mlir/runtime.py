@@ -102,13 +102,43 @@ def copy_out(descriptor: ctypes.Structure, dtype: np.dtype) -> np.ndarray:
     return np.array(view, copy=True, order="C")
 
 
+class _Allocation:
+    """Owns a buffer the kernel malloc'ed: freed when the last array using it goes."""
+
+    def __init__(self, address: int) -> None:
+        self.address = address
+
+    def __del__(self) -> None:
+        _LIBC.free(self.address)
+
+
+def adopt(descriptor: ctypes.Structure, dtype: np.dtype) -> np.ndarray | None:
+    """The kernel's fresh result buffer as an array, without a copy (None if
+    it is not a dense row-major block of its own)."""
+    dtype = np.dtype(dtype)
+    rank = len(descriptor.shape) if hasattr(descriptor, "shape") else 0
+    shape = tuple(descriptor.shape) if rank else ()
+    expected, stride = [], 1
+    for extent in reversed(shape):
+        expected.insert(0, stride)
+        stride *= extent
+    if rank == 0 or 0 in shape or list(descriptor.strides) != expected:
+        return None
+    owner = _Allocation(descriptor.allocated)
+    view = _ArrayView({"shape": shape, "typestr": dtype.str, "version": 3,
+                       "data": (descriptor.aligned + descriptor.offset * dtype.itemsize, False)})
+    view.owner = owner  # the array's base keeps the allocation alive
+    return np.asarray(view)
+
+
 class Kernel:
     """A JIT-compiled `@name` with its leading arguments bound once.
 
     `bound` (packed weights) are turned into memref descriptors once and kept
     alive here; each call only wraps the new inputs, which the kernel reads
-    in place. The kernel returns one memref it allocated: it is copied into
-    a fresh numpy array and freed, so nothing accumulates across calls.
+    in place. The kernel returns one memref it allocated: it becomes the
+    returned array without a copy and is freed when that array (or a torch
+    tensor made from it) is garbage, so nothing accumulates across calls.
     """
 
     def __init__(self, engine: ExecutionEngine, name: str, bound: Sequence[np.ndarray],
@@ -130,11 +160,15 @@ class Kernel:
         slots += [ctypes.c_int64(value) for value in scalars]
         packed = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(slot) for slot in slots])
         self._function(packed)
-        output = copy_out(result, self._result_dtype)
         allocated = result.allocated
         if allocated and not self._aliases_argument(allocated, inputs):
+            owned = adopt(result, self._result_dtype)
+            if owned is not None:
+                return owned
+            output = copy_out(result, self._result_dtype)
             _LIBC.free(allocated)
-        return output
+            return output
+        return copy_out(result, self._result_dtype)
 
     def _aliases_argument(self, address: int, inputs: Sequence[np.ndarray]) -> bool:
         return any(a.ctypes.data == address for a in (*self._bound, *inputs))
