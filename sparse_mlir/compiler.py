@@ -26,7 +26,7 @@ from .encodings import Dense, Encoding
 from .errors import CompileError, SpecError
 from .importers.torch_fx import import_model
 from .intermediates import find_node_value, location_names
-from .propagation import Propagated, propagate_linear_zeros
+from .propagation import Propagated, linear_tokens, propagate_linear_zeros
 from .runtime import Kernel, jit
 from .sparsifiers import RandomFraction
 from .threads import libomp_path, openmp_available
@@ -188,15 +188,17 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
                                                          params[name].detach().numpy(), name))
                  for name, encoding in encodings.items()}
 
+    imported = import_model(model, example_args)
     dense_by_cost = {}
     if cost_model:
+        tokens = linear_tokens(imported.graph, imported.param_names, imported.num_inputs,
+                               {name: node.shape for name, node in imported.nodes.items()})
         for name, encoding in encodings.items():
             choice = choose_storage(encoding, float(torch.count_nonzero(effective[name])) / max(1, effective[name].numel()),
-                                    effective[name].numel())
+                                    effective[name].numel(), tokens.get(name))
             if choice.dense:
                 dense_by_cost[name] = choice.reason
 
-    imported = import_model(model, example_args)
     propagated = propagate_linear_zeros(imported.graph, imported.param_names, imported.num_inputs, effective,
                                         encodings, {name: p.detach() for name, p in params.items()})
     intermediates = {name: e for name, e in all_encodings.items() if name not in params}

@@ -7,6 +7,11 @@ against 55 ms dense, so CSR wins below a density of ~0.41; its n:m kernel
 wins at 2:4 (density 0.5) and below. Formats left to upstream
 sparsification (CSC, COO, BSR) won only from ~80% sparsity.
 
+With fewer than `DECODE_TOKENS` rows of activations the decode kernel runs
+(dot products along k): sparse rows are scalar gather chains at ~1.8 ms x
+density against 0.23 ms for vectorized dense rows (M = 1, 768 -> 3072), so
+sparse storage only wins below a density of ~0.13 there.
+
 Below `MIN_ELEMENTS` weight elements the difference is below timing noise
 and the user's format is kept (small test models keep exercising it).
 """
@@ -19,6 +24,8 @@ from .encodings import CSR, NM, Dense, Encoding
 
 MIN_ELEMENTS = 65536
 BREAK_EVEN_DENSITY = {"csr": 0.41, "nm": 0.5, "other": 0.2}
+DECODE_TOKENS = 4
+DECODE_BREAK_EVEN_DENSITY = 0.13
 
 
 @dataclass(frozen=True)
@@ -27,13 +34,17 @@ class StorageChoice:
     reason: str   # empty when the user's format is kept
 
 
-def choose_storage(encoding: Encoding, density: float, numel: int) -> StorageChoice:
-    """Keep `encoding`, or store the (already sparsified) weight densely."""
+def choose_storage(encoding: Encoding, density: float, numel: int, tokens: int | None = None) -> StorageChoice:
+    """Keep `encoding`, or store the (already sparsified) weight densely.
+    `tokens`: the fewest activation rows a linear multiplies it with, if known."""
     if isinstance(encoding, Dense) or numel < MIN_ELEMENTS:
         return StorageChoice(False, "")
     key = "csr" if isinstance(encoding, CSR) else "nm" if isinstance(encoding, NM) else "other"
     limit = BREAK_EVEN_DENSITY[key]
+    where = ""
+    if tokens is not None and tokens < DECODE_TOKENS and key != "other":
+        limit, where = DECODE_BREAK_EVEN_DENSITY, f" for {tokens} token{'s' if tokens > 1 else ''} (decode)"
     if density <= limit:
         return StorageChoice(False, "")
     return StorageChoice(True, f"cost model: density {density:.2f} is above the {encoding.format_name} "
-                               f"break-even {limit:.2f}, dense is faster")
+                               f"break-even {limit:.2f}{where}, dense is faster")

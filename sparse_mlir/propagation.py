@@ -17,6 +17,8 @@ rule applies where it makes the code faster.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -42,15 +44,38 @@ class Propagated:
     count: int           # rows or columns pruned
 
 
-def propagate_linear_zeros(graph: tuple[GraphNode, ...], param_names: list[str], num_inputs: int,
-                           effective: dict[str, torch.Tensor], encodings: Mapping[str, Encoding],
-                           params: Mapping[str, torch.Tensor]) -> list[Propagated]:
-    """Prunes `effective` weights in place by the two rules; returns what it did."""
+def parameter_nodes(graph: tuple[GraphNode, ...], param_names: list[str], num_inputs: int) -> dict[str, str]:
+    """Graph placeholder name -> parameter name."""
     # The user inputs come last (parameters, then the model's inputs); the
     # wrapper's own lifted parameters come first and are unused.
     placeholders = [n.name for n in graph if n.op == "placeholder"]
     user_inputs = placeholders[len(placeholders) - len(param_names) - num_inputs:]
-    param_of = dict(zip(user_inputs, param_names))
+    return dict(zip(user_inputs, param_names))
+
+
+def linear_tokens(graph: tuple[GraphNode, ...], param_names: list[str], num_inputs: int,
+                  shapes: Mapping[str, tuple[int, ...] | None]) -> dict[str, int]:
+    """Weight name -> the fewest rows (tokens: all but the last dim of the
+    output) of any F.linear reading it, where its shape is known."""
+    param_of = parameter_nodes(graph, param_names, num_inputs)
+    tokens: dict[str, int] = {}
+    for node in graph:
+        if node.target != _LINEAR or len(node.inputs) < 2 or node.inputs[1] not in param_of:
+            continue
+        shape = shapes.get(node.name)
+        if not shape:
+            continue
+        rows = math.prod(shape[:-1])
+        name = param_of[node.inputs[1]]
+        tokens[name] = min(rows, tokens.get(name, rows))
+    return tokens
+
+
+def propagate_linear_zeros(graph: tuple[GraphNode, ...], param_names: list[str], num_inputs: int,
+                           effective: dict[str, torch.Tensor], encodings: Mapping[str, Encoding],
+                           params: Mapping[str, torch.Tensor]) -> list[Propagated]:
+    """Prunes `effective` weights in place by the two rules; returns what it did."""
+    param_of = parameter_nodes(graph, param_names, num_inputs)
     nodes = {n.name: n for n in graph}
     done: list[Propagated] = []
     for second in graph:

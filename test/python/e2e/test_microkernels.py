@@ -115,3 +115,18 @@ def test_cost_model_keeps_sparse_below_break_even(encoding: sm.Encoding) -> None
     fn = sm.compile(model, {"weight": encoding}, example_args=(x,))
     (entry,) = fn.sparsity_plan()
     assert entry.stored_as == entry.format
+
+
+def test_cost_model_knows_decode_shapes() -> None:
+    """One token: the decode kernel's break-even is far lower (0.13), so 80%
+    CSR is stored densely there but kept at 16 tokens; 95% stays sparse."""
+    model = _linear(512, 256, bias=False)
+    encodings = {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8))}
+    (decode,) = compile_and_check(model, torch.randn(1, 512), encodings).sparsity_plan()
+    assert decode.stored_as.startswith("dense (cost model: density 0.20 is above the csr break-even 0.13 "
+                                       "for 1 token (decode)")
+    (batch,) = sm.compile(model, encodings, example_args=(torch.randn(16, 512),)).sparsity_plan()
+    assert batch.stored_as == "csr"
+    very_sparse = {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.95))}
+    (kept,) = sm.compile(model, very_sparse, example_args=(torch.randn(1, 512),)).sparsity_plan()
+    assert kept.stored_as == "csr"
