@@ -150,8 +150,9 @@ def bench_bert(sparsity: str, make: Callable[[], sm.Encoding], thread_counts: li
                repeats: int, batch: int, seq: int) -> list[Row]:
     torch.manual_seed(0)
     model = BertLayer().eval()
-    if isinstance(make(), sm.NM) and 768 % make().m:
-        print(f"  BERT layer       {sparsity:>4s} skipped: groups of {make().m} do not divide 768 features")
+    encoding = make()
+    if isinstance(encoding, sm.NM) and 768 % encoding.m:
+        print(f"  BERT layer       {sparsity:>4s} skipped: groups of {encoding.m} do not divide 768 features")
         return []
     x = torch.randn(batch, seq, 768)
     start = time.perf_counter()

@@ -2,39 +2,49 @@
 
 Public API: storage formats (`Dense`, `CSR`, `CSC`, `COO`, `BSR`, `NM`),
 sparsifiers (`KeepAll`, `Threshold`, `RandomFraction`, `ScalarFraction`,
-`BlockFraction`, `NMMagnitude`), `make_context` and the error hierarchy.
+`BlockFraction`, `NMMagnitude`), `compile`, `load` (run an exported
+artifact), `make_context` and the error hierarchy.
+
+The compiler (MLIR, torch-mlir) is imported on first use of a name that
+needs it: a process that only runs `load()`ed artifacts never loads it.
 """
 
-from ._load_order import check_torch_mlir_not_loaded_first as _check_load_order
+from __future__ import annotations
 
-_check_load_order()
+import importlib
+from typing import Any
 
-from mlir import ir as _ir  # noqa: E402,F401  (loads libMLIRPythonCAPI.so before _smlir)
-
-from .compiler import CompiledModule, PlanEntry, SparseFallbackWarning, compile
-from .context import make_context
-from .dialects import smlir as _smlir_ops  # noqa: F401  (typed op views for smlir.*)
-from .encodings import BSR, COO, CSC, CSR, NM, Dense, Encoding
+from .artifact import ArtifactError, LoadedModule, load
 from .errors import CompileError, SparseMLIRError, SpecError
 from .threads import get_num_threads, set_num_threads
-from .sparsifiers import (
-    BlockFraction,
-    KeepAll,
-    NMMagnitude,
-    RandomFraction,
-    ScalarFraction,
-    Sparsifier,
-    Threshold,
-)
 
 __version__ = "0.1.0"
 
+_COMPILER_NAMES = {
+    "compiler": ("compile", "CompiledModule", "PlanEntry", "SparseFallbackWarning"),
+    "context": ("make_context",),
+    "encodings": ("BSR", "COO", "CSC", "CSR", "NM", "Dense", "Encoding"),
+    "sparsifiers": ("BlockFraction", "KeepAll", "NMMagnitude", "RandomFraction", "ScalarFraction", "Sparsifier",
+                    "Threshold"),
+}
+_LAZY = {name: module for module, names in _COMPILER_NAMES.items() for name in names}
+
 __all__ = [
-    "BSR", "COO", "CSC", "CSR", "NM", "Dense", "Encoding",
-    "BlockFraction", "KeepAll", "NMMagnitude", "RandomFraction", "ScalarFraction", "Sparsifier",
-    "Threshold",
-    "CompileError", "SparseMLIRError", "SpecError",
-    "make_context",
-    "compile", "CompiledModule", "PlanEntry", "SparseFallbackWarning",
+    *_LAZY,
+    "ArtifactError", "CompileError", "SparseMLIRError", "SpecError",
+    "LoadedModule", "load",
     "get_num_threads", "set_num_threads",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sparse_mlir' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -35,6 +35,14 @@ def check_torch_mlir_not_loaded_first() -> None:
     mlir = _first_index("mlir._mlir_libs")
     if mlir is None or mlir > torch_mlir:
         raise LoadOrderError(
-            "torch_mlir was imported before sparse_mlir: its bundled LLVM/MLIR, loaded first, makes the "
-            "kernels sparse_mlir JIT-compiles in this process compute wrong results. Import sparse_mlir "
-            "(or `mlir`) before torch_mlir, or leave torch_mlir out: sparse_mlir.compile() runs it in a subprocess.")
+            "torch_mlir was imported before sparse_mlir's compiler: its bundled LLVM/MLIR, loaded first, makes "
+            "the kernels sparse_mlir JIT-compiles in this process compute wrong results. Load the compiler first "
+            "(`import sparse_mlir.compiler`, or `import mlir.ir`) and torch_mlir after it, or leave torch_mlir out: "
+            "sparse_mlir.compile() runs it in a subprocess. (Running exported artifacts with sparse_mlir.load() "
+            "does not load the compiler.)")
+
+
+# Modules that use MLIR import this one first: the check runs before the
+# first MLIR library loads, and libMLIRPythonCAPI.so loads before _smlir.
+check_torch_mlir_not_loaded_first()
+import mlir.ir  # noqa: E402,F401

@@ -8,14 +8,17 @@ rewrite sparse matmuls, upstream sparsifier, LLVM) -> ExecutionEngine.
 from __future__ import annotations
 
 import difflib
-import itertools
+import os
 import time
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
+from . import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
+
 from mlir import ir, passmanager
 
 from . import _tools
@@ -27,11 +30,14 @@ from .errors import CompileError, SpecError
 from .importers.torch_fx import import_model
 from .intermediates import find_node_value, location_names
 from .propagation import Propagated, linear_tokens, propagate_linear_zeros
-from .runtime import Kernel, jit
+from ._memref import Kernel
+from .callable import InputSpec, ModelCallable
+from .runtime import jit, kernel as jit_kernel
 from .sparsifiers import RandomFraction
 from .threads import libomp_path, openmp_available
 from .weights import apply_sparsifier, pack
 
+MLIR_VERSION = "22.1.8"  # the pinned xtc-mlir wheels (pyproject.toml)
 STAGES = ("linalg", "annotated", "sparse", "llvm")
 FALLBACK_POLICIES = ("warn", "error")
 
@@ -90,54 +96,37 @@ class PlanEntry:
                 f"{self.sparsifier} ({self.kind}), {self.applied}, {self.origin}{fallback}")
 
 
-class CompiledModule:
+class CompiledModule(ModelCallable):
     """The torch-callable result of `compile()`."""
 
-    def __init__(self, kernel: Kernel, input_specs: list[tuple[tuple[int, ...], torch.dtype]],
+    def __init__(self, kernel: Kernel, input_specs: list[InputSpec], result: tuple[tuple[int, ...], np.dtype],
                  effective: dict[str, torch.Tensor], stats: dict[str, TensorStats], stages: dict[str, str],
-                 compile_seconds: float, pipeline: str, plan: list[PlanEntry], counts_calls: bool,
-                 keep_alive: tuple) -> None:
-        self._kernel = kernel
-        self._counts_calls = counts_calls
-        self._calls = itertools.count()
-        self._input_specs = input_specs
+                 compile_seconds: float, pipeline: str, plan: list[PlanEntry], counts_calls: bool, openmp: bool,
+                 engine: Any, keep_alive: tuple) -> None:
+        super().__init__(kernel, input_specs, counts_calls)
+        self._result_shape, self._result_dtype = result
         self._effective = effective
         self._stats = stats
         self._stages = stages
         self.pipeline = pipeline
         self.compile_seconds = compile_seconds
         self._plan = plan
+        self._openmp = openmp
+        self._engine = engine
         self._keep_alive = keep_alive  # the JIT's code lives as long as its context and module
 
-    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
-        arrays = [self._check_input(i, t) for i, t in enumerate(inputs)]
-        if len(arrays) != len(self._input_specs):
-            raise SpecError(f"expected {len(self._input_specs)} inputs, got {len(arrays)}")
-        scalars = (next(self._calls),) if self._counts_calls else ()
-        return torch.from_numpy(self._kernel(arrays, scalars))
+    def export(self, path: str | os.PathLike) -> Path:
+        """Writes a self-contained artifact directory at `path` (native code, packed
+        weights, manifest) that `sparse_mlir.load()` runs without the compiler."""
+        from .artifact import export
+        return export(self, path)
 
-    def reset_call_number(self, call: int = 0) -> None:
-        """The next call is number `call` (random-fraction masks depend on it; 0 after compile)."""
-        if not isinstance(call, int) or not 0 <= call < 2**63:
-            raise SpecError(f"call number must be an int in [0, 2**63), got {call!r}")
-        self._calls = itertools.count(call)
+    def _export_parts(self) -> tuple[Any, list[np.ndarray]]:
+        return self._engine, self._kernel.bound
 
-    def _check_input(self, index: int, tensor: Any) -> np.ndarray:
-        if index >= len(self._input_specs):
-            raise SpecError(f"expected {len(self._input_specs)} inputs, got more")
-        shape, dtype = self._input_specs[index]
-        if not isinstance(tensor, torch.Tensor):
-            raise SpecError(f"input {index}: expected a torch.Tensor, got {type(tensor).__name__}")
-        if tensor.device.type != "cpu":
-            raise SpecError(f"input {index}: expected a CPU tensor, got device {tensor.device}")
-        if tensor.dtype != dtype:
-            raise SpecError(f"input {index}: expected dtype {dtype}, got {tensor.dtype}")
-        if tuple(tensor.shape) != shape:
-            raise SpecError(f"input {index}: expected shape {shape} (shapes are static, as in example_args), "
-                            f"got {tuple(tensor.shape)}")
-        if not tensor.is_contiguous():
-            raise SpecError(f"input {index}: expected a contiguous tensor; call .contiguous() first")
-        return tensor.detach().numpy()
+    @property
+    def _mlir_version(self) -> str:
+        return MLIR_VERSION
 
     def effective_state_dict(self) -> dict[str, torch.Tensor]:
         """Dense-equivalent parameters after sparsification (zeros where pruned)."""
@@ -188,19 +177,23 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
                                                          params[name].detach().numpy(), name))
                  for name, encoding in encodings.items()}
 
+    nnz = {name: int(torch.count_nonzero(value)) for name, value in effective.items()}
+
     imported = import_model(model, example_args)
     dense_by_cost = {}
     if cost_model:
         tokens = linear_tokens(imported.graph, imported.param_names, imported.num_inputs,
                                {name: node.shape for name, node in imported.nodes.items()})
         for name, encoding in encodings.items():
-            choice = choose_storage(encoding, float(torch.count_nonzero(effective[name])) / max(1, effective[name].numel()),
+            choice = choose_storage(encoding, nnz[name] / max(1, effective[name].numel()),
                                     effective[name].numel(), tokens.get(name))
             if choice.dense:
                 dense_by_cost[name] = choice.reason
 
     propagated = propagate_linear_zeros(imported.graph, imported.param_names, imported.num_inputs, effective,
                                         encodings, {name: p.detach() for name, p in params.items()})
+    for change in propagated:  # SparTA pruned more of these
+        nnz[change.weight] = int(torch.count_nonzero(effective[change.weight]))
     intermediates = {name: e for name, e in all_encodings.items() if name not in params}
     _check_names(all_encodings, params, imported.nodes)
     stages = {"linalg": imported.text}
@@ -223,7 +216,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
             warnings.warn(message, SparseFallbackWarning, stacklevel=2)
         stages["sparse"] = str(sparse_module)
         stored_sparse = _sparse_arguments(sparse_module)
-        result_rank, result_dtype = _result_spec(sparse_module)
+        result_shape, result_dtype = _result_spec(sparse_module)
         with _Diagnostics(context) as diagnostics:  # warnings were shown above
             _run(pipeline, module, stages["annotated"], pipeline, diagnostics)
         stages["llvm"] = str(module)
@@ -237,8 +230,9 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
             bound.append(effective[name].contiguous().numpy())
         else:
             bound.append(value.contiguous().numpy())
-    kernel = Kernel(engine, "main", bound, result_rank, result_dtype)
-    stats = {name: _stats(encodings[name], effective[name], name in stored_sparse, dense_by_cost.get(name, ""))
+    kernel = jit_kernel(engine, "main", bound, len(result_shape), result_dtype)
+    stats = {name: _stats(encodings[name], effective[name], nnz[name], name in stored_sparse,
+                          dense_by_cost.get(name, ""))
              for name in encodings}
     input_specs = [(tuple(a.shape), a.dtype) for a in example_args]
     plan = [*(_weight_plan(name, encoding, stats[name], fallback_messages, propagated)
@@ -249,8 +243,9 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
               for name, encoding in intermediates.items()),
             *(_inferred_plan(node, source, type_text, imported.nodes, all_encodings)
               for node, source, type_text in inferred)]
-    return CompiledModule(kernel, input_specs, effective, stats, stages, time.perf_counter() - start, pipeline,
-                          plan, counts_calls=counts_calls, keep_alive=(context, module))
+    return CompiledModule(kernel, input_specs, (result_shape, result_dtype), effective, stats, stages,
+                          time.perf_counter() - start, pipeline, plan, counts_calls=counts_calls, openmp=openmp,
+                          engine=engine, keep_alive=(context, module))
 
 
 def _mentions(name: str, messages: list[str]) -> tuple[str, ...]:
@@ -476,8 +471,8 @@ def _sparse_arguments(module: ir.Module) -> set[str]:
 _NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32, "i64": np.int64}
 
 
-def _result_spec(module: ir.Module) -> tuple[int, np.dtype]:
-    """Rank and dtype of @main's single dense result."""
+def _result_spec(module: ir.Module) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype of @main's single dense result."""
     results = ir.FunctionType(ir.TypeAttr(_main(module).attributes["function_type"]).value).results
     if len(results) != 1 or not isinstance(results[0], ir.RankedTensorType):
         raise SpecError(f"compile() supports models returning one tensor for now; this one returns {len(results)} "
@@ -486,7 +481,7 @@ def _result_spec(module: ir.Module) -> tuple[int, np.dtype]:
     element = str(result.element_type)
     if element not in _NUMPY_DTYPES:
         raise SpecError(f"unsupported result element type {element}")
-    return result.rank, np.dtype(_NUMPY_DTYPES[element])
+    return tuple(result.shape), np.dtype(_NUMPY_DTYPES[element])
 
 
 def _main(module: ir.Module) -> Any:
@@ -496,8 +491,8 @@ def _main(module: ir.Module) -> Any:
     raise CompileError("the imported module has no @main function")
 
 
-def _stats(encoding: Encoding, effective: torch.Tensor, stored_sparse: bool, dense_reason: str = "") -> TensorStats:
-    nnz = int(torch.count_nonzero(effective))
+def _stats(encoding: Encoding, effective: torch.Tensor, nnz: int, stored_sparse: bool,
+           dense_reason: str = "") -> TensorStats:
     format_name = encoding.format_name
     if dense_reason:
         format_name = f"dense ({dense_reason})"

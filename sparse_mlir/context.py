@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from . import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
+
 from mlir import ir
 
 from . import _smlir
+from .dialects import smlir as _smlir_ops  # noqa: F401  (typed op views for smlir.*)
 
 
 def make_context() -> ir.Context:

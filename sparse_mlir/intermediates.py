@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+from . import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
+
 from mlir import ir
 
 from .errors import SpecError

@@ -1,14 +1,13 @@
-"""JIT execution of lowered modules with zero-copy numpy buffers.
+"""JIT execution of lowered modules (MLIR's ExecutionEngine) on numpy arrays.
 
-Arguments are passed as memref descriptors that point into the caller's
-arrays (no copies); results come back as descriptors whose storage the
-generated code either aliased from an output argument or allocated itself.
+The calling convention (zero-copy memref descriptors, adopted results) lives
+in `_memref`, shared with deployed artifacts, which need no MLIR.
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
+from . import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
+
 from pathlib import Path
 from typing import Sequence
 
@@ -16,22 +15,25 @@ import numpy as np
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
+from ._memref import Kernel
+
 _MLIR_LIB_DIR = Path(ir.__file__).resolve().parent / "lib"
 RUNTIME_LIBS = [str(_MLIR_LIB_DIR / "libmlir_c_runner_utils.so"), str(_MLIR_LIB_DIR / "libmlir_runner_utils.so")]
 
-_CTYPES = {
-    np.dtype(np.float32): ctypes.c_float,
-    np.dtype(np.float64): ctypes.c_double,
-    np.dtype(np.int8): ctypes.c_int8,
-    np.dtype(np.int16): ctypes.c_int16,
-    np.dtype(np.int32): ctypes.c_int32,
-    np.dtype(np.int64): ctypes.c_int64,
-}
-
 
 def jit(module: ir.Module, opt_level: int = 3, shared_libs: Sequence[str] = ()) -> ExecutionEngine:
-    """An ExecutionEngine for a module already lowered to the LLVM dialect."""
-    return ExecutionEngine(module, opt_level=opt_level, shared_libs=[*RUNTIME_LIBS, *shared_libs])
+    """An ExecutionEngine for a module already lowered to the LLVM dialect.
+
+    It keeps its object code, so `export()` ships exactly the code that ran.
+    """
+    return ExecutionEngine(module, opt_level=opt_level, shared_libs=[*RUNTIME_LIBS, *shared_libs],
+                           enable_object_dump=True)
+
+
+def kernel(engine: ExecutionEngine, name: str, bound: Sequence[np.ndarray], result_rank: int,
+           result_dtype: np.dtype) -> Kernel:
+    """`@name` of `engine` (emitted with llvm.emit_c_interface), its leading arguments bound."""
+    return Kernel(engine.lookup(name), bound, result_rank, result_dtype, owner=engine)
 
 
 def invoke(engine: ExecutionEngine, name: str, args: Sequence[np.ndarray],
@@ -48,127 +50,4 @@ def invoke(engine: ExecutionEngine, name: str, args: Sequence[np.ndarray],
     if len(results) != 1:
         raise NotImplementedError("exactly one returned memref is supported")
     (rank, dtype), = results
-    return [Kernel(engine, name, [], rank, dtype)(list(args))]
-
-
-_LIBC = ctypes.CDLL(None)
-_LIBC.free.argtypes = [ctypes.c_void_p]
-
-
-@functools.lru_cache(maxsize=None)
-def descriptor_class(rank: int, dtype: np.dtype) -> type:
-    """The C struct of a rank-`rank` memref descriptor (one class per key:
-    mlir.runtime makes a new class per call, and ctypes caches a pointer type
-    for every class it ever sees, which grows without bound)."""
-    ctype = _CTYPES[np.dtype(dtype)]
-    fields = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_longlong)]
-    if rank:
-        fields += [("shape", ctypes.c_longlong * rank), ("strides", ctypes.c_longlong * rank)]
-    return type(f"MemRef{rank}D_{np.dtype(dtype).name}", (ctypes.Structure,), {"_fields_": fields,
-                                                                               "element_ctype": ctype})
-
-
-def descriptor_for(array: np.ndarray) -> ctypes.Structure:
-    """A memref descriptor viewing `array`'s memory (no copy)."""
-    descriptor = descriptor_class(array.ndim, array.dtype)()
-    address = array.ctypes.data
-    descriptor.allocated = address
-    descriptor.aligned = address
-    descriptor.offset = 0
-    if array.ndim:
-        descriptor.shape[:] = array.shape
-        descriptor.strides[:] = [s // array.itemsize for s in array.strides]
-    return descriptor
-
-
-class _ArrayView:
-    """Exposes raw memory to numpy through the array interface (no ctypes types)."""
-
-    def __init__(self, interface: dict) -> None:
-        self.__array_interface__ = interface
-
-
-def copy_out(descriptor: ctypes.Structure, dtype: np.dtype) -> np.ndarray:
-    """A new C-contiguous array holding the memref's elements (any strides)."""
-    dtype = np.dtype(dtype)
-    rank = len(descriptor.shape) if hasattr(descriptor, "shape") else 0
-    base = descriptor.aligned + descriptor.offset * dtype.itemsize
-    shape = tuple(descriptor.shape) if rank else ()
-    strides = tuple(s * dtype.itemsize for s in descriptor.strides) if rank else None
-    if 0 in shape:
-        return np.empty(shape, dtype)
-    view = np.asarray(_ArrayView({"shape": shape, "typestr": dtype.str, "data": (base, True),
-                                  "strides": strides, "version": 3}))
-    return np.array(view, copy=True, order="C")
-
-
-class _Allocation:
-    """Owns a buffer the kernel malloc'ed: freed when the last array using it goes."""
-
-    def __init__(self, address: int) -> None:
-        self.address = address
-
-    def __del__(self) -> None:
-        _LIBC.free(self.address)
-
-
-def adopt(descriptor: ctypes.Structure, dtype: np.dtype) -> np.ndarray | None:
-    """The kernel's fresh result buffer as an array, without a copy (None if
-    it is not a dense row-major block of its own)."""
-    dtype = np.dtype(dtype)
-    rank = len(descriptor.shape) if hasattr(descriptor, "shape") else 0
-    shape = tuple(descriptor.shape) if rank else ()
-    expected, stride = [], 1
-    for extent in reversed(shape):
-        expected.insert(0, stride)
-        stride *= extent
-    if rank == 0 or 0 in shape or list(descriptor.strides) != expected:
-        return None
-    owner = _Allocation(descriptor.allocated)
-    view = _ArrayView({"shape": shape, "typestr": dtype.str, "version": 3,
-                       "data": (descriptor.aligned + descriptor.offset * dtype.itemsize, False)})
-    view.owner = owner  # the array's base keeps the allocation alive
-    return np.asarray(view)
-
-
-class Kernel:
-    """A JIT-compiled `@name` with its leading arguments bound once.
-
-    `bound` (packed weights) are turned into memref descriptors once and kept
-    alive here; each call only wraps the new inputs, which the kernel reads
-    in place. The kernel returns one memref it allocated: it becomes the
-    returned array without a copy and is freed when that array (or a torch
-    tensor made from it) is garbage, so nothing accumulates across calls.
-    """
-
-    def __init__(self, engine: ExecutionEngine, name: str, bound: Sequence[np.ndarray],
-                 result_rank: int, result_dtype: np.dtype) -> None:
-        self._engine = engine
-        self._function = engine.lookup(name)
-        self._bound = [np.ascontiguousarray(a) for a in bound]
-        self._bound_descriptors = [descriptor_for(a) for a in self._bound]
-        self._result_class = descriptor_class(result_rank, np.dtype(result_dtype))
-        self._result_dtype = np.dtype(result_dtype)
-
-    def __call__(self, inputs: Sequence[np.ndarray], scalars: Sequence[int] = ()) -> np.ndarray:
-        """Runs the kernel on `inputs` (arrays) followed by i64 `scalars`."""
-        result = self._result_class()
-        input_descriptors = [descriptor_for(a) for a in inputs]
-        # The C interface takes a pointer to each descriptor (and scalars by
-        # value); the packed wrapper takes an array of pointers to those.
-        slots = [ctypes.c_void_p(ctypes.addressof(d)) for d in (result, *self._bound_descriptors, *input_descriptors)]
-        slots += [ctypes.c_int64(value) for value in scalars]
-        packed = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(slot) for slot in slots])
-        self._function(packed)
-        allocated = result.allocated
-        if allocated and not self._aliases_argument(allocated, inputs):
-            owned = adopt(result, self._result_dtype)
-            if owned is not None:
-                return owned
-            output = copy_out(result, self._result_dtype)
-            _LIBC.free(allocated)
-            return output
-        return copy_out(result, self._result_dtype)
-
-    def _aliases_argument(self, address: int, inputs: Sequence[np.ndarray]) -> bool:
-        return any(a.ctypes.data == address for a in (*self._bound, *inputs))
+    return [kernel(engine, name, [], rank, dtype)(list(args))]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
+
 from mlir import ir
 
 from . import _smlir

@@ -30,6 +30,9 @@ class OpenMPMissingWarning(UserWarning):
     """No libomp was found: compiled kernels run on one thread."""
 
 
+_bundled: list[str] = []  # libomp copies shipped in loaded artifacts
+
+
 @functools.lru_cache(maxsize=None)
 def libomp_path() -> str | None:
     """The libomp shared library to load ($SPARSE_MLIR_LIBOMP first), or None."""
@@ -42,7 +45,17 @@ def libomp_path() -> str | None:
         if Path(candidate).is_file():
             return candidate
     found = ctypes.util.find_library("omp")
-    return found
+    return found or (_bundled[0] if _bundled else None)
+
+
+def use_bundled_libomp(path: str) -> None:
+    """Uses an artifact's own libomp when the machine has none (a loaded
+    libomp is kept: one OpenMP runtime per process)."""
+    if path not in _bundled:
+        _bundled.append(path)
+    if libomp_path() is None:
+        libomp_path.cache_clear()
+        _libomp.cache_clear()
 
 
 @functools.lru_cache(maxsize=None)

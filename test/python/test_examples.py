@@ -14,6 +14,7 @@ from conftest import REPO_ROOT
 EXAMPLES = {
     "threshold_spmm.py": [],
     "mlp.py": [],
+    "deploy.py": [],
     "bert_layer.py": ["--batch", "1", "--seq", "32", "--repeats", "1"],
 }
 

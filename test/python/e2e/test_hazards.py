@@ -65,7 +65,7 @@ def test_torch_mlir_loaded_first_is_refused() -> None:
     """Loading torch_mlir first used to give NaN / crashes; now a clear error."""
     result = _run("import torch_mlir.fx")
     assert result.returncode != 0
-    assert "LoadOrderError: torch_mlir was imported before sparse_mlir" in result.stderr
+    assert "LoadOrderError: torch_mlir was imported before sparse_mlir's compiler" in result.stderr
 
 
 def test_compile_path_at_real_size() -> None:

@@ -1,0 +1,62 @@
+"""What compiled and loaded models share: checked torch inputs -> kernel -> torch output.
+
+No MLIR here: `compile()` results and artifacts from `load()` both use it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from ._memref import Kernel
+from .errors import SpecError
+
+InputSpec = tuple[tuple[int, ...], torch.dtype]
+
+
+class ModelCallable:
+    """Calls a kernel on torch tensors with the static signature it was compiled for."""
+
+    def __init__(self, kernel: Kernel, input_specs: Sequence[InputSpec], counts_calls: bool) -> None:
+        self._kernel = kernel
+        self._input_specs = list(input_specs)
+        self._counts_calls = counts_calls
+        self._calls = itertools.count()
+
+    @property
+    def input_specs(self) -> list[InputSpec]:
+        """(shape, dtype) of each input, as in `example_args`."""
+        return list(self._input_specs)
+
+    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
+        arrays = [self._check_input(i, t) for i, t in enumerate(inputs)]
+        if len(arrays) != len(self._input_specs):
+            raise SpecError(f"expected {len(self._input_specs)} inputs, got {len(arrays)}")
+        scalars = (next(self._calls),) if self._counts_calls else ()
+        return torch.from_numpy(self._kernel(arrays, scalars))
+
+    def reset_call_number(self, call: int = 0) -> None:
+        """The next call is number `call` (random-fraction masks depend on it; 0 after compile or load)."""
+        if not isinstance(call, int) or not 0 <= call < 2**63:
+            raise SpecError(f"call number must be an int in [0, 2**63), got {call!r}")
+        self._calls = itertools.count(call)
+
+    def _check_input(self, index: int, tensor: Any) -> np.ndarray:
+        if index >= len(self._input_specs):
+            raise SpecError(f"expected {len(self._input_specs)} inputs, got more")
+        shape, dtype = self._input_specs[index]
+        if not isinstance(tensor, torch.Tensor):
+            raise SpecError(f"input {index}: expected a torch.Tensor, got {type(tensor).__name__}")
+        if tensor.device.type != "cpu":
+            raise SpecError(f"input {index}: expected a CPU tensor, got device {tensor.device}")
+        if tensor.dtype != dtype:
+            raise SpecError(f"input {index}: expected dtype {dtype}, got {tensor.dtype}")
+        if tuple(tensor.shape) != shape:
+            raise SpecError(f"input {index}: expected shape {shape} (shapes are static, as in example_args), "
+                            f"got {tuple(tensor.shape)}")
+        if not tensor.is_contiguous():
+            raise SpecError(f"input {index}: expected a contiguous tensor; call .contiguous() first")
+        return tensor.detach().numpy()
