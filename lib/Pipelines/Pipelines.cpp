@@ -44,6 +44,10 @@ sparsifierPassList(const smlir::SparseCPUPipelineOptions &options) {
                                        "expand-strided-metadata,"
                                        "finalize-memref-to-llvm,")
                          : std::string()) +
+         // Polynomials instead of one libm call per element: LLVM then
+         // vectorizes GELU's erf and softmax's exp.
+         (options.approximateMath ? std::string("func.func(smlir-approximate-math),")
+                                  : std::string()) +
          "func.func(convert-scf-to-cf),"
          "expand-strided-metadata,"
          "lower-affine,"

@@ -46,6 +46,11 @@ struct SparseCPUPipelineOptions
       llvm::cl::desc("f32 lanes per vector in the micro-kernels (8: AVX2, "
                      "16: AVX-512)"),
       llvm::cl::init(8)};
+  PassOptions::Option<bool> approximateMath{
+      *this, "approximate-math",
+      llvm::cl::desc("f32 exp/erf/tanh/log/... as vectorizable polynomials "
+                     "(smlir-approximate-math; false: libm calls)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> openmp{
       *this, "openmp",
       llvm::cl::desc("Run scf.parallel loops on OpenMP threads (needs libomp "
