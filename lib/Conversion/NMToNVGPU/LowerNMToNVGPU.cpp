@@ -94,11 +94,24 @@ static bool isZeroFill(Value v) {
   return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
 }
 
-/// Index arithmetic on `index` values, folded where constant.
+/// Index constants, each created once at a fixed point (the kernel's entry).
+struct ConstantPool {
+  OpBuilder b;
+  llvm::SmallDenseMap<int64_t, Value> cache;
+  Value get(Location loc, int64_t v) {
+    Value &c = cache[v];
+    if (!c)
+      c = arith::ConstantIndexOp::create(b, loc, v);
+    return c;
+  }
+};
+
+/// Index arithmetic on `index` values at `b`'s insertion point.
 struct IndexMath {
   OpBuilder &b;
   Location loc;
-  Value c(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  ConstantPool &pool;
+  Value c(int64_t v) { return pool.get(loc, v); }
   Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
   Value add(Value x, int64_t y) { return y ? add(x, c(y)) : x; }
   Value mul(Value x, int64_t y) {
@@ -246,12 +259,14 @@ gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
   Value values = entry.getArgument(0), meta = entry.getArgument(1),
         x = entry.getArgument(2), y = entry.getArgument(3);
   Value smem = kernel.getWorkgroupAttributions().front();
-  IndexMath im{b, loc};
+  Value lane = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  // Every index constant goes first in the kernel.
+  ConstantPool pool{OpBuilder(lane.getDefiningOp()), {}};
+  IndexMath im{b, loc, pool};
 
   const int64_t warpsTokens = tileTokens / kWarpTokens;
   const int64_t threads = 32 * warps();
   const int64_t fragRows = kWarpRows / 16, fragTokens = kWarpTokens / 8;
-  Value lane = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   Value warp = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::y);
   Value tid = im.add(im.mul(warp, 32), lane);
   Value g = im.div(lane, 4), t = im.rem(lane, 4);
@@ -275,7 +290,7 @@ gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
   auto loop = scf::ForOp::create(
       b, loc, im.c(0), im.c(s.depth), im.c(kStageK), inits,
       [&](OpBuilder &lb, Location l, Value k0, ValueRange accs) {
-        IndexMath m{lb, l};
+        IndexMath m{lb, l, pool};
         // Stage x[tokenBase .. + tileTokens][k0 .. + kStageK] in shared
         // memory, 8 elements per thread and step.
         gpu::BarrierOp::create(lb, l);
@@ -284,7 +299,7 @@ gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
             lb, l, tid, m.c(tileTokens * chunksPerRow), m.c(threads),
             ValueRange{},
             [&](OpBuilder &cb, Location cl, Value i, ValueRange) {
-              IndexMath cm{cb, cl};
+              IndexMath cm{cb, cl, pool};
               Value tok = cm.div(i, chunksPerRow);
               Value col = cm.mul(cm.rem(i, chunksPerRow), 8);
               Value v = vector::LoadOp::create(
@@ -444,7 +459,8 @@ LogicalResult LowerNMToNVGPUPass::lowerWeight(func::FuncOp func,
   Type element = type.getElementType();
   auto fail = [&](const Twine &why) {
     return func.emitError("2:4 weight '")
-           << name << "' (" << encoding << ", " << type
+           << name << "' (" << encoding << ", "
+           << RankedTensorType::get(type.getShape(), type.getElementType())
            << ") cannot run on sparse tensor cores: " << why;
   };
   if (encoding.getN() != 2 || encoding.getM() != 4)
@@ -456,7 +472,7 @@ LogicalResult LowerNMToNVGPUPass::lowerWeight(func::FuncOp func,
   LinearShape shape{element, type.getDimSize(0), 0, type.getDimSize(1)};
   if (shape.rows % tileRows || shape.depth % kStageK)
     return fail("expected rows to be a multiple of tile-rows (" +
-                Twine(tileRows) + ") and columns a multiple of " +
+                Twine(static_cast<int64_t>(tileRows)) + ") and columns a multiple of " +
                 Twine(kStageK));
   FailureOr<SmallVector<WeightLinear>> linears =
       collectLinears(weight, name);
@@ -467,8 +483,8 @@ LogicalResult LowerNMToNVGPUPass::lowerWeight(func::FuncOp func,
     if (tokens % tileTokens)
       return linear.matmul.emitError("2:4 weight '")
              << name << "' cannot run on sparse tensor cores: " << tokens
-             << " tokens are not a multiple of tile-tokens (" << tileTokens
-             << ")";
+             << " tokens are not a multiple of tile-tokens ("
+             << static_cast<int64_t>(tileTokens) << ")";
   }
 
   // New arguments at the weight's position: values, metadata, then two
@@ -512,7 +528,8 @@ LogicalResult LowerNMToNVGPUPass::lowerWeight(func::FuncOp func,
 
     OpBuilder b(linear.matmul);
     Location l = linear.matmul.getLoc();
-    IndexMath im{b, l};
+    ConstantPool pool{OpBuilder(linear.matmul), {}};
+    IndexMath im{b, l, pool};
     Value xBuffer = bufferization::ToBufferOp::create(b, l, xType, linear.x,
                                                       /*readOnly=*/true);
     gpu::MemcpyOp::create(b, l, Type(), ValueRange{}, *dx, xBuffer);
