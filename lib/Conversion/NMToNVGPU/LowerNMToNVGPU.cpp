@@ -375,7 +375,7 @@ struct LowerNMToNVGPUPass
     if (mmaK != 16 && mmaK != 32) {
       getOperation().emitError("smlir-lower-nm-to-nvgpu: mma-k must be 16 "
                                "or 32, got ")
-          << mmaK;
+          << static_cast<int64_t>(mmaK);
       return signalPassFailure();
     }
     if (tileRows <= 0 || tileRows % kWarpRows || tileTokens <= 0 ||
