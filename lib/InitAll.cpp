@@ -1,6 +1,7 @@
 //===- InitAll.cpp - register every smlir dialect, pass, pipeline ---------===//
 
 #include "SparseMLIR/InitAll.h"
+#include "SparseMLIR/Conversion/LaunchFuncEffects.h"
 #include "SparseMLIR/Conversion/Passes.h"
 #include "SparseMLIR/IR/SparseMLIRDialect.h"
 #include "SparseMLIR/Pipelines/Pipelines.h"
@@ -13,6 +14,7 @@
 
 void mlir::smlir::registerAllDialects(DialectRegistry &registry) {
   registry.insert<SparseMLIRDialect, math::MathDialect>();
+  registerLaunchFuncMemoryEffects(registry);
 }
 
 void mlir::smlir::registerAllPasses() {

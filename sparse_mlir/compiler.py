@@ -149,7 +149,8 @@ class CompiledModule(ModelCallable):
 
 def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = None,
             example_args: Sequence[torch.Tensor] = (), *, on_fallback: str = "warn",
-            opt_level: int = 3, fuse_sparsifiers: bool = True, cost_model: bool = True) -> CompiledModule:
+            opt_level: int = 3, fuse_sparsifiers: bool = True, cost_model: bool = True,
+            target: str = "cpu") -> CompiledModule:
     """Compiles `model` with the weights named in `encodings` stored sparsely.
 
     `on_fallback="warn"` computes readers without a sparse lowering densely
@@ -159,7 +160,13 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     `cost_model=False` keeps every requested format; by default a weight
     whose density is above its format's break-even point is stored densely
     (still sparsified; `sparsity_plan()` says why).
+    `target="cuda"`: 2:4 f16/bf16 linears on sparse tensor cores (sparse_mlir.cuda).
     """
+    if target == "cuda":
+        from .cuda import compile_cuda
+        return compile_cuda(model, encodings, example_args, cost_model=cost_model, opt_level=opt_level)
+    if target != "cpu":
+        raise SpecError(f"target must be 'cpu' or 'cuda', got {target!r}")
     start = time.perf_counter()
     if on_fallback not in FALLBACK_POLICIES:
         raise SpecError(f"on_fallback must be one of {FALLBACK_POLICIES}, got {on_fallback!r}")

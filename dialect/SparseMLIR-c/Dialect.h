@@ -19,6 +19,10 @@ MLIR_DECLARE_CAPI_DIALECT_REGISTRATION(SparseMLIR, smlir);
 /// Registers the smlir passes and pipelines (idempotent).
 MLIR_CAPI_EXPORTED void mlirSparseMLIRRegisterAllPasses(void);
 
+/// Appends smlir's dialect registry (external interface models on upstream
+/// ops, e.g. gpu.launch_func's memory effects) to `context`.
+MLIR_CAPI_EXPORTED void mlirSparseMLIRAppendDialectRegistry(MlirContext context);
+
 /// True when `attr` implements smlir's EncodingAttrInterface.
 MLIR_CAPI_EXPORTED bool mlirAttributeIsASparseMLIREncoding(MlirAttribute attr);
 

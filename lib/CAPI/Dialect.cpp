@@ -7,6 +7,7 @@
 #include "mlir/CAPI/IR.h"
 #include "mlir/CAPI/Registration.h"
 #include "mlir/CAPI/Support.h"
+#include "mlir/IR/DialectRegistry.h"
 
 using namespace mlir;
 using namespace mlir::smlir;
@@ -14,6 +15,12 @@ using namespace mlir::smlir;
 MLIR_DEFINE_CAPI_DIALECT_REGISTRATION(SparseMLIR, smlir, SparseMLIRDialect)
 
 void mlirSparseMLIRRegisterAllPasses(void) { registerAllPasses(); }
+
+void mlirSparseMLIRAppendDialectRegistry(MlirContext context) {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  unwrap(context)->appendDialectRegistry(registry);
+}
 
 bool mlirAttributeIsASparseMLIREncoding(MlirAttribute attr) {
   return isa<EncodingAttrInterface>(unwrap(attr));

@@ -106,7 +106,56 @@ void mlir::smlir::buildSparseCPUPipeline(
     llvm::report_fatal_error("smlir-sparse-cpu-pipeline: bad pass list");
 }
 
+void mlir::smlir::buildNMCudaPipeline(OpPassManager &pm,
+                                      const NMCudaPipelineOptions &options) {
+  // Weights are sparsified once by the caller: their arguments become 2:4.
+  pm.addPass(createHoistArgumentSparsifiers());
+  // 2:4 linears -> gpu.launch_func of mma.sp kernels; their weights become
+  // device-resident values + metadata arguments.
+  LowerNMToNVGPUOptions tiling;
+  tiling.mmaK = options.mmaK;
+  tiling.tileRows = options.tileRows;
+  tiling.tileTokens = options.tileTokens;
+  pm.addPass(createLowerNMToNVGPU(tiling));
+  std::string target = "chip=" + options.chip +
+                       " features=" + options.features + " O=3";
+  std::string passes =
+      // The rest of the model runs on the host, on buffers; temporaries are
+      // freed (gpu.launch_func's memory effects come from smlir's registry).
+      "one-shot-bufferize{bufferize-function-boundaries "
+      "function-boundary-type-conversion=identity-layout-map},"
+      "smlir-buffer-deallocation,"
+      // Synchronous gpu ops -> one stream with a wait before host reads.
+      "func.func(gpu-async-region),"
+      "func.func(convert-linalg-to-loops),"
+      // Host loops and the kernels' loops alike.
+      "convert-scf-to-cf,"
+      "nvvm-attach-target{" + target + "},"
+      "gpu.module(convert-gpu-to-nvvm,convert-nvgpu-to-nvvm,"
+      "convert-vector-to-llvm,canonicalize,cse,reconcile-unrealized-casts),"
+      "expand-strided-metadata,"
+      "lower-affine,"
+      "func.func(arith-expand),"
+      "func.func(convert-math-to-llvm),"
+      "convert-math-to-libm,"
+      // Launches -> mgpu* calls of libmlir_cuda_runtime.so.
+      "gpu-to-llvm,"
+      "convert-vector-to-llvm,"
+      "convert-to-llvm,"
+      "reconcile-unrealized-casts,"
+      // PTX text, with no GPU or ptxas needed: the CUDA driver JIT-compiles
+      // it when the module is loaded (cuModuleLoadData).
+      "gpu-module-to-binary{format=isa}";
+  if (failed(parsePassPipeline(passes, pm)))
+    llvm::report_fatal_error("smlir-nm-cuda-pipeline: bad pass list");
+}
+
 void mlir::smlir::registerSparseMLIRPipelines() {
+  PassPipelineRegistration<NMCudaPipelineOptions>(
+      "smlir-nm-cuda-pipeline",
+      "Lower 2:4 f16/bf16 linears to sparse tensor-core kernels (PTX) and the "
+      "rest to host code, to the LLVM dialect",
+      buildNMCudaPipeline);
   PassPipelineRegistration<SparseCPUPipelineOptions>(
       "smlir-sparse-cpu-pipeline",
       "Lower smlir + sparse_tensor to the LLVM dialect for the CPU",

@@ -82,4 +82,72 @@ def ConvertSparseMLIRToSparseTensor
   ];
 }
 
+def LowerNMToNVGPU : Pass<"smlir-lower-nm-to-nvgpu", "::mlir::ModuleOp"> {
+  let summary = "Run x * W^T with a 2:4 f16/bf16 weight on sparse tensor cores";
+  let description = [{
+    For every 2:4 weight argument of a public function (hoisted by
+    `smlir-hoist-argument-sparsifiers`: `smlir.encoding = #smlir.nm<n = 2,
+    m = 4>`, f16 or bf16, static `R x K`) read by linears
+    `linalg.matmul(x, transpose(W))` into a zero-filled f32 accumulator
+    (torch-mlir's `F.linear`, with or without `arith.extf` of the operands),
+    the linear becomes a launch of a generated kernel that runs
+    `nvgpu.mma.sp.sync` (f16) or `nvvm.mma.sp.sync` (bf16: upstream's nvgpu
+    lowering has no bf16 sparse MMA in MLIR 22) with f32 accumulators.
+
+    The sparse MMA operand is A (16 rows x k), so the kernel computes
+    `y^T = W * x^T`: W's rows are the MMA's M, tokens its N. The weight
+    argument becomes, at its position,
+
+    - `memref<R x K/2 x T>` `{smlir.device = "nm24_values"}`: the two kept
+      values of every group of four, in index order;
+    - `memref<R/16 x (K/k)*Q x i32>` `{smlir.device = "nm24_metadata"}`: per
+      16-row tile and k-step, the metadata register of each thread that
+      supplies it (sparsity selector 0), Q = 8 for m16n8k16, 16 for
+      m16n8k32 (layout: `sparse_mlir/cuda/nm24.py`);
+
+    both device pointers the caller uploads once, followed by two device
+    scratch buffers per linear (`{smlir.device = "scratch"}`: x, y). The
+    host copies x in, launches, and copies the f32 result into a new host
+    buffer that replaces the matmul. Kernel: a block computes a
+    `tile-rows x tile-tokens` tile with 32 x 32 per warp (2 x 4 fragments
+    of 16 x 8); x is staged through shared memory 32 columns at a time.
+
+    ```mlir
+    %t = linalg.transpose ins(%w : tensor<64x64xf16, #NM24>) ... [1, 0]
+    %y = linalg.matmul ins(%x, %t : tensor<64x64xf16>, tensor<64x64xf16>)
+                       outs(%zero : tensor<64x64xf32>) -> tensor<64x64xf32>
+    // becomes
+    gpu.memcpy %dx, %xb : memref<64x64xf16>, memref<64x64xf16>
+    gpu.launch_func @smlir_nm24_kernels::@nm24_linear_f16_k16_64x64x64
+        blocks in (%c1, %c1, %c1) threads in (%c32, %c4, %c1)
+        args(%values : memref<64x32xf16>, %meta : memref<4x32xi32>,
+             %dx : memref<64x64xf16>, %dy : memref<64x64xf32>)
+    gpu.memcpy %hy, %dy : memref<64x64xf32>, memref<64x64xf32>
+    ```
+
+    A 2:4 weight that cannot be lowered (other readers, element type, shapes
+    that are not multiples of the tiles and of 32 along K) is an error
+    naming the tensor: there is no sparse fallback on the GPU.
+  }];
+  let options = [
+    Option<"mmaK", "mma-k", "int64_t", /*default=*/"16",
+           "K of the sparse MMA: 16 (m16n8k16) or 32 (m16n8k32)">,
+    Option<"tileRows", "tile-rows", "int64_t", /*default=*/"64",
+           "Weight rows per thread block (a multiple of 32)">,
+    Option<"tileTokens", "tile-tokens", "int64_t", /*default=*/"64",
+           "Tokens per thread block (a multiple of 32)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect",
+    "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
 #endif // SPARSE_MLIR_CONVERSION_PASSES_TD

@@ -62,6 +62,31 @@ struct SparseCPUPipelineOptions
 void buildSparseCPUPipeline(OpPassManager &pm,
                             const SparseCPUPipelineOptions &options);
 
+struct NMCudaPipelineOptions
+    : public PassPipelineOptions<NMCudaPipelineOptions> {
+  PassOptions::Option<int64_t> mmaK{
+      *this, "mma-k",
+      llvm::cl::desc("K of the sparse MMA: 16 (m16n8k16) or 32 (m16n8k32)"),
+      llvm::cl::init(16)};
+  PassOptions::Option<int64_t> tileRows{
+      *this, "tile-rows", llvm::cl::desc("Weight rows per thread block"),
+      llvm::cl::init(64)};
+  PassOptions::Option<int64_t> tileTokens{
+      *this, "tile-tokens", llvm::cl::desc("Tokens per thread block"),
+      llvm::cl::init(64)};
+  PassOptions::Option<std::string> chip{
+      *this, "chip", llvm::cl::desc("CUDA architecture (sm_80 or newer)"),
+      llvm::cl::init("sm_80")};
+  PassOptions::Option<std::string> features{
+      *this, "features", llvm::cl::desc("PTX features"),
+      llvm::cl::init("+ptx71")};
+};
+
+/// 2:4 f16/bf16 linears -> sparse tensor-core kernels (embedded as PTX),
+/// everything else -> host code; all of it to the LLVM dialect.
+void buildNMCudaPipeline(OpPassManager &pm,
+                         const NMCudaPipelineOptions &options);
+
 void registerSparseMLIRPipelines();
 
 } // namespace mlir::smlir

@@ -38,6 +38,7 @@ NB_MODULE(_smlir, m) {
       [](MlirContext context, bool load) {
         MlirDialectHandle handle = mlirGetDialectHandle__smlir__();
         mlirDialectHandleRegisterDialect(handle, context);
+        mlirSparseMLIRAppendDialectRegistry(context);
         if (load)
           mlirDialectHandleLoadDialect(handle, context);
       },

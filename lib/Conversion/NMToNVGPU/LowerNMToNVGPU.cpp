@@ -1,0 +1,569 @@
+//===- LowerNMToNVGPU.cpp - 2:4 linears on sparse tensor cores ------------===//
+//
+// x[T, K] * W[R, K]^T with a 2:4 f16/bf16 W becomes a kernel of
+// `mma.sp.sync` instructions. The sparse MMA operand is A, so the kernel
+// computes y^T = W * x^T: W's rows are the MMA's M (16 per fragment), tokens
+// its N (8 per fragment), and the f32 accumulators are stored transposed
+// into y[T, R].
+//
+// Fragment layouts (PTX ISA, "Matrix fragments for mma.sp", sparsity
+// selector 0; g = lane / 4, t = lane % 4):
+//   A (compressed values Wc[R, K/2], two kept values per group of four):
+//     register 2j + h holds Wc[16 f + g + 8 h][kc + 8 j + 2 t .. +1] for
+//     h in {0, 1} and j < mmaK / 16 (kc = k / 2 of the k-step).
+//   B (x, "column major" B[k][n] = x[n][k]): register i holds
+//     x[8 f + g][k + 8 i + 2 t .. +1], i < mmaK / 8.
+//   C/D (f32): element (h, e) is y^T[16 f + g + 8 h][8 f' + 2 t + e].
+//   Metadata: one 32-bit register per supplying thread; the low half holds
+//     row g's 2-bit indices, the high half row g + 8's; each group of four
+//     columns takes 4 bits (first kept index in the low 2 bits). m16n8k16:
+//     thread 4g supplies columns 0..15 of the k-step; m16n8k32: threads 4g
+//     and 4g + 1 supply columns 0..15 and 16..31. Python packs these
+//     registers at compile time (sparse_mlir/cuda/nm24.py) as
+//     meta[R/16][(K/mmaK) * Q] with entry g (k16) or 2g + j (k32); every
+//     thread loads the entry of lane / 4 (and lane % 2).
+//
+//===----------------------------------------------------------------------===//
+
+#include "SparseMLIR/Conversion/Passes.h"
+#include "SparseMLIR/IR/SparseMLIRDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Matchers.h"
+
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::smlir {
+#define GEN_PASS_DEF_LOWERNMTONVGPU
+#include "SparseMLIR/Conversion/Passes.h.inc"
+} // namespace mlir::smlir
+
+using namespace mlir;
+using namespace mlir::smlir;
+
+namespace {
+
+constexpr int64_t kWarpRows = 32;   // 2 fragments of 16 weight rows
+constexpr int64_t kWarpTokens = 32; // 4 fragments of 8 tokens
+constexpr int64_t kStageK = 32;     // x columns staged in shared memory
+constexpr int64_t kSmemPad = 8;     // breaks bank conflicts of B loads
+constexpr StringLiteral kKernelModule = "smlir_nm24_kernels";
+
+/// What one kernel computes: y[T, R] (f32) = x[T, K] * W[R, K]^T.
+struct LinearShape {
+  Type element; // f16 or bf16
+  int64_t rows, tokens, depth;
+};
+
+/// A linear reading the weight: the matmul and its (f16/bf16) x operand.
+struct WeightLinear {
+  linalg::MatmulOp matmul;
+  Value x;
+};
+
+/// `v` with an element-wise `arith.extf` generic looked through.
+static Value stripExtF(Value v) {
+  auto generic = v.getDefiningOp<linalg::GenericOp>();
+  if (!generic || generic.getNumDpsInputs() != 1 ||
+      generic.getNumDpsInits() != 1 ||
+      generic.getNumParallelLoops() != generic.getNumLoops() ||
+      !llvm::all_of(generic.getIndexingMapsArray(),
+                    [](AffineMap m) { return m.isIdentity(); }))
+    return v;
+  Block &body = generic.getRegion().front();
+  auto ext = dyn_cast<arith::ExtFOp>(&body.front());
+  if (!ext || ext.getIn() != body.getArgument(0) ||
+      body.getTerminator()->getOperand(0) != ext.getResult())
+    return v;
+  return generic.getDpsInputs()[0];
+}
+
+static bool isZeroFill(Value v) {
+  auto fill = v.getDefiningOp<linalg::FillOp>();
+  return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
+}
+
+/// Index constants, each created once at a fixed point (the kernel's entry).
+struct ConstantPool {
+  OpBuilder b;
+  llvm::SmallDenseMap<int64_t, Value> cache;
+  Value get(Location loc, int64_t v) {
+    Value &c = cache[v];
+    if (!c)
+      c = arith::ConstantIndexOp::create(b, loc, v);
+    return c;
+  }
+};
+
+/// Index arithmetic on `index` values at `b`'s insertion point.
+struct IndexMath {
+  OpBuilder &b;
+  Location loc;
+  ConstantPool &pool;
+  Value c(int64_t v) { return pool.get(loc, v); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value add(Value x, int64_t y) { return y ? add(x, c(y)) : x; }
+  Value mul(Value x, int64_t y) {
+    return arith::MulIOp::create(b, loc, x, c(y));
+  }
+  Value div(Value x, int64_t y) {
+    return arith::DivUIOp::create(b, loc, x, c(y));
+  }
+  Value rem(Value x, int64_t y) {
+    return arith::RemUIOp::create(b, loc, x, c(y));
+  }
+};
+
+/// Builds the kernels and their launches for one module.
+class NM24KernelBuilder {
+public:
+  NM24KernelBuilder(ModuleOp module, int64_t mmaK, int64_t tileRows,
+                    int64_t tileTokens)
+      : module(module), mmaK(mmaK), tileRows(tileRows),
+        tileTokens(tileTokens) {}
+
+  /// Threads per block: one warp per 32 x 32 sub-tile.
+  int64_t warps() const {
+    return (tileRows / kWarpRows) * (tileTokens / kWarpTokens);
+  }
+  /// Metadata registers per 16-row tile and k-step (see the file comment).
+  int64_t metaPerStep() const { return mmaK == 16 ? 8 : 16; }
+
+  MemRefType valuesType(const LinearShape &s) const {
+    return MemRefType::get({s.rows, s.depth / 2}, s.element);
+  }
+  MemRefType metaType(const LinearShape &s) const {
+    return MemRefType::get({s.rows / 16, s.depth / mmaK * metaPerStep()},
+                           IntegerType::get(module->getContext(), 32));
+  }
+
+  gpu::GPUFuncOp getOrCreateKernel(const LinearShape &s);
+
+private:
+  gpu::GPUModuleOp getOrCreateKernelModule();
+  Value mma(OpBuilder &b, Location loc, const LinearShape &s,
+            ArrayRef<Value> a, ArrayRef<Value> bFrag, Value acc, Value meta);
+
+  ModuleOp module;
+  int64_t mmaK, tileRows, tileTokens;
+  gpu::GPUModuleOp kernelModule;
+  llvm::StringMap<gpu::GPUFuncOp> kernels;
+};
+
+gpu::GPUModuleOp NM24KernelBuilder::getOrCreateKernelModule() {
+  if (kernelModule)
+    return kernelModule;
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                  b.getUnitAttr());
+  kernelModule = gpu::GPUModuleOp::create(b, module.getLoc(), kKernelModule);
+  return kernelModule;
+}
+
+/// A vector<n x 2 x T> fragment from its 2-element registers.
+static Value fragment(OpBuilder &b, Location loc, ArrayRef<Value> regs) {
+  auto regType = cast<VectorType>(regs.front().getType());
+  auto type = VectorType::get({(int64_t)regs.size(), 2},
+                              regType.getElementType());
+  Value v = arith::ConstantOp::create(b, loc, type, b.getZeroAttr(type));
+  for (auto [i, r] : llvm::enumerate(regs))
+    v = vector::InsertOp::create(b, loc, r, v, ArrayRef<int64_t>{(int64_t)i});
+  return v;
+}
+
+/// An i32 holding the two 16-bit elements of a vector<2 x bf16> register.
+static Value asI32(OpBuilder &b, Location loc, Value reg) {
+  Value v = vector::BitCastOp::create(
+      b, loc, VectorType::get({1}, b.getI32Type()), reg);
+  return vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{0});
+}
+
+Value NM24KernelBuilder::mma(OpBuilder &b, Location loc, const LinearShape &s,
+                             ArrayRef<Value> a, ArrayRef<Value> bRegs,
+                             Value acc, Value meta) {
+  SmallVector<int64_t> shape = {16, 8, mmaK};
+  if (s.element.isF16()) {
+    Value meta2 = vector::BitCastOp::create(
+        b, loc, VectorType::get({2}, b.getI16Type()),
+        vector::BroadcastOp::create(b, loc,
+                                    VectorType::get({1}, b.getI32Type()),
+                                    meta));
+    return nvgpu::MmaSparseSyncOp::create(b, loc, fragment(b, loc, a),
+                                          fragment(b, loc, bRegs), acc, meta2,
+                                          shape);
+  }
+  // bf16: nvvm.mma.sp.sync on 32-bit registers.
+  SmallVector<Value> aI32, bI32, cF32;
+  for (Value r : a)
+    aI32.push_back(asI32(b, loc, r));
+  for (Value r : bRegs)
+    bI32.push_back(asI32(b, loc, r));
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t e = 0; e < 2; ++e)
+      cF32.push_back(
+          vector::ExtractOp::create(b, loc, acc, ArrayRef<int64_t>{h, e}));
+  Type f32 = b.getF32Type();
+  auto resultType = LLVM::LLVMStructType::getLiteral(
+      b.getContext(), SmallVector<Type>(4, f32));
+  Value selector = arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0);
+  std::array<NVVM::MMATypes, 2> types = {NVVM::MMATypes::bf16,
+                                         NVVM::MMATypes::bf16};
+  Value d = NVVM::MmaSpOp::create(b, loc, resultType, aI32, bI32, cF32, meta,
+                                  selector, shape, std::nullopt, types);
+  Value out = acc;
+  for (int64_t i = 0; i < 4; ++i) {
+    Value x = LLVM::ExtractValueOp::create(b, loc, d, ArrayRef<int64_t>{i});
+    out = vector::InsertOp::create(b, loc, x, out,
+                                   ArrayRef<int64_t>{i / 2, i % 2});
+  }
+  return out;
+}
+
+gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
+  std::string name;
+  llvm::raw_string_ostream os(name);
+  os << "nm24_linear_" << s.element << "_k" << mmaK << "_" << s.tokens << "x"
+     << s.rows << "x" << s.depth;
+  if (gpu::GPUFuncOp existing = kernels.lookup(name))
+    return existing;
+
+  MLIRContext *ctx = module.getContext();
+  Location loc = module.getLoc();
+  OpBuilder b = OpBuilder::atBlockEnd(getOrCreateKernelModule().getBody());
+  Type f32 = b.getF32Type();
+  auto xType = MemRefType::get({s.tokens, s.depth}, s.element);
+  auto yType = MemRefType::get({s.tokens, s.rows}, f32);
+  auto smemType = MemRefType::get(
+      {tileTokens, kStageK + kSmemPad}, s.element, MemRefLayoutAttrInterface{},
+      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+  auto funcType = b.getFunctionType(
+      {valuesType(s), metaType(s), xType, yType}, {});
+  auto kernel =
+      gpu::GPUFuncOp::create(b, loc, name, funcType, TypeRange{smemType});
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  kernels[name] = kernel;
+
+  Block &entry = kernel.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  Value values = entry.getArgument(0), meta = entry.getArgument(1),
+        x = entry.getArgument(2), y = entry.getArgument(3);
+  Value smem = kernel.getWorkgroupAttributions().front();
+  Value lane = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  // Every index constant goes first in the kernel.
+  ConstantPool pool{OpBuilder(lane.getDefiningOp()), {}};
+  IndexMath im{b, loc, pool};
+
+  const int64_t warpsTokens = tileTokens / kWarpTokens;
+  const int64_t threads = 32 * warps();
+  const int64_t fragRows = kWarpRows / 16, fragTokens = kWarpTokens / 8;
+  Value warp = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::y);
+  Value tid = im.add(im.mul(warp, 32), lane);
+  Value g = im.div(lane, 4), t = im.rem(lane, 4);
+  Value tokenBase =
+      im.mul(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x), tileTokens);
+  Value rowBase =
+      im.mul(gpu::BlockIdOp::create(b, loc, gpu::Dimension::y), tileRows);
+  Value warpTokens = im.mul(im.rem(warp, warpsTokens), kWarpTokens);
+  Value row0 = im.add(rowBase, im.mul(im.div(warp, warpsTokens), kWarpRows));
+  // The metadata register this thread loads within a k-step.
+  Value metaSlot =
+      mmaK == 16 ? g : im.add(im.mul(g, 2), im.rem(lane, 2));
+
+  auto accType = VectorType::get({2, 2}, f32);
+  Value zeroAcc = arith::ConstantOp::create(b, loc, accType,
+                                            b.getZeroAttr(accType));
+  SmallVector<Value> inits(fragRows * fragTokens, zeroAcc);
+  auto reg = VectorType::get({2}, s.element);
+  auto chunk = VectorType::get({8}, s.element);
+
+  auto loop = scf::ForOp::create(
+      b, loc, im.c(0), im.c(s.depth), im.c(kStageK), inits,
+      [&](OpBuilder &lb, Location l, Value k0, ValueRange accs) {
+        IndexMath m{lb, l, pool};
+        // Stage x[tokenBase .. + tileTokens][k0 .. + kStageK] in shared
+        // memory, 8 elements per thread and step.
+        gpu::BarrierOp::create(lb, l);
+        const int64_t chunksPerRow = kStageK / 8;
+        scf::ForOp::create(
+            lb, l, tid, m.c(tileTokens * chunksPerRow), m.c(threads),
+            ValueRange{},
+            [&](OpBuilder &cb, Location cl, Value i, ValueRange) {
+              IndexMath cm{cb, cl, pool};
+              Value tok = cm.div(i, chunksPerRow);
+              Value col = cm.mul(cm.rem(i, chunksPerRow), 8);
+              Value v = vector::LoadOp::create(
+                  cb, cl, chunk, x,
+                  ValueRange{cm.add(tokenBase, tok), cm.add(k0, col)});
+              vector::StoreOp::create(cb, cl, v, smem, ValueRange{tok, col});
+              scf::YieldOp::create(cb, cl);
+            });
+        gpu::BarrierOp::create(lb, l);
+
+        SmallVector<Value> acc(accs.begin(), accs.end());
+        for (int64_t ks = 0; ks < kStageK / mmaK; ++ks) {
+          Value k = m.add(k0, ks * mmaK);
+          Value kc = m.div(k, 2);
+          Value step = m.div(k, mmaK);
+          SmallVector<SmallVector<Value>> aRegs(fragRows);
+          SmallVector<Value> metas;
+          for (int64_t fr = 0; fr < fragRows; ++fr) {
+            Value rowA = m.add(m.add(row0, 16 * fr), g);
+            for (int64_t j = 0; j < mmaK / 16; ++j) {
+              Value col = m.add(m.add(kc, 8 * j), m.mul(t, 2));
+              for (int64_t h = 0; h < 2; ++h)
+                aRegs[fr].push_back(vector::LoadOp::create(
+                    lb, l, reg, values,
+                    ValueRange{m.add(rowA, 8 * h), col}));
+            }
+            Value metaRow = m.div(m.add(row0, 16 * fr), 16);
+            Value metaCol =
+                m.add(m.mul(step, metaPerStep()), metaSlot);
+            metas.push_back(memref::LoadOp::create(
+                lb, l, meta, ValueRange{metaRow, metaCol}));
+          }
+          for (int64_t ft = 0; ft < fragTokens; ++ft) {
+            Value tok = m.add(m.add(warpTokens, 8 * ft), g);
+            SmallVector<Value> bRegs;
+            for (int64_t i = 0; i < mmaK / 8; ++i)
+              bRegs.push_back(vector::LoadOp::create(
+                  lb, l, reg, smem,
+                  ValueRange{tok, m.add(m.mul(t, 2), ks * mmaK + 8 * i)}));
+            for (int64_t fr = 0; fr < fragRows; ++fr) {
+              Value &a = acc[fr * fragTokens + ft];
+              a = mma(lb, l, s, aRegs[fr], bRegs, a, metas[fr]);
+            }
+          }
+        }
+        scf::YieldOp::create(lb, l, acc);
+      });
+
+  // y[token][row] = D[row][token]: element (h, e) of a fragment is row
+  // g + 8h, token 2t + e.
+  for (int64_t fr = 0; fr < fragRows; ++fr)
+    for (int64_t ft = 0; ft < fragTokens; ++ft) {
+      Value acc = loop.getResult(fr * fragTokens + ft);
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value v = vector::ExtractOp::create(b, loc, acc,
+                                              ArrayRef<int64_t>{h, e});
+          Value row = im.add(im.add(row0, 16 * fr + 8 * h), g);
+          Value tok = im.add(im.add(tokenBase, warpTokens),
+                             im.add(im.mul(t, 2), 8 * ft + e));
+          memref::StoreOp::create(b, loc, v, y, ValueRange{tok, row});
+        }
+    }
+  gpu::ReturnOp::create(b, loc);
+  return kernel;
+}
+
+struct LowerNMToNVGPUPass
+    : public smlir::impl::LowerNMToNVGPUBase<LowerNMToNVGPUPass> {
+  using LowerNMToNVGPUBase::LowerNMToNVGPUBase;
+
+  void runOnOperation() override {
+    if (mmaK != 16 && mmaK != 32) {
+      getOperation().emitError("smlir-lower-nm-to-nvgpu: mma-k must be 16 "
+                               "or 32, got ")
+          << static_cast<int64_t>(mmaK);
+      return signalPassFailure();
+    }
+    if (tileRows <= 0 || tileRows % kWarpRows || tileTokens <= 0 ||
+        tileTokens % kWarpTokens) {
+      getOperation().emitError("smlir-lower-nm-to-nvgpu: tile-rows and "
+                               "tile-tokens must be positive multiples of 32");
+      return signalPassFailure();
+    }
+    NM24KernelBuilder builder(getOperation(), mmaK, tileRows, tileTokens);
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (!func.isPublic() || func.isExternal())
+        continue;
+      // Arguments are inserted and erased: visit from the last one.
+      for (int64_t i = func.getNumArguments() - 1; i >= 0; --i)
+        if (failed(lowerWeight(func, i, builder)))
+          return signalPassFailure();
+    }
+  }
+
+  LogicalResult lowerWeight(func::FuncOp func, unsigned index,
+                            NM24KernelBuilder &builder);
+};
+
+/// The linears reading `weight`, or a diagnostic at the first reader that
+/// is not one.
+static FailureOr<SmallVector<WeightLinear>>
+collectLinears(Value weight, StringRef name) {
+  SmallVector<WeightLinear> linears;
+  auto fail = [&](Operation *op, const Twine &why) {
+    return op->emitError("2:4 weight '")
+           << name << "' cannot run on sparse tensor cores: " << why;
+  };
+  for (Operation *user : weight.getUsers()) {
+    auto transpose = dyn_cast<linalg::TransposeOp>(user);
+    if (!transpose || transpose.getPermutation() != ArrayRef<int64_t>{1, 0})
+      return fail(user, "expected it to be read only as x @ W^T "
+                        "(linalg.transpose [1, 0] into linalg.matmul)");
+    SmallVector<Operation *> readers;
+    for (Operation *u : transpose->getResult(0).getUsers()) {
+      if (isa<linalg::GenericOp>(u) &&
+          stripExtF(u->getResult(0)) == transpose->getResult(0)) {
+        llvm::append_range(readers, u->getResult(0).getUsers());
+        continue;
+      }
+      readers.push_back(u);
+    }
+    for (Operation *reader : readers) {
+      auto matmul = dyn_cast<linalg::MatmulOp>(reader);
+      if (!matmul || matmul.hasUserDefinedMaps() ||
+          stripExtF(matmul.getInputs()[1]) != transpose->getResult(0))
+        return fail(reader, "expected W^T to be the right operand of a "
+                            "linalg.matmul");
+      auto outType = cast<RankedTensorType>(matmul.getOutputs()[0].getType());
+      if (!outType.getElementType().isF32() ||
+          !isZeroFill(matmul.getOutputs()[0]))
+        return fail(matmul, "expected a zero-filled f32 accumulator");
+      Value x = stripExtF(matmul.getInputs()[0]);
+      auto xType = cast<RankedTensorType>(x.getType());
+      if (xType.getElementType() !=
+              getElementTypeOrSelf(weight.getType()) ||
+          !xType.hasStaticShape() || sparse_tensor::getSparseTensorEncoding(xType))
+        return fail(matmul, "expected a dense, static x of the weight's "
+                            "element type");
+      linears.push_back({matmul, x});
+    }
+  }
+  return linears;
+}
+
+LogicalResult LowerNMToNVGPUPass::lowerWeight(func::FuncOp func,
+                                              unsigned index,
+                                              NM24KernelBuilder &builder) {
+  auto encoding =
+      func.getArgAttrOfType<NMEncodingAttr>(index, "smlir.encoding");
+  if (!encoding)
+    return success();
+  auto nameAttr = func.getArgAttrOfType<StringAttr>(index, "smlir.tensor_name");
+  std::string name = nameAttr ? nameAttr.str() : ("#" + std::to_string(index));
+  Value weight = func.getArgument(index);
+  auto type = cast<RankedTensorType>(weight.getType());
+  Type element = type.getElementType();
+  auto fail = [&](const Twine &why) {
+    return func.emitError("2:4 weight '")
+           << name << "' (" << encoding << ", "
+           << RankedTensorType::get(type.getShape(), type.getElementType())
+           << ") cannot run on sparse tensor cores: " << why;
+  };
+  if (encoding.getN() != 2 || encoding.getM() != 4)
+    return fail("sparse tensor cores take 2:4 only");
+  if (!element.isF16() && !element.isBF16())
+    return fail("expected f16 or bf16 elements");
+  if (type.getRank() != 2 || !type.hasStaticShape())
+    return fail("expected a matrix of static shape");
+  LinearShape shape{element, type.getDimSize(0), 0, type.getDimSize(1)};
+  if (shape.rows % tileRows || shape.depth % kStageK)
+    return fail("expected rows to be a multiple of tile-rows (" +
+                Twine(static_cast<int64_t>(tileRows)) + ") and columns a multiple of " +
+                Twine(kStageK));
+  FailureOr<SmallVector<WeightLinear>> linears =
+      collectLinears(weight, name);
+  if (failed(linears))
+    return failure();
+  for (WeightLinear &linear : *linears) {
+    int64_t tokens = cast<RankedTensorType>(linear.x.getType()).getDimSize(0);
+    if (tokens % tileTokens)
+      return linear.matmul.emitError("2:4 weight '")
+             << name << "' cannot run on sparse tensor cores: " << tokens
+             << " tokens are not a multiple of tile-tokens ("
+             << static_cast<int64_t>(tileTokens) << ")";
+  }
+
+  // New arguments at the weight's position: values, metadata, then two
+  // scratch buffers per linear.
+  MLIRContext *ctx = &getContext();
+  Location loc = weight.getLoc();
+  auto attrs = [&](StringRef role) {
+    SmallVector<NamedAttribute> a = {
+        NamedAttribute(StringAttr::get(ctx, "smlir.device"),
+                       StringAttr::get(ctx, role)),
+        NamedAttribute(StringAttr::get(ctx, "smlir.tensor_name"),
+                       StringAttr::get(ctx, name))};
+    if (role == "nm24_metadata")
+      a.push_back(NamedAttribute(StringAttr::get(ctx, "smlir.mma_k"),
+                                 IntegerAttr::get(IntegerType::get(ctx, 64),
+                                                  mmaK)));
+    return DictionaryAttr::get(ctx, a);
+  };
+  unsigned next = index + 1;
+  auto insert = [&](Type t, StringRef role) -> FailureOr<Value> {
+    if (failed(func.insertArgument(next, t, attrs(role), loc)))
+      return failure();
+    return func.getArgument(next++);
+  };
+  FailureOr<Value> values = insert(builder.valuesType(shape), "nm24_values");
+  FailureOr<Value> meta = insert(builder.metaType(shape), "nm24_metadata");
+  if (failed(values) || failed(meta))
+    return failure();
+
+  llvm::SetVector<Operation *> dead;
+  for (WeightLinear &linear : *linears) {
+    LinearShape s = shape;
+    s.tokens = cast<RankedTensorType>(linear.x.getType()).getDimSize(0);
+    auto xType = MemRefType::get({s.tokens, s.depth}, element);
+    auto yType = MemRefType::get({s.tokens, s.rows}, Float32Type::get(ctx));
+    FailureOr<Value> dx = insert(xType, "scratch");
+    FailureOr<Value> dy = insert(yType, "scratch");
+    if (failed(dx) || failed(dy))
+      return failure();
+    gpu::GPUFuncOp kernel = builder.getOrCreateKernel(s);
+
+    OpBuilder b(linear.matmul);
+    Location l = linear.matmul.getLoc();
+    ConstantPool pool{OpBuilder(linear.matmul), {}};
+    IndexMath im{b, l, pool};
+    Value xBuffer = bufferization::ToBufferOp::create(b, l, xType, linear.x,
+                                                      /*readOnly=*/true);
+    gpu::MemcpyOp::create(b, l, Type(), ValueRange{}, *dx, xBuffer);
+    gpu::KernelDim3 grid{im.c(s.tokens / tileTokens), im.c(s.rows / tileRows),
+                         im.c(1)};
+    gpu::KernelDim3 block{im.c(32), im.c(builder.warps()), im.c(1)};
+    gpu::LaunchFuncOp::create(b, l, kernel, grid, block, Value(),
+                              ValueRange{*values, *meta, *dx, *dy});
+    Value host = memref::AllocOp::create(b, l, yType);
+    gpu::MemcpyOp::create(b, l, Type(), ValueRange{}, host, *dy);
+    Value y = bufferization::ToTensorOp::create(
+        b, l, linear.matmul.getResultTypes()[0], host, /*restrict=*/true,
+        /*writable=*/true);
+    linear.matmul->getResult(0).replaceAllUsesWith(y);
+    dead.insert(linear.matmul);
+    for (Value v : linear.matmul->getOperands())
+      if (Operation *def = v.getDefiningOp())
+        dead.insert(def);
+  }
+  // The matmuls first, then their operands' producers (extf generics, the
+  // zero fill, W's transposes) where nothing else reads them.
+  for (Operation *op : dead.takeVector())
+    if (op->use_empty())
+      op->erase();
+  for (Operation *user : llvm::make_early_inc_range(weight.getUsers()))
+    for (Operation *u : llvm::make_early_inc_range(user->getUsers()))
+      if (u->use_empty())
+        u->erase();
+  for (Operation *user : llvm::make_early_inc_range(weight.getUsers()))
+    if (user->use_empty())
+      user->erase();
+  if (!weight.use_empty())
+    return fail("it still has readers after lowering");
+  return func.eraseArgument(index);
+}
+
+} // namespace

@@ -1,0 +1,305 @@
+"""compile(..., target="cuda"): 2:4 f16/bf16 linears on sparse tensor cores.
+
+Import (torch-mlir, as for the CPU) -> `smlir.sparsify` on the 2:4 weights
+the cost model keeps sparse -> `smlir-nm-cuda-pipeline` (hoist, then
+`smlir-lower-nm-to-nvgpu`: mma.sp kernels + launches; the rest of the model
+as host code; PTX through gpu-module-to-binary{format=isa}). Everything up
+to PTX runs without a GPU. A call checks for a driver and device first,
+then JIT-compiles the host code against libmlir_cuda_runtime.so, uploads the
+compressed weights once, and runs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+from mlir import ir, passmanager
+from mlir.dialects import gpu
+
+from .. import _tools
+from ..compiler import PlanEntry, TensorStats, _annotate, _error_text, _main
+from ..context import make_context
+from ..encodings import NM, Dense, Encoding
+from ..errors import CompileError, SpecError
+from ..importers.torch_fx import import_model
+from ..propagation import linear_tokens
+from ..runtime import adopt, copy_out, descriptor_class, descriptor_for, jit
+from ..weights import apply_sparsifier
+from .cost import choose_gpu
+from .driver import CUDA_RUNTIME, DeviceBuffer, require_device
+from .nm24 import MMA_K, compress
+
+STAGES = ("linalg", "annotated", "gpu", "llvm", "ptx")
+_BITS16 = (torch.float16, torch.bfloat16)
+_ELEMENT_DTYPES = {"f16": np.int16, "bf16": np.int16, "f32": np.float32, "i32": np.int32}
+
+
+def pipeline_for(mma_k: int, chip: str) -> str:
+    """The pass pipeline compile(target="cuda") runs (sparse-mlir-opt reproduces it)."""
+    return f"builtin.module(smlir-nm-cuda-pipeline{{mma-k={mma_k} chip={chip}}})"
+
+
+def _lowering_passes(mma_k: int) -> str:
+    """The smlir part alone, for the "gpu" stage (kernels and launches, before bufferization)."""
+    return f"builtin.module(smlir-hoist-argument-sparsifiers, smlir-lower-nm-to-nvgpu{{mma-k={mma_k}}})"
+
+
+@dataclass(frozen=True)
+class _Argument:
+    """What the caller passes for one leading argument of @main."""
+
+    role: str                  # host | nm24_values | nm24_metadata | scratch
+    tensor: str                # the parameter it comes from
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+def _as_array(t: torch.Tensor) -> np.ndarray:
+    """A C-contiguous numpy view of a CPU tensor; 16-bit floats as their int16 bits."""
+    t = t.detach().contiguous()
+    return t.view(torch.int16).numpy() if t.dtype in _BITS16 else t.numpy()
+
+
+def _prune(encoding: Encoding, weight: torch.Tensor, name: str) -> torch.Tensor:
+    """The weight with the encoding's sparsifier applied, in its own dtype (bf16 too)."""
+    kept = apply_sparsifier(encoding.effective_sparsifier, weight.detach().float().numpy(), name) != 0
+    return torch.where(torch.from_numpy(kept), weight.detach(), torch.zeros((), dtype=weight.dtype))
+
+
+def _check_encodings(encodings: Mapping[str, Encoding], params: Mapping[str, torch.nn.Parameter]) -> None:
+    for name, encoding in encodings.items():
+        if name not in params:
+            raise SpecError(f"{name}: target='cuda' encodes parameters only (2:4 weights); intermediate "
+                            f"tensors are not supported on the GPU yet (got {encoding!r})")
+        if isinstance(encoding, Dense):
+            continue
+        if not isinstance(encoding, NM) or (encoding.n, encoding.m) != (2, 4):
+            raise SpecError(f"{name}: target='cuda' supports NM(2, 4) (sparse tensor cores) and Dense(), "
+                            f"got {encoding!r}")
+        if params[name].dim() != 2:
+            raise SpecError(f"{name}: NM(2, 4) on the GPU needs a matrix, got shape {tuple(params[name].shape)}")
+
+
+class CudaCompiledModule:
+    """The torch-callable result of `compile(..., target="cuda")`."""
+
+    def __init__(self, module: ir.Module, context: ir.Context, arguments: list[_Argument],
+                 host_arrays: dict[str, np.ndarray], device_arrays: dict[tuple[str, str], np.ndarray],
+                 input_specs: list[tuple[tuple[int, ...], torch.dtype]], result: tuple[int, torch.dtype],
+                 effective: dict[str, torch.Tensor], stats: dict[str, TensorStats], plan: list[PlanEntry],
+                 stages: dict[str, str], pipeline: str, opt_level: int, compile_seconds: float) -> None:
+        self._module, self._context = module, context
+        self._arguments = arguments
+        self._host_arrays = host_arrays
+        self._device_arrays = device_arrays
+        self._input_specs = input_specs
+        self._result_rank, self._result_dtype = result
+        self._effective, self._stats, self._plan, self._stages = effective, stats, plan, stages
+        self.pipeline = pipeline
+        self.compile_seconds = compile_seconds
+        self._opt_level = opt_level
+        self._engine: Any = None
+        self._device: list[DeviceBuffer] = []
+        self._bound: list[ctypes.Structure] = []
+
+    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
+        if len(inputs) != len(self._input_specs):
+            raise SpecError(f"expected {len(self._input_specs)} inputs, got {len(inputs)}")
+        arrays = [self._check_input(i, t) for i, t in enumerate(inputs)]
+        require_device()
+        if self._engine is None:
+            self._load()
+        result_class = descriptor_class(self._result_rank, np.dtype(_numpy_dtype(self._result_dtype)))
+        result = result_class()
+        descriptors = [*self._bound, *(descriptor_for(a) for a in arrays)]
+        slots = [ctypes.c_void_p(ctypes.addressof(d)) for d in (result, *descriptors)]
+        packed = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(s) for s in slots])
+        self._function(packed)
+        dtype = np.dtype(_numpy_dtype(self._result_dtype))
+        out = adopt(result, dtype)  # the host code's fresh result buffer, freed with the tensor
+        if out is None:
+            out = copy_out(result, dtype)
+        tensor = torch.from_numpy(out)
+        if self._result_dtype in _BITS16:
+            tensor = tensor.view(self._result_dtype)
+        return tensor.to(inputs[0].device) if inputs and inputs[0].device.type != "cpu" else tensor
+
+    def _load(self) -> None:
+        """JIT-compiles the host code and uploads the weights (first call only)."""
+        with self._context:
+            self._engine = jit(self._module, opt_level=self._opt_level, shared_libs=[str(CUDA_RUNTIME)])
+        self._function = self._engine.lookup("main")
+        for argument in self._arguments:
+            if argument.role == "host":
+                array = self._host_arrays[argument.tensor]
+                self._bound.append(_descriptor(array.ctypes.data, array.shape, array.dtype))
+                continue
+            host = self._device_arrays.get((argument.role, argument.tensor))
+            nbytes = int(np.prod(argument.shape)) * argument.dtype.itemsize
+            buffer = DeviceBuffer(nbytes, host)
+            self._device.append(buffer)
+            self._bound.append(_descriptor(buffer.address, argument.shape, argument.dtype))
+
+    def _check_input(self, index: int, tensor: Any) -> np.ndarray:
+        shape, dtype = self._input_specs[index]
+        if not isinstance(tensor, torch.Tensor):
+            raise SpecError(f"input {index}: expected a torch.Tensor, got {type(tensor).__name__}")
+        if tensor.dtype != dtype:
+            raise SpecError(f"input {index}: expected dtype {dtype}, got {tensor.dtype}")
+        if tuple(tensor.shape) != shape:
+            raise SpecError(f"input {index}: expected shape {shape} (shapes are static, as in example_args), "
+                            f"got {tuple(tensor.shape)}")
+        return _as_array(tensor.cpu())
+
+    def effective_state_dict(self) -> dict[str, torch.Tensor]:
+        """Dense-equivalent parameters after sparsification (zeros where pruned)."""
+        return {name: t.clone() for name, t in self._effective.items()}
+
+    def stats(self) -> dict[str, TensorStats]:
+        return dict(self._stats)
+
+    def sparsity_plan(self) -> list[PlanEntry]:
+        """Per encoded weight: sparse tensor cores, or dense and why."""
+        return list(self._plan)
+
+    def ir(self, stage: str = "gpu") -> str:
+        """linalg | annotated | gpu (kernels + launches) | llvm | ptx (the kernels' PTX)."""
+        if stage not in self._stages:
+            raise ValueError(f"unknown stage {stage!r}; choose one of {STAGES}")
+        return self._stages[stage]
+
+
+def _numpy_dtype(dtype: torch.dtype) -> type:
+    return np.int16 if dtype in _BITS16 else {torch.float32: np.float32, torch.float64: np.float64}[dtype]
+
+
+def _descriptor(address: int, shape: Sequence[int], dtype: np.dtype) -> ctypes.Structure:
+    """A row-major memref descriptor over `address` (host or device memory)."""
+    descriptor = descriptor_class(len(shape), np.dtype(dtype))()
+    descriptor.allocated = descriptor.aligned = address
+    descriptor.offset = 0
+    strides, stride = [], 1
+    for extent in reversed(shape):
+        strides.insert(0, stride)
+        stride *= extent
+    if shape:
+        descriptor.shape[:] = list(shape)
+        descriptor.strides[:] = strides
+    return descriptor
+
+
+def _ptx(module: ir.Module) -> str:
+    texts = []
+    for op in module.body.operations:
+        if op.operation.name == "gpu.binary":
+            for attr in op.attributes["objects"]:
+                texts.append(gpu.ObjectAttr(attr).object.decode())
+    return "\n".join(texts)
+
+
+def _arguments(module: ir.Module, param_names: Sequence[str], num_inputs: int) -> list[_Argument]:
+    """The leading (non-input) arguments of @main after smlir-lower-nm-to-nvgpu:
+    parameters in order, each 2:4 one replaced by its device arguments."""
+    main = _main(module)
+    block = main.regions[0].blocks[0]
+    pending = list(param_names)
+    out = []
+    for index, arg in enumerate(list(block.arguments)[:len(block.arguments) - num_inputs]):
+        attrs = ir.DictAttr(main.arg_attrs[index])
+        if "smlir.device" in attrs:
+            role = ir.StringAttr(attrs["smlir.device"]).value
+            name = ir.StringAttr(attrs["smlir.tensor_name"]).value
+            if pending and pending[0] == name:
+                pending.pop(0)
+        else:
+            role, name = "host", pending.pop(0)
+        shaped = ir.ShapedType(arg.type)
+        element = str(shaped.element_type)
+        out.append(_Argument(role, name, tuple(shaped.shape), np.dtype(_ELEMENT_DTYPES.get(element, np.float32))))
+    return out
+
+
+def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = None,
+                 example_args: Sequence[torch.Tensor] = (), *, cost_model: bool = True, mma_k: int = 16,
+                 chip: str = "sm_80", opt_level: int = 3) -> CudaCompiledModule:
+    """Compiles `model` with its NM(2, 4) f16/bf16 weights on sparse tensor cores.
+
+    `cost_model=False` keeps 2:4 wherever the kernel can run (whole tiles,
+    f16/bf16), however small; by default small linears stay dense.
+    """
+    start = time.perf_counter()
+    if mma_k not in MMA_K:
+        raise SpecError(f"mma_k must be one of {MMA_K}, got {mma_k!r}")
+    encodings = dict(encodings or {})
+    for name, encoding in encodings.items():
+        if not isinstance(encoding, Encoding):
+            raise SpecError(f"{name}: expected a sparse_mlir encoding (NM(2, 4), ...), got {encoding!r}")
+    params = dict(model.named_parameters())
+    _check_encodings(encodings, params)
+    example_args = tuple(example_args)
+    effective = {name: _prune(e, params[name], name) for name, e in encodings.items()}
+
+    imported = import_model(model, example_args)
+    tokens = linear_tokens(imported.graph, imported.param_names, imported.num_inputs,
+                           {name: node.shape for name, node in imported.nodes.items()})
+    choices = {}
+    for name, encoding in encodings.items():
+        if isinstance(encoding, NM):
+            rows, depth = params[name].shape
+            choices[name] = choose_gpu(str(params[name].dtype).removeprefix("torch."), rows, depth,
+                                       tokens.get(name), check_size=cost_model)
+    sparse = {name: encodings[name] for name, c in choices.items() if c.sparse}
+
+    pipeline = pipeline_for(mma_k, chip)
+    reproducer = (f"{_tools.opt_path()} annotated.mlir --pass-pipeline='{pipeline}' "
+                  "(annotated.mlir = fn.ir('annotated'))")
+    stages = {"linalg": imported.text}
+    context = make_context()
+    with context, ir.Location.unknown():
+        module = ir.Module.parse(imported.text)
+        _annotate(module, imported.param_names, sparse)
+        stages["annotated"] = str(module)
+        lowered = ir.Module.parse(stages["annotated"])
+        try:
+            passmanager.PassManager.parse(_lowering_passes(mma_k)).run(lowered.operation)
+            stages["gpu"] = str(lowered)
+            passmanager.PassManager.parse(pipeline).run(module.operation)
+        except ir.MLIRError as error:
+            raise CompileError(_error_text(error), pipeline=pipeline, reproducer=reproducer) from None
+        stages["llvm"] = str(module)
+        stages["ptx"] = _ptx(module)
+        arguments = _arguments(lowered, imported.param_names, imported.num_inputs)
+        result = ir.RankedTensorType(ir.FunctionType(ir.TypeAttr(_main(lowered).attributes["function_type"])
+                                                     .value).results[0])
+
+    host_arrays, device_arrays = {}, {}
+    for name, value in zip(imported.param_names, imported.params):
+        host_arrays[name] = _as_array(effective.get(name, value))
+        if name in sparse:
+            values, metadata = compress(host_arrays[name], mma_k, name)
+            device_arrays[("nm24_values", name)] = values
+            device_arrays[("nm24_metadata", name)] = metadata
+    result_dtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[str(result.element_type)]
+    stats, plan = {}, []
+    for name, encoding in encodings.items():
+        nnz = int(torch.count_nonzero(effective[name]))
+        choice = choices.get(name)
+        stored = ("2:4 on sparse tensor cores (mma.sp m16n8k{}, f32 accumulate)".format(mma_k)
+                  if name in sparse else
+                  f"dense, on the host ({choice.reason})" if choice else "dense, on the host")
+        stats[name] = TensorStats(shape=tuple(effective[name].shape), format=stored, nnz=nnz,
+                                  sparsifier=encoding.effective_sparsifier.attr_text(),
+                                  density=nnz / max(1, effective[name].numel()))
+        plan.append(PlanEntry(name=name, role="weight", shape=stats[name].shape, format=encoding.format_name,
+                              stored_as=stored, sparsifier=stats[name].sparsifier,
+                              kind=encoding.effective_sparsifier.kind, applied="once, at compile time",
+                              origin="user", fallbacks=()))
+    input_specs = [(tuple(a.shape), a.dtype) for a in example_args]
+    return CudaCompiledModule(module, context, arguments, host_arrays, device_arrays, input_specs,
+                              (result.rank, result_dtype), effective, stats, plan, stages, pipeline, opt_level,
+                              time.perf_counter() - start)

@@ -1,0 +1,99 @@
+"""compile(..., target="cuda") without a GPU: everything up to PTX, and the
+clear error a call gives where no driver or device exists."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from mlir import ir
+
+import sparse_mlir as sm
+from sparse_mlir.cuda import CudaUnavailableError
+
+from .cuda_env import cuda_unavailable_reason
+
+MLIR_TRANSLATE = Path(ir.__file__).resolve().parent / "bin" / "mlir-translate"
+
+
+def ffn(dtype: torch.dtype, hidden: int = 256, out: int = 128) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(128, hidden), torch.nn.ReLU(),
+                               torch.nn.Linear(hidden, out, bias=False)).to(dtype)
+
+
+@pytest.mark.parametrize("dtype,ptx_type", [(torch.float16, "f16"), (torch.bfloat16, "bf16")])
+def test_ptx_has_sparse_mma_for_every_2_4_linear(dtype: torch.dtype, ptx_type: str) -> None:
+    x = torch.randn(64, 128, dtype=dtype)
+    fn = sm.compile(ffn(dtype), {"0.weight": sm.NM(2, 4), "2.weight": sm.NM(2, 4)}, (x,), target="cuda",
+                    cost_model=False)
+    ptx = fn.ir("ptx")
+    assert ".target sm_80" in ptx
+    assert len(re.findall(r"\.entry nm24_linear_", ptx)) == 2
+    # 2 k-steps per stage x 2 x 4 fragments per warp
+    assert ptx.count(f"mma.sp.sync.aligned.m16n8k16.row.col.f32.{ptx_type}.{ptx_type}.f32") == 2 * 16
+    assert "nvgpu.mma.sp.sync" in fn.ir("gpu") if dtype == torch.float16 else "nvvm.mma.sp.sync" in fn.ir("gpu")
+    assert all("sparse tensor cores (mma.sp m16n8k16" in p.stored_as for p in fn.sparsity_plan())
+
+
+def test_mma_k_32_and_three_dimensional_inputs() -> None:
+    from sparse_mlir.cuda import compile_cuda
+
+    x = torch.randn(2, 32, 128, dtype=torch.float16)
+    fn = compile_cuda(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), cost_model=False, mma_k=32)
+    assert "mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32" in fn.ir("ptx")
+    assert 'smlir.mma_k = 32' in fn.ir("gpu")
+
+
+def test_cost_model_keeps_small_linears_dense_and_says_why() -> None:
+    x = torch.randn(64, 128, dtype=torch.float16)
+    fn = sm.compile(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), target="cuda")
+    (entry,) = fn.sparsity_plan()
+    assert entry.stored_as.startswith("dense, on the host") and "below the 2:4 break-even" in entry.stored_as
+    assert "gpu.launch_func" not in fn.ir("gpu") and fn.ir("ptx") == ""
+    # Still pruned 2:4, as requested.
+    w = fn.effective_state_dict()["0.weight"].reshape(256, -1, 4)
+    assert int((w != 0).sum(-1).max()) <= 2
+
+
+def test_host_code_translates_to_llvm_ir_calling_the_cuda_runtime() -> None:
+    """What the JIT would compile on a GPU machine: launches become mgpu* calls
+    of libmlir_cuda_runtime.so, the PTX is loaded by the driver (JIT)."""
+    x = torch.randn(64, 128, dtype=torch.float16)
+    fn = sm.compile(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), target="cuda", cost_model=False)
+    result = subprocess.run([str(MLIR_TRANSLATE), "--mlir-to-llvmir"], input=fn.ir("llvm"), capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    for call in ("@mgpuModuleLoadJIT", "@mgpuLaunchKernel", "@mgpuMemcpy"):
+        assert call in result.stdout
+
+
+@pytest.mark.skipif(cuda_unavailable_reason() is None,
+                    reason="a usable CUDA GPU is present; this checks the error raised without one")
+def test_call_without_a_gpu_raises_a_clear_error() -> None:
+    x = torch.randn(64, 128, dtype=torch.float16)
+    fn = sm.compile(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), target="cuda", cost_model=False)
+    with pytest.raises(CudaUnavailableError, match="libcuda.so.1|no CUDA device|cuInit"):
+        fn(x)
+    assert issubclass(CudaUnavailableError, sm.SparseMLIRError)
+
+
+def test_unsupported_encodings_and_targets_are_errors() -> None:
+    x = torch.randn(64, 128, dtype=torch.float16)
+    with pytest.raises(sm.SpecError, match=r"0.weight: target='cuda' supports NM\(2, 4\).*got CSR"):
+        sm.compile(ffn(torch.float16), {"0.weight": sm.CSR()}, (x,), target="cuda")
+    with pytest.raises(sm.SpecError, match="relu: target='cuda' encodes parameters only"):
+        sm.compile(ffn(torch.float16), {"relu": sm.NM(2, 4)}, (x,), target="cuda")
+    with pytest.raises(sm.SpecError, match="target must be 'cpu' or 'cuda', got 'tpu'"):
+        sm.compile(ffn(torch.float16), {}, (x,), target="tpu")
+
+
+def test_f32_weights_stay_dense_on_the_gpu_path() -> None:
+    x = torch.randn(64, 128)
+    fn = sm.compile(ffn(torch.float32), {"0.weight": sm.NM(2, 4)}, (x,), target="cuda", cost_model=False)
+    (entry,) = fn.sparsity_plan()
+    assert "float16/bfloat16, the weight is float32" in entry.stored_as
