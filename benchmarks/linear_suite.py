@@ -18,6 +18,8 @@ results/linear_suite.{json,md,png} and prints the machine.
 
     .venv/bin/python benchmarks/linear_suite.py            # full suite
     .venv/bin/python benchmarks/linear_suite.py --quick    # 2 sparsities, 1 shape
+    .venv/bin/python benchmarks/linear_suite.py --bert-only  # re-measure the BERT
+                     # rows; the single-linear rows of the existing JSON are kept
 """
 
 from __future__ import annotations
@@ -236,6 +238,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--quick", action="store_true", help="90%% and 2:4 on the FFN up shape only")
     parser.add_argument("--no-bert", action="store_true")
+    parser.add_argument("--bert-only", action="store_true",
+                        help="only the BERT layer; keep the other rows of the existing results JSON")
     parser.add_argument("--bert-batch", type=int, default=8)
     parser.add_argument("--bert-seq", type=int, default=128)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -249,6 +253,10 @@ def main() -> None:
         sparsities = [s for s in sparsities if s[0] in ("90%", "2:4")]
         shapes = shapes[:1]
     rows: list[Row] = []
+    if args.bert_only:
+        shapes = []
+        previous = json.loads((args.out / "linear_suite.json").read_text())["rows"]
+        rows = [Row(**r) for r in previous if not r["shape"].startswith("BERT layer")]
     for label, m, k, n in shapes:
         for sparsity, make, _ in sparsities:
             rows += bench_linear(label, m, k, n, sparsity, make, args.threads, args.repeats)

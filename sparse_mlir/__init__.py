@@ -3,7 +3,8 @@
 Public API: storage formats (`Dense`, `CSR`, `CSC`, `COO`, `BSR`, `NM`),
 sparsifiers (`KeepAll`, `Threshold`, `RandomFraction`, `ScalarFraction`,
 `BlockFraction`, `NMMagnitude`), `compile`, `load` (run an exported
-artifact), `make_context` and the error hierarchy.
+artifact), `make_context`, threads (`set_num_threads`), the allocation cache
+(`cached_bytes`, `release_cached_memory`) and the error hierarchy.
 
 The compiler (MLIR, torch-mlir) is imported on first use of a name that
 needs it: a process that only runs `load()`ed artifacts never loads it.
@@ -16,6 +17,7 @@ from typing import Any
 
 from .artifact import ArtifactError, LoadedModule, load
 from .errors import CompileError, SparseMLIRError, SpecError
+from .memory import cached_bytes, release_cached_memory
 from .threads import get_num_threads, set_num_threads
 
 __version__ = "0.1.0"
@@ -34,6 +36,7 @@ __all__ = [
     "ArtifactError", "CompileError", "SparseMLIRError", "SpecError",
     "LoadedModule", "load",
     "get_num_threads", "set_num_threads",
+    "cached_bytes", "release_cached_memory",
 ]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -26,8 +27,28 @@ _CTYPES = {
     np.dtype(np.int64): ctypes.c_int64,
 }
 
-_LIBC = ctypes.CDLL(None)
-_LIBC.free.argtypes = [ctypes.c_void_p]
+# The allocation functions compiled code calls (lib/Runtime/AllocationCache.c):
+# a result buffer handed back to them is reused by the next call.
+ALLOCATOR_LIBRARY = Path(__file__).resolve().parent / "lib" / "libsparse_mlir_alloc.so"
+
+
+@functools.lru_cache(maxsize=None)
+def allocator() -> ctypes.CDLL:
+    """The runtime's allocation library, loaded once (RTLD_GLOBAL: compiled
+    code, JIT'ed or exported, binds to this one copy and its cache)."""
+    if not ALLOCATOR_LIBRARY.is_file():
+        raise RuntimeError(f"sparse_mlir's allocation library is missing ({ALLOCATOR_LIBRARY}): "
+                           "reinstall the package (pip install .) so that it is built")
+    library = ctypes.CDLL(str(ALLOCATOR_LIBRARY), mode=ctypes.RTLD_GLOBAL)
+    library._mlir_memref_to_llvm_free.argtypes = [ctypes.c_void_p]
+    library.smlir_alloc_cache_release.restype = ctypes.c_size_t
+    library.smlir_alloc_cache_bytes.restype = ctypes.c_size_t
+    return library
+
+
+def release(address: int) -> None:
+    """Frees a buffer compiled code allocated."""
+    allocator()._mlir_memref_to_llvm_free(address)
 
 # `_mlir_<name>(void **args)`: the packed entry point of a function compiled
 # with `llvm.emit_c_interface`; args[i] points at argument i (for memrefs, at
@@ -89,7 +110,7 @@ class _Allocation:
         self.address = address
 
     def __del__(self) -> None:
-        _LIBC.free(self.address)
+        release(self.address)
 
 
 def adopt(descriptor: ctypes.Structure, dtype: np.dtype) -> np.ndarray | None:
@@ -147,7 +168,7 @@ class Kernel:
             if owned is not None:
                 return owned
             output = copy_out(result, self._result_dtype)
-            _LIBC.free(allocated)
+            release(allocated)
             return output
         return copy_out(result, self._result_dtype)
 

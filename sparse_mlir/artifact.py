@@ -5,7 +5,8 @@ An artifact is a directory:
 - `model.so`: the object code the JIT compiled and ran (so a loaded model
   computes bit for bit what the compiling process computed), linked into a
   shared library whose runpath is `$ORIGIN/lib`;
-- `lib/`: the runtime libraries it needs (libomp when the code is threaded);
+- `lib/`: the runtime libraries it needs (the allocation cache; libomp when
+  the code is threaded);
 - `weights.bin`: the header the loaders run from (signature, packed buffers,
   CPU features, a CRC-32 of the whole file) followed by the packed weights;
 - `manifest.json`: the same facts for people and tools, plus the encodings,
@@ -35,7 +36,7 @@ import numpy as np
 import torch
 
 from . import threads
-from ._memref import Kernel
+from ._memref import ALLOCATOR_LIBRARY, Kernel, allocator
 from .callable import InputSpec, ModelCallable
 from .errors import SparseMLIRError
 
@@ -158,14 +159,15 @@ def export(fn: "CompiledModule", path: str | os.PathLike, *, linker: str | None 
 
 def _copy_runtime_libs(lib_dir: Path, openmp: bool) -> list[str]:
     """Copies the shared libraries the code links against; returns their file names."""
+    shutil.copy2(ALLOCATOR_LIBRARY, lib_dir / ALLOCATOR_LIBRARY.name)
     if not openmp:
-        return []
+        return [ALLOCATOR_LIBRARY.name]
     source = threads.libomp_path()
     if source is None:
         raise ArtifactError("the compiled code is threaded but no libomp was found to ship with it")
     name = "libomp.so.5"
     shutil.copy2(os.path.realpath(source), lib_dir / name)
-    return [name]
+    return [ALLOCATOR_LIBRARY.name, name]
 
 
 def _link(cc: str, object_file: Path, library: Path, runtime_libs: Sequence[str]) -> None:
@@ -350,6 +352,9 @@ def _open_library(root: Path) -> ctypes.CDLL:
     # One OpenMP runtime per process: load the system's libomp (the one
     # `set_num_threads` drives) first, so that model.so's dependency on
     # libomp.so.5 binds to it; without one, the artifact's own copy serves.
+    # Likewise the allocation cache: the package's copy, shared with results'
+    # release in _memref.
+    allocator()
     bundled = root / LIB_DIR / "libomp.so.5"
     if bundled.is_file():
         threads.use_bundled_libomp(str(bundled))

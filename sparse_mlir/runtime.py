@@ -15,7 +15,7 @@ import numpy as np
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
-from ._memref import Kernel
+from ._memref import Kernel, allocator
 
 _MLIR_LIB_DIR = Path(ir.__file__).resolve().parent / "lib"
 RUNTIME_LIBS = [str(_MLIR_LIB_DIR / "libmlir_c_runner_utils.so"), str(_MLIR_LIB_DIR / "libmlir_runner_utils.so")]
@@ -26,7 +26,8 @@ def jit(module: ir.Module, opt_level: int = 3, shared_libs: Sequence[str] = ()) 
 
     It keeps its object code, so `export()` ships exactly the code that ran.
     """
-    return ExecutionEngine(module, opt_level=opt_level, shared_libs=[*RUNTIME_LIBS, *shared_libs],
+    libraries = [*RUNTIME_LIBS, str(allocator()._name), *shared_libs]
+    return ExecutionEngine(module, opt_level=opt_level, shared_libs=libraries,
                            enable_object_dump=True)
 
 

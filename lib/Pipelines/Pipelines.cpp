@@ -40,10 +40,13 @@ sparsifierPassList(const smlir::SparseCPUPipelineOptions &options) {
          "func.func(expand-realloc)," +
          // scf.parallel -> omp.parallel + omp.wsloop. The OpenMP regions
          // must see LLVM-typed memrefs before scf-to-cf flattens them.
-         (options.openmp ? std::string("convert-scf-to-openmp,"
-                                       "expand-strided-metadata,"
-                                       "finalize-memref-to-llvm,")
+         (options.openmp ? std::string("convert-scf-to-openmp,")
                          : std::string()) +
+         // Buffers through _mlir_memref_to_llvm_{alloc,aligned_alloc,free}:
+         // the runtime's allocation cache reuses a call's large temporaries
+         // (lib/Runtime/AllocationCache.c).
+         "expand-strided-metadata,"
+         "finalize-memref-to-llvm{use-generic-functions=true}," +
          // Polynomials instead of one libm call per element: LLVM then
          // vectorizes GELU's erf and softmax's exp.
          (options.approximateMath ? std::string("func.func(smlir-approximate-math),")

@@ -39,6 +39,9 @@ typedef struct descriptor {
 struct smlir_model {
   void *library;
   void (*entry)(void **);
+  /* The artifact's allocation cache (lib/libsparse_mlir_alloc.so): the
+     kernel's result buffer goes back to it for the next call. */
+  void (*release)(void *);
   unsigned char *blob; /* weights.bin */
   uint32_t flags;
   int num_inputs, num_buffers;
@@ -258,6 +261,9 @@ smlir_model *smlir_load(const char *path, char *error, size_t error_size) {
     fail(error, error_size, "%s: has no %s; export the model again", file, ENTRY_POINT);
     goto failed;
   }
+  *(void **)&model->release = dlsym(model->library, "_mlir_memref_to_llvm_free");
+  if (!model->release)
+    model->release = free; /* its buffers are malloc'ed either way */
   model->result = parse_record(blob + HEADER_BYTES);
   model->inputs = calloc((size_t)model->num_inputs + 1, sizeof(record));
   model->buffers = calloc((size_t)model->num_buffers + 1, sizeof(record));
@@ -398,7 +404,7 @@ int smlir_run(smlir_model *model, const smlir_tensor *inputs, int num_inputs, sm
   for (int i = 0; i < num_inputs; ++i)
     aliases |= allocated == inputs[i].data;
   if (allocated && !aliases)
-    free(allocated);
+    model->release(allocated);
   free(input_descriptors);
   free(pointers);
   free(packed);

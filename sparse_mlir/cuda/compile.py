@@ -28,7 +28,8 @@ from ..encodings import NM, Dense, Encoding
 from ..errors import CompileError, SpecError
 from ..importers.torch_fx import import_model
 from ..propagation import linear_tokens
-from ..runtime import adopt, copy_out, descriptor_class, descriptor_for, jit
+from .._memref import adopt, copy_out, descriptor_class, descriptor_for
+from ..runtime import jit
 from ..weights import apply_sparsifier
 from .cost import choose_gpu
 from .driver import CUDA_RUNTIME, DeviceBuffer, require_device

@@ -6,6 +6,13 @@
 // assembler (their body moves to @_internal_<name>), so their sparse tensors
 // cross the boundary as positions / coordinates / values buffers.
 
+/// Buffers come from the runtime's allocation cache (generic allocation
+/// functions), never from malloc/free directly.
+// CHECK-DAG:   llvm.func @_mlir_memref_to_llvm_free(!llvm.ptr)
+// CHECK-DAG:   llvm.func @_mlir_memref_to_llvm_alloc(i64) -> !llvm.ptr
+// LEFTOVER-NOT: @malloc
+// LEFTOVER-NOT: @free
+
 /// Nothing of the input dialects is left.
 // LEFTOVER-NOT: smlir.
 // LEFTOVER-NOT: sparse_tensor.

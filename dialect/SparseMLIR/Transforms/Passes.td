@@ -239,6 +239,11 @@ def LowerSparseLinear
 
     Other sparse linears (CSC, COO, BSR, f64, dynamic shapes) are left to
     upstream sparsification.
+
+    With `batched`, a dense f32 `linalg.batch_matmul` with static shapes
+    and a zero init (attention's `q * k^T` and `p * v`) runs the dense
+    token-block kernel per batch, `W_b[n, k] = B[b, k, n]`; the blocks of all
+    batches form one parallel loop.
   }];
   let options = [
     Option<"rows", "rows", "int64_t", /*default=*/"4",
@@ -247,6 +252,8 @@ def LowerSparseLinear
            "Vectors of tokens per register tile">,
     Option<"lanes", "lanes", "int64_t", /*default=*/"8",
            "f32 lanes per vector (8: AVX2, 16: AVX-512)">,
+    Option<"batched", "batched", "bool", /*default=*/"true",
+           "Also lower dense f32 linalg.batch_matmul">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",
