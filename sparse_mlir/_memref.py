@@ -132,15 +132,41 @@ def adopt(descriptor: ctypes.Structure, dtype: np.dtype) -> np.ndarray | None:
     return np.asarray(view)
 
 
+class _CallFrame:
+    """The ctypes argument block of one call signature, built once: the
+    result descriptor, the bound descriptors, input descriptors whose shapes
+    and strides are fixed (only their addresses change per call) and the
+    scalar slots, all reachable from one packed array of pointers."""
+
+    def __init__(self, result_class: type, bound: Sequence[ctypes.Structure],
+                 inputs: Sequence[tuple[tuple[int, ...], tuple[int, ...], np.dtype]], scalars: int) -> None:
+        self.result = result_class()
+        self.inputs = []
+        for shape, strides, dtype in inputs:
+            descriptor = descriptor_class(len(shape), dtype)()
+            if shape:
+                descriptor.shape[:] = shape
+                descriptor.strides[:] = strides
+            self.inputs.append(descriptor)
+        self.scalars = [ctypes.c_int64() for _ in range(scalars)]
+        # The C interface takes a pointer to each descriptor (and scalars by
+        # value); the packed wrapper takes an array of pointers to those.
+        self._slots = [ctypes.c_void_p(ctypes.addressof(d)) for d in (self.result, *bound, *self.inputs)]
+        self.packed = (ctypes.c_void_p * (len(self._slots) + scalars))(
+            *[ctypes.addressof(slot) for slot in (*self._slots, *self.scalars)])
+
+
 class Kernel:
     """A compiled function with its leading arguments bound once.
 
     `bound` (packed weights) are turned into memref descriptors once and kept
-    alive here; each call only wraps the new inputs, which the kernel reads
-    in place. The kernel returns one memref it allocated: it becomes the
-    returned array without a copy and is freed when that array (or a torch
-    tensor made from it) is garbage, so nothing accumulates across calls.
-    `owner` keeps the code alive (an ExecutionEngine, a loaded library).
+    alive here; each call only points a reused argument block (`_CallFrame`)
+    at the new inputs, which the kernel reads in place. The kernel returns
+    one memref it allocated: it becomes the returned array without a copy
+    and is freed when that array (or a torch tensor made from it) is garbage,
+    so nothing accumulates across calls. `owner` keeps the code alive (an
+    ExecutionEngine, a loaded library). Calls may come from several threads:
+    each takes a frame of its own from the pool.
     """
 
     def __init__(self, function: PackedFunction, bound: Sequence[np.ndarray], result_rank: int,
@@ -149,21 +175,39 @@ class Kernel:
         self._owner = owner
         self._bound = [np.ascontiguousarray(a) for a in bound]
         self._bound_descriptors = [descriptor_for(a) for a in self._bound]
+        self._bound_addresses = frozenset(a.ctypes.data for a in self._bound)
         self._result_class = descriptor_class(result_rank, np.dtype(result_dtype))
         self._result_dtype = np.dtype(result_dtype)
+        self._frames: dict[tuple, list[_CallFrame]] = {}
 
     def __call__(self, inputs: Sequence[np.ndarray], scalars: Sequence[int] = ()) -> np.ndarray:
         """Runs the kernel on `inputs` (arrays) followed by i64 `scalars`."""
-        result = self._result_class()
-        input_descriptors = [descriptor_for(a) for a in inputs]
-        # The C interface takes a pointer to each descriptor (and scalars by
-        # value); the packed wrapper takes an array of pointers to those.
-        slots = [ctypes.c_void_p(ctypes.addressof(d)) for d in (result, *self._bound_descriptors, *input_descriptors)]
-        slots += [ctypes.c_int64(value) for value in scalars]
-        packed = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(slot) for slot in slots])
-        self._function(packed)
+        signature = tuple((a.shape, tuple(s // a.itemsize for s in a.strides), a.dtype) for a in inputs)
+        return self.call_addresses(signature, [a.ctypes.data for a in inputs], scalars)
+
+    def call_addresses(self, signature: tuple, addresses: Sequence[int], scalars: Sequence[int] = ()) -> np.ndarray:
+        """Runs the kernel on inputs given by address; `signature` holds
+        their (shape, strides in elements, dtype), the same every call for a
+        static model (its frame is then built once)."""
+        key = (signature, len(scalars))
+        pool = self._frames.setdefault(key, [])
+        try:
+            frame = pool.pop()  # atomic: a frame serves one call at a time
+        except IndexError:
+            frame = _CallFrame(self._result_class, self._bound_descriptors, signature, len(scalars))
+        try:
+            for descriptor, address in zip(frame.inputs, addresses):
+                descriptor.allocated = descriptor.aligned = address
+            for slot, value in zip(frame.scalars, scalars):
+                slot.value = value
+            self._function(frame.packed)
+            return self._take_result(frame.result, addresses)
+        finally:
+            pool.append(frame)
+
+    def _take_result(self, result: ctypes.Structure, addresses: Sequence[int]) -> np.ndarray:
         allocated = result.allocated
-        if allocated and not self._aliases_argument(allocated, inputs):
+        if allocated and allocated not in self._bound_addresses and allocated not in addresses:
             owned = adopt(result, self._result_dtype)
             if owned is not None:
                 return owned
@@ -176,6 +220,3 @@ class Kernel:
     def bound(self) -> list[np.ndarray]:
         """The bound leading arguments (packed weights), in call order."""
         return list(self._bound)
-
-    def _aliases_argument(self, address: int, inputs: Sequence[np.ndarray]) -> bool:
-        return any(a.ctypes.data == address for a in (*self._bound, *inputs))

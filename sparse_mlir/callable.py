@@ -25,6 +25,9 @@ class ModelCallable:
         self._input_specs = list(input_specs)
         self._counts_calls = counts_calls
         self._calls = itertools.count()
+        # Inputs are checked to be contiguous: row-major strides.
+        self._signature = tuple((shape, _row_major_strides(shape), _numpy_dtype(dtype))
+                                for shape, dtype in self._input_specs)
 
     @property
     def input_specs(self) -> list[InputSpec]:
@@ -32,11 +35,16 @@ class ModelCallable:
         return list(self._input_specs)
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
-        arrays = [self._check_input(i, t) for i, t in enumerate(inputs)]
-        if len(arrays) != len(self._input_specs):
-            raise SpecError(f"expected {len(self._input_specs)} inputs, got {len(arrays)}")
+        if len(inputs) != len(self._input_specs):
+            if len(inputs) > len(self._input_specs):
+                raise SpecError(f"expected {len(self._input_specs)} inputs, got more")
+            for index, tensor in enumerate(inputs):
+                self._check_input(index, tensor)
+            raise SpecError(f"expected {len(self._input_specs)} inputs, got {len(inputs)}")
+        tensors = [self._check_input(i, t) for i, t in enumerate(inputs)]  # alive during the call
         scalars = (next(self._calls),) if self._counts_calls else ()
-        return torch.from_numpy(self._kernel(arrays, scalars))
+        return torch.from_numpy(self._kernel.call_addresses(self._signature, [t.data_ptr() for t in tensors],
+                                                            scalars))
 
     def reset_call_number(self, call: int = 0) -> None:
         """The next call is number `call` (random-fraction masks depend on it; 0 after compile or load)."""
@@ -44,19 +52,38 @@ class ModelCallable:
             raise SpecError(f"call number must be an int in [0, 2**63), got {call!r}")
         self._calls = itertools.count(call)
 
-    def _check_input(self, index: int, tensor: Any) -> np.ndarray:
-        if index >= len(self._input_specs):
-            raise SpecError(f"expected {len(self._input_specs)} inputs, got more")
+    def _check_input(self, index: int, tensor: Any) -> torch.Tensor:
+        """Input `index` once it matches its spec, as plain memory the kernel can read."""
         shape, dtype = self._input_specs[index]
         if not isinstance(tensor, torch.Tensor):
             raise SpecError(f"input {index}: expected a torch.Tensor, got {type(tensor).__name__}")
-        if tensor.device.type != "cpu":
+        if not tensor.is_cpu:
             raise SpecError(f"input {index}: expected a CPU tensor, got device {tensor.device}")
         if tensor.dtype != dtype:
             raise SpecError(f"input {index}: expected dtype {dtype}, got {tensor.dtype}")
-        if tuple(tensor.shape) != shape:
+        if tensor.shape != shape:
             raise SpecError(f"input {index}: expected shape {shape} (shapes are static, as in example_args), "
                             f"got {tuple(tensor.shape)}")
         if not tensor.is_contiguous():
             raise SpecError(f"input {index}: expected a contiguous tensor; call .contiguous() first")
-        return tensor.detach().numpy()
+        if self._signature[index][2] is None:
+            raise SpecError(f"input {index}: dtype {dtype} cannot be passed to compiled CPU code")
+        if tensor.is_neg() or tensor.is_conj():  # lazy views: the memory holds -x or conj(x)
+            tensor = tensor.resolve_neg().resolve_conj()
+        return tensor
+
+
+def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, stride = [], 1
+    for extent in reversed(shape):
+        strides.insert(0, stride)
+        stride *= extent
+    return tuple(strides)
+
+
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype | None:
+    """numpy's dtype for `dtype` (None where numpy has none, e.g. bfloat16)."""
+    try:
+        return torch.empty(0, dtype=dtype).numpy().dtype
+    except TypeError:
+        return None

@@ -21,7 +21,7 @@ _MLIR_LIB_DIR = Path(ir.__file__).resolve().parent / "lib"
 RUNTIME_LIBS = [str(_MLIR_LIB_DIR / "libmlir_c_runner_utils.so"), str(_MLIR_LIB_DIR / "libmlir_runner_utils.so")]
 
 
-def jit(module: ir.Module, opt_level: int = 3, shared_libs: Sequence[str] = ()) -> ExecutionEngine:
+def jit(module: ir.Module, opt_level: int = 2, shared_libs: Sequence[str] = ()) -> ExecutionEngine:
     """An ExecutionEngine for a module already lowered to the LLVM dialect.
 
     It keeps its object code, so `export()` ships exactly the code that ran.

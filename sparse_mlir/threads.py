@@ -63,9 +63,12 @@ def _libomp() -> ctypes.CDLL | None:
     path = libomp_path()
     if path is None:
         return None
-    # Idle workers sleep at once instead of spinning for 200 ms after each
-    # parallel loop, which would steal the cores from torch's own threads.
-    os.environ.setdefault("KMP_BLOCKTIME", "0")
+    # Idle workers spin 1 ms after a parallel loop, then sleep: the next loop
+    # of the same call (or the next call) finds them awake (waking sleeping
+    # workers cost ~45 us per loop, measured: 88 -> 17 us per call of a tiny
+    # model at 2 threads), and torch's own threads get the cores back within
+    # 1 ms instead of libomp's default 200 ms.
+    os.environ.setdefault("KMP_BLOCKTIME", "1")
     return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
 
 

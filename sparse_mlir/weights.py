@@ -39,10 +39,32 @@ def apply_sparsifier(sparsifier: Sparsifier, w: np.ndarray, name: str = "tensor"
 
 
 def _keep_largest(scores: np.ndarray, keep: int) -> np.ndarray:
-    """Mask of the `keep` largest scores along the last axis; ties -> lower index."""
+    """Mask of the `keep` largest scores along the last axis; ties -> lower index.
+
+    Scores are magnitudes (>= 0 or NaN; NaN ranks below every number).
+    """
+    if scores.ndim == 1 and scores.size > 4096:
+        return _keep_largest_flat(scores, keep)
     order = np.argsort(-scores, axis=-1, kind="stable")
     mask = np.zeros(scores.shape, dtype=bool)
     np.put_along_axis(mask, order[..., :keep], True, axis=-1)
+    return mask
+
+
+def _keep_largest_flat(scores: np.ndarray, keep: int) -> np.ndarray:
+    """`_keep_largest` of one long vector by selection (O(n)), not a sort:
+    all scores above the keep-th largest, then its ties by lowest index."""
+    mask = np.zeros(scores.shape, dtype=bool)
+    if keep <= 0:
+        return mask
+    if keep >= scores.size:
+        mask[:] = True
+        return mask
+    ranked = np.where(np.isnan(scores), -np.inf, scores)
+    cut = np.partition(ranked, scores.size - keep)[scores.size - keep]
+    mask = ranked > cut
+    ties = np.flatnonzero(ranked == cut)[:keep - int(np.count_nonzero(mask))]
+    mask[ties] = True
     return mask
 
 

@@ -57,6 +57,11 @@ constexpr StringLiteral kMicrokernelAttrName = "smlir.microkernel";
 /// Below this many tokens, vectors along tokens would idle most lanes: the
 /// decode kernel computes dot products along k instead.
 constexpr int64_t kDecodeTokens = 4;
+/// Slab bytes an n:m row block reads per pass over k: a k-slice of the slab
+/// this size stays in L1 while every row block of the thread reads it (each
+/// stored entry reads its own slab row; from L2 they ran at half the FMA
+/// rate).
+constexpr int64_t kSlabSliceBytes = 16 * 1024;
 
 /// Where the stored entries of weight row `n` are.
 struct WeightLayout {
@@ -182,6 +187,20 @@ public:
                             [&](OpBuilder &, Location, ValueRange ivs) {
                               pack(slabs, ivs[0]);
                             });
+    // n:m over a slab larger than L1: k in slices of whole groups, every
+    // row block of the thread per slice, the R x MB partial sums of a row
+    // block kept in `partial` (yT's layout per token block) between slices.
+    Value partial;
+    if (lin.layout.kind == WeightLayout::NOutOfM) {
+      int64_t groups = lin.K / lin.layout.m;
+      sliceGroups = std::max<int64_t>(1, kSlabSliceBytes / (4 * MB * lin.layout.m));
+      slices = llvm::divideCeil(groups, sliceGroups);
+      nBlocksTotal = nBlocks;
+      if (slices > 1)
+        partial = memref::AllocOp::create(
+            b, loc, MemRefType::get({mBlocks * nBlocks * R * MB}, f32),
+            b.getI64IntegerAttr(64));
+    }
     scf::ParallelOp::create(
         b, loc, ValueRange{idx(0), idx(0)}, ValueRange{idx(mBlocks), idx(chunks)},
         ValueRange{idx(1), idx(1)},
@@ -191,6 +210,10 @@ public:
           Value first = mul(ivs[1], idx(blocksPerChunk));
           Value last = arith::MinSIOp::create(
               b, loc, add(first, idx(blocksPerChunk)), idx(nBlocks));
+          if (slices > 1) {
+            slicedRowBlocks(slabs, slabOffset, partial, ivs[0], m0, first, last);
+            return;
+          }
           scf::ForOp::create(b, loc, first, last, idx(1), ValueRange{},
                              [&](OpBuilder &, Location, Value nb, ValueRange) {
                                rowBlock(slabs, slabOffset, m0, mul(nb, idx(R)));
@@ -370,6 +393,67 @@ private:
     store(acc, m0, n0);
   }
 
+  /// Row blocks [first, last) of token block mb, k in `slices` slices of
+  /// `sliceGroups` n:m groups: slice-major, so a row block's slab reads stay
+  /// in the slice's few KB.
+  void slicedRowBlocks(Value slabs, Value slab, Value partial, Value mb, Value m0,
+                       Value first, Value last) {
+    int64_t groups = lin.K / lin.layout.m;
+    Value zero = arith::ConstantOp::create(b, loc, vecType,
+                                           DenseElementsAttr::get(vecType, 0.0f));
+    SmallVector<Type> accTypes(R * U, vecType);
+    scf::ForOp::create(
+        b, loc, idx(0), idx(slices), idx(1), ValueRange{},
+        [&](OpBuilder &, Location, Value slice, ValueRange) {
+          Value g0 = mul(slice, idx(sliceGroups));
+          Value g1 = arith::MinUIOp::create(b, loc, add(g0, idx(sliceGroups)),
+                                            idx(groups));
+          Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                                slice, idx(0));
+          Value isLast = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                               slice, idx(slices - 1));
+          scf::ForOp::create(
+              b, loc, first, last, idx(1), ValueRange{},
+              [&](OpBuilder &, Location, Value nb, ValueRange) {
+                Value n0 = mul(nb, idx(R));
+                // partial[((mb * nBlocks + nb) * R + r) * MB + u * V]
+                Value tile = mul(add(mul(mb, idx(nBlocksTotal)), nb), idx(R * MB));
+                auto init = scf::IfOp::create(
+                    b, loc, accTypes, isFirst, /*withElseRegion=*/true);
+                b.setInsertionPointToStart(&init.getThenRegion().front());
+                scf::YieldOp::create(b, loc, SmallVector<Value>(R * U, zero));
+                b.setInsertionPointToStart(&init.getElseRegion().front());
+                SmallVector<Value> loaded;
+                for (int64_t i = 0; i < R * U; ++i)
+                  loaded.push_back(vector::LoadOp::create(
+                      b, loc, vecType, partial, ValueRange{add(tile, idx(i * V))}));
+                scf::YieldOp::create(b, loc, loaded);
+                b.setInsertionPointAfter(init);
+                SmallVector<Value> acc(init.getResults().begin(), init.getResults().end());
+                SmallVector<Value> rowStarts, rowLengths;
+                rowExtents(n0, rowStarts, rowLengths);
+                entryLoop(g0, g1, rowStarts, U, acc,
+                          [&](Value kBase, Value p, MutableArrayRef<Value> a) {
+                            accumulateEntry(slabs, slab, kBase, p, a);
+                          });
+                scf::IfOp::create(
+                    b, loc, isLast,
+                    [&](OpBuilder &, Location) {
+                      store(acc, m0, n0);
+                      scf::YieldOp::create(b, loc);
+                    },
+                    [&](OpBuilder &, Location) {
+                      for (int64_t i = 0; i < R * U; ++i)
+                        vector::StoreOp::create(b, loc, acc[i], partial,
+                                                ValueRange{add(tile, idx(i * V))});
+                      scf::YieldOp::create(b, loc);
+                    });
+                scf::YieldOp::create(b, loc);
+              });
+          scf::YieldOp::create(b, loc);
+        });
+  }
+
   /// Decode (a few tokens): y[m, n] is a dot product of row n with x[m, :]
   /// (no packing, no idle lanes). Dense rows: vectors along k, the x vector
   /// shared by R rows, reduced at the end; sparse rows: R scalar chains
@@ -430,6 +514,8 @@ private:
           sums[r] = math::FmaOp::create(b, loc, load(values, {n, idx(k)}), xk,
                                         sums[r]);
       }
+    } else if (gathersDecode()) {
+      decodeGathered(m, n0, sums);
     } else {
       sparseRows(n0, 1, sums, [&](Value kBase, Value p, MutableArrayRef<Value> a) {
         Value k = add(kBase, toIndex(load(coordinates, {p})));
@@ -445,6 +531,115 @@ private:
         scf::YieldOp::create(b, loc);
       });
     }
+  }
+
+  /// Whether V consecutive stored entries of a row can be read as vectors:
+  /// CSR, or n:m with whole groups per vector (their k offsets are then a
+  /// constant pattern).
+  bool gathersDecode() const {
+    return lin.layout.kind == WeightLayout::CSR ||
+           (lin.layout.kind == WeightLayout::NOutOfM && V % lin.layout.n == 0);
+  }
+
+  /// Sparse rows of a decode, V stored entries at a time: their values and
+  /// coordinates are contiguous vector loads and x[m, k] a vector.gather, so
+  /// a row costs a gather and an FMA per V entries instead of V scalar
+  /// chains. Lockstep over the vectors all R rows have (R independent
+  /// accumulators), then each row's own vectors, then its last (< V)
+  /// entries scalar.
+  void decodeGathered(Value m, Value n0, SmallVectorImpl<Value> &sums) {
+    bool nm = lin.layout.kind == WeightLayout::NOutOfM;
+    SmallVector<Value> starts, lengths;
+    rowExtents(n0, starts, lengths);
+    if (nm) // in groups: count entries
+      for (Value &length : lengths)
+        length = mul(length, idx(lin.layout.n));
+    auto vectorPart = [&](Value length) {
+      return arith::SubIOp::create(
+          b, loc, length, arith::RemUIOp::create(b, loc, length, idx(V)));
+    };
+    Value common = lengths[0];
+    for (Value length : ArrayRef<Value>(lengths).drop_front())
+      common = arith::MinUIOp::create(b, loc, common, length);
+    Value commonVectors = vectorPart(common);
+    Value vzero = arith::ConstantOp::create(
+        b, loc, vecType, DenseElementsAttr::get(vecType, 0.0f));
+    SmallVector<Value> acc(R, vzero);
+    auto vectorLoop = [&](Value lo, Value hi, ArrayRef<int64_t> rows) {
+      SmallVector<Value> init;
+      for (int64_t r : rows)
+        init.push_back(acc[r]);
+      auto loop = scf::ForOp::create(
+          b, loc, lo, hi, idx(V), init,
+          [&](OpBuilder &, Location, Value j, ValueRange carried) {
+            SmallVector<Value> next;
+            for (auto [i, r] : llvm::enumerate(rows))
+              next.push_back(gatheredFma(m, starts[r], j, carried[i]));
+            scf::YieldOp::create(b, loc, next);
+          });
+      for (auto [i, r] : llvm::enumerate(rows))
+        acc[r] = loop.getResult(i);
+    };
+    SmallVector<int64_t> allRows = llvm::to_vector(llvm::seq<int64_t>(0, R));
+    vectorLoop(idx(0), commonVectors, allRows);
+    for (int64_t r = 0; r < R; ++r) {
+      Value ownVectors = vectorPart(lengths[r]);
+      if (!nm) // n:m rows are all as long: nothing past the lockstep
+        vectorLoop(commonVectors, ownVectors, {r});
+      auto tail = scf::ForOp::create(
+          b, loc, nm ? commonVectors : ownVectors, lengths[r], idx(1),
+          ValueRange{sums[r]},
+          [&](OpBuilder &, Location, Value j, ValueRange carried) {
+            Value p = add(starts[r], j);
+            Value k = toIndex(load(coordinates, {p}));
+            if (nm)
+              k = add(k, mul(arith::DivUIOp::create(b, loc, j, idx(lin.layout.n)),
+                             idx(lin.layout.m)));
+            scf::YieldOp::create(
+                b, loc,
+                ValueRange{math::FmaOp::create(b, loc, load(values, {p}),
+                                               load(x, {m, k}), carried[0])});
+          });
+      sums[r] = arith::AddFOp::create(
+          b, loc, tail.getResult(0),
+          vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD, acc[r]));
+    }
+  }
+
+  /// acc + values[start + j : +V] * x[m, k(start + j : +V)] (gathered).
+  Value gatheredFma(Value m, Value start, Value j, Value acc) {
+    Value p = add(start, j);
+    auto crdType = cast<MemRefType>(coordinates.getType()).getElementType();
+    auto i32Vec = VectorType::get({V}, b.getI32Type());
+    Value k = vector::LoadOp::create(b, loc, VectorType::get({V}, crdType),
+                                     coordinates, ValueRange{p});
+    // GEP sign-extends its indices: widen narrow coordinates as unsigned.
+    if (crdType.getIntOrFloatBitWidth() < 32)
+      k = arith::ExtUIOp::create(b, loc, i32Vec, k);
+    if (lin.layout.kind == WeightLayout::NOutOfM) {
+      // Entry j + i sits in group (j + i) / n, i.e. at k = crd + that * m;
+      // V is a multiple of n, so (j + i) / n = j / n + i / n.
+      int64_t n = lin.layout.n, mm = lin.layout.m;
+      SmallVector<int32_t> pattern;
+      for (int64_t i = 0; i < V; ++i)
+        pattern.push_back(static_cast<int32_t>(i / n * mm));
+      Value groupBase = arith::IndexCastUIOp::create(
+          b, loc, b.getI32Type(),
+          mul(arith::DivUIOp::create(b, loc, j, idx(n)), idx(mm)));
+      Value offsets = arith::AddIOp::create(
+          b, loc, vector::BroadcastOp::create(b, loc, i32Vec, groupBase),
+          arith::ConstantOp::create(b, loc, i32Vec,
+                                    DenseElementsAttr::get(i32Vec, ArrayRef(pattern))));
+      k = arith::AddIOp::create(b, loc, k, offsets);
+    }
+    Value all = arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(VectorType::get({V}, b.getI1Type()), true));
+    Value vzero = arith::ConstantOp::create(
+        b, loc, vecType, DenseElementsAttr::get(vecType, 0.0f));
+    Value xs = vector::GatherOp::create(b, loc, vecType, x, ValueRange{m, idx(0)},
+                                        k, all, vzero);
+    Value w = vector::LoadOp::create(b, loc, vecType, values, ValueRange{p});
+    return vector::FMAOp::create(b, loc, w, xs, acc);
   }
 
   /// y[m0 + u*V + i, n0 .. n0 + R] = (acc[0][u][i], ..., acc[R-1][u][i]).
@@ -475,6 +670,7 @@ private:
   Location loc;
   const SparseLinear &lin;
   int64_t R, V, U, MB;
+  int64_t slices = 1, sliceGroups = 0, nBlocksTotal = 0; // n:m k-slices
   Type f32;
   VectorType vecType;
   Value x, y, positions, coordinates, values;
@@ -629,8 +825,10 @@ struct LowerSparseLinearPass
     });
     for (SparseLinear &linear : linears) {
       OpBuilder b(linear.outputTranspose);
-      Value y = MicrokernelBuilder(b, linear.kernel.getLoc(), linear, rows,
-                                   vectors, lanes)
+      bool nm = linear.layout.kind == WeightLayout::NOutOfM;
+      Value y = MicrokernelBuilder(b, linear.kernel.getLoc(), linear,
+                                   nm ? nmRows : rows, nm ? nmVectors : vectors,
+                                   lanes)
                     .build();
       y.getDefiningOp()->setAttr(kMicrokernelAttrName, b.getUnitAttr());
       Value oldY = linear.outputTranspose.getResult()[0];

@@ -227,7 +227,7 @@ def _arguments(module: ir.Module, param_names: Sequence[str], num_inputs: int) -
 
 def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = None,
                  example_args: Sequence[torch.Tensor] = (), *, cost_model: bool = True, mma_k: int = 16,
-                 chip: str = "sm_80", opt_level: int = 3) -> CudaCompiledModule:
+                 chip: str = "sm_80", opt_level: int = 2) -> CudaCompiledModule:
     """Compiles `model` with its NM(2, 4) f16/bf16 weights on sparse tensor cores.
 
     `cost_model=False` keeps 2:4 wherever the kernel can run (whole tiles,

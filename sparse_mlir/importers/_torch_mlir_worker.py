@@ -1,6 +1,12 @@
 """Runs torch-mlir's FX importer in its own process (run as a script).
 
-usage: python _torch_mlir_worker.py PROGRAM.pt2 OUT.mlir NODES.json
+usage: python _torch_mlir_worker.py
+
+A server: each line on stdin is a JSON request {"program": PROGRAM.pt2,
+"out": OUT.mlir, "nodes": NODES.json}; each reply is one JSON line on the
+original stdout, {"ok": true} or {"ok": false, "error": TEXT}. It imports
+torch and torch-mlir and warms torch.export's decomposition machinery once,
+so a compile pays a round trip instead of a cold interpreter (3-4 s).
 
 torch-mlir bundles its own LLVM and MLIR. Loaded into the process that also
 holds the `mlir` wheel they clash: duplicate LLVM command-line options abort
@@ -17,7 +23,9 @@ those nodes with their output shape and dtype.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import sys
 
 
@@ -44,6 +52,7 @@ def describe_nodes(program) -> list[dict]:
     return nodes
 
 
+@functools.cache
 def decomposition_table() -> dict:
     """torch-mlir's table, plus torch's own gelu: torch-mlir's decomposition of
     gelu(approximate="tanh") uses 0.797724 for sqrt(2/pi) = 0.7978846 (4e-5
@@ -57,10 +66,18 @@ def decomposition_table() -> dict:
     return table
 
 
-def main() -> int:
-    program_path, out_path, nodes_path = sys.argv[1], sys.argv[2], sys.argv[3]
-    import torch
+def import_program(program, out_path: str, nodes_path: str) -> None:
     from torch_mlir import fx
+
+    with open(nodes_path, "w") as out:
+        json.dump(describe_nodes(program), out)
+    module = fx.export_and_import(program, output_type="linalg-on-tensors", func_name="main",
+                                  decomposition_table=decomposition_table())
+    with open(out_path, "w") as out:
+        out.write(module.operation.get_asm(enable_debug_info=True))
+
+
+def install_location_hook() -> None:
     from torch_mlir.extras import fx_importer
     from torch_mlir.ir import Location
 
@@ -68,15 +85,45 @@ def main() -> int:
         return Location.name(original_name(node), context=cache._c)
 
     fx_importer.ContextCache.get_node_location = node_location
-    program = torch.export.load(program_path)
-    with open(nodes_path, "w") as out:
-        json.dump(describe_nodes(program), out)
-    module = fx.export_and_import(program, output_type="linalg-on-tensors", func_name="main",
-                                  decomposition_table=decomposition_table())
-    with open(out_path, "w") as out:
-        out.write(module.operation.get_asm(enable_debug_info=True))
+
+
+def warm_up() -> None:
+    """One tiny import: the first run_decompositions in a process costs ~1 s."""
+    import tempfile
+
+    import torch
+
+    class Tiny(torch.nn.Module):
+        def forward(self, w, x):
+            return torch.nn.functional.gelu(torch.nn.functional.linear(x, w)).softmax(-1)
+
+    program = torch.export.export(Tiny(), (torch.ones(2, 2), torch.ones(2, 2)))
+    with tempfile.TemporaryDirectory(prefix="sparse_mlir_warm_") as tmp:
+        import_program(program, f"{tmp}/out.mlir", f"{tmp}/nodes.json")
+
+
+def serve() -> int:
+    import traceback
+
+    # Replies go to the original stdout; anything else printed (Python or
+    # native) goes to stderr, so it cannot corrupt the protocol.
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    import torch
+
+    install_location_hook()
+    warm_up()
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            import_program(torch.export.load(request["program"]), request["out"], request["nodes"])
+            reply = {"ok": True}
+        except Exception:  # every failure goes back to the compiler as text
+            reply = {"ok": False, "error": traceback.format_exc()[-4000:]}
+        replies.write(json.dumps(reply) + "\n")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve())

@@ -4,15 +4,19 @@ Parameters are lifted to function arguments (named by their fully qualified
 names, in `named_parameters()` order, before the model's inputs) instead of
 being embedded as constants. torch.export runs here; torch-mlir, which
 bundles its own LLVM/MLIR that clashes with the `mlir` wheel in one process,
-runs in a subprocess on the saved program; its module comes back as text.
+runs in a server process on the saved program; its module comes back as text.
+The server starts on the first compile (while the model is exported and its
+weights pruned here) and serves every later compile of the process.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -73,7 +77,79 @@ class _ParamsAsInputs(torch.nn.Module):
 _WORKER = Path(__file__).resolve().with_name("_torch_mlir_worker.py")
 
 
+class _ImportServer:
+    """The torch-mlir worker process, kept for the life of this process.
+
+    Requests are serialized (one lock); a worker that died (killed, out of
+    memory) is restarted once per request, and its stderr log names the cause.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[str] | None = None
+        self._log: Any = None
+
+    def start(self) -> None:
+        """Starts the worker if it is not running (returns at once)."""
+        with self._lock:
+            self._start()
+
+    def _start(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            return
+        self._log = tempfile.TemporaryFile(mode="w+", prefix="sparse_mlir_importer_")
+        self._process = subprocess.Popen([sys.executable, str(_WORKER)], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1)
+
+    def request(self, program: Path, out: Path, nodes: Path) -> str | None:
+        """Imports `program`; returns None on success, else the worker's error text."""
+        line = json.dumps({"program": str(program), "out": str(out), "nodes": str(nodes)}) + "\n"
+        with self._lock:
+            for attempt in range(2):
+                self._start()
+                assert self._process is not None and self._process.stdin and self._process.stdout
+                try:
+                    self._process.stdin.write(line)
+                    self._process.stdin.flush()
+                    reply = self._process.stdout.readline()
+                except (BrokenPipeError, OSError):
+                    reply = ""
+                if reply:
+                    answer = json.loads(reply)
+                    return None if answer["ok"] else answer["error"]
+                self._process.wait()
+                if attempt == 1:
+                    return f"the torch-mlir worker exited with status {self._process.returncode}:\n" \
+                           f"{self._log_tail()}"
+        return None
+
+    def _log_tail(self) -> str:
+        self._log.seek(0)
+        return self._log.read()[-4000:]
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._process is not None and self._process.poll() is None:
+                assert self._process.stdin is not None
+                self._process.stdin.close()  # the worker exits at end of input
+                try:
+                    self._process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self._process.kill()
+            self._process = None
+
+
+_SERVER = _ImportServer()
+atexit.register(_SERVER.stop)
+
+
+def start_importer() -> None:
+    """Starts the torch-mlir worker in the background (compile() calls this first)."""
+    _SERVER.start()
+
+
 def import_model(model: torch.nn.Module, example_args: Sequence[torch.Tensor]) -> ImportedModel:
+    _SERVER.start()
     names = [name for name, _ in model.named_parameters()]
     params = [p.detach() for _, p in model.named_parameters()]
     wrapper = _ParamsAsInputs(model, names).eval()
@@ -85,12 +161,12 @@ def import_model(model: torch.nn.Module, example_args: Sequence[torch.Tensor]) -
     with tempfile.TemporaryDirectory(prefix="sparse_mlir_import_") as tmp:
         program_path, out_path = Path(tmp) / "program.pt2", Path(tmp) / "linalg.mlir"
         nodes_path = Path(tmp) / "nodes.json"
+        program.example_inputs = None  # the weights: the worker needs only the graph
         torch.export.save(program, program_path)
-        result = subprocess.run([sys.executable, str(_WORKER), str(program_path), str(out_path), str(nodes_path)],
-                                capture_output=True, text=True)
-        if result.returncode != 0:
+        error = _SERVER.request(program_path, out_path, nodes_path)
+        if error is not None:
             raise ExportError(f"torch.export / torch-mlir could not capture {type(model).__name__}: "
-                              f"torch-mlir failed:\n{result.stderr[-4000:]}")
+                              f"torch-mlir failed:\n{error}")
         text = out_path.read_text()
         nodes = {n["name"]: NodeInfo(n["name"], n["target"], tuple(n["shape"]) if n["shape"] is not None else None,
                                      n["dtype"]) for n in json.loads(nodes_path.read_text())}

@@ -1,4 +1,4 @@
-// RUN: sparse-mlir-opt %s -smlir-lower-sparse-linear="rows=2 vectors=1 lanes=8" -split-input-file | FileCheck %s
+// RUN: sparse-mlir-opt %s -smlir-lower-sparse-linear="rows=2 vectors=1 nm-rows=2 nm-vectors=1 lanes=8" -split-input-file | FileCheck %s
 
 // The sparse linear smlir-rewrite-sparse-matmul builds (transpose(x), the
 // tagged W * xT kernel, transpose back) becomes explicit loops over W's
@@ -107,6 +107,56 @@ func.func @nm(%w: tensor<4x32xf32, #NM>, %x: tensor<8x32xf32>) -> tensor<8x4xf32
 
 // -----
 
+// 2:4 with K = 1024: the 8-token slab (32 KB) is read in k-slices of 128
+// groups (16 KB). Each thread runs every row block per slice; a row block
+// starts from zero in slice 0, else from its partial sums, and stores them
+// back, except after the last slice, when it writes y.
+
+#NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+#mapW = affine_map<(n, m, k) -> (n, k)>
+#mapX = affine_map<(n, m, k) -> (k, m)>
+#mapY = affine_map<(n, m, k) -> (n, m)>
+
+// CHECK-LABEL: func.func @nm_k_slices(
+// CHECK:         %[[PARTIAL:.*]] = memref.alloc() {alignment = 64 : i64} : memref<16xf32>
+// CHECK:         scf.parallel
+// CHECK:           %[[C2:.*]] = arith.constant 2 : index
+// CHECK:           scf.for %[[SLICE:.*]] = %{{.*}} to %[[C2]]
+// CHECK:             %[[C128:.*]] = arith.constant 128 : index
+// CHECK:             %[[G0:.*]] = arith.muli %[[SLICE]], %[[C128]]
+// CHECK:             %[[G1:.*]] = arith.minui
+// CHECK:             scf.for
+// CHECK:               %[[INIT:.*]]:2 = scf.if
+// CHECK:                 scf.yield {{.*}} : vector<8xf32>, vector<8xf32>
+// CHECK:               } else {
+// CHECK:                 vector.load %[[PARTIAL]]
+// CHECK:                 vector.load %[[PARTIAL]]
+// CHECK:               scf.for %{{.*}} = %[[G0]] to %[[G1]] {{.*}} iter_args(%{{.*}} = %[[INIT]]#0, %{{.*}} = %[[INIT]]#1)
+// CHECK:               scf.if
+// CHECK:                 vector.maskedstore
+// CHECK:               } else {
+// CHECK:                 vector.store {{.*}}, %[[PARTIAL]]
+// CHECK:                 vector.store {{.*}}, %[[PARTIAL]]
+func.func @nm_k_slices(%w: tensor<2x1024xf32, #NM>, %x: tensor<8x1024xf32>) -> tensor<8x2xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<1024x8xf32>
+  %xt = linalg.transpose ins(%x : tensor<8x1024xf32>) outs(%e0 : tensor<1024x8xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<2x8xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<2x8xf32>) -> tensor<2x8xf32>
+  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%w, %xt : tensor<2x1024xf32, #NM>, tensor<1024x8xf32>) outs(%fill : tensor<2x8xf32>) attrs = {smlir.sparse_kernel} {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<2x8xf32>
+  %e2 = tensor.empty() : tensor<8x2xf32>
+  %y = linalg.transpose ins(%yt : tensor<2x8xf32>) outs(%e2 : tensor<8x2xf32>) permutation = [1, 0]
+  return %y : tensor<8x2xf32>
+}
+
+// -----
+
 // A dense W (tagged smlir.dense_kernel): every k loads one slab row that
 // both weight rows use.
 
@@ -205,6 +255,99 @@ func.func @decode_dense(%w: tensor<3x20xf32>, %x: tensor<1x20xf32>) -> tensor<1x
   %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<3x1xf32>) -> tensor<3x1xf32>
   %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%w, %xt : tensor<3x20xf32>, tensor<20x1xf32>) outs(%fill : tensor<3x1xf32>) attrs = {smlir.dense_kernel} {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<3x1xf32>
+  %e2 = tensor.empty() : tensor<1x3xf32>
+  %y = linalg.transpose ins(%yt : tensor<3x1xf32>) outs(%e2 : tensor<1x3xf32>) permutation = [1, 0]
+  return %y : tensor<1x3xf32>
+}
+
+// -----
+
+// Decode with a CSR W: 8 stored entries at a time, their coordinates and
+// values loaded as vectors and x gathered at those coordinates; both rows
+// in lockstep over the vectors they both have, then each row's own vectors
+// and its last (< 8) entries as scalar FMAs; one reduction per row.
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 16 }>
+#mapW = affine_map<(n, m, k) -> (n, k)>
+#mapX = affine_map<(n, m, k) -> (k, m)>
+#mapY = affine_map<(n, m, k) -> (n, m)>
+
+// CHECK-LABEL: func.func @decode_csr(
+// CHECK-DAG:     %[[XB:.*]] = bufferization.to_buffer %{{.*}} read_only : tensor<1x64xf32> to memref<1x64xf32>
+// CHECK-DAG:     %[[CRD:.*]] = sparse_tensor.coordinates %{{.*}} {level = 1 : index} : tensor<3x64xf32, #{{.*}}> to memref<?xi16>
+// CHECK-DAG:     %[[VAL:.*]] = sparse_tensor.values
+// CHECK:         scf.parallel
+// CHECK:           scf.for {{.*}} step %[[C8:.*]] iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>)
+// CHECK:             %[[K16:.*]] = vector.load %[[CRD]]{{.*}} : memref<?xi16>, vector<8xi16>
+// CHECK:             %[[K:.*]] = arith.extui %[[K16]] : vector<8xi16> to vector<8xi32>
+// CHECK:             %[[XV:.*]] = vector.gather %[[XB]][%{{.*}}, %{{.*}}] [%[[K]]]
+// CHECK:             %[[WV:.*]] = vector.load %[[VAL]]
+// CHECK:             vector.fma %[[WV]], %[[XV]]
+// CHECK:             vector.gather
+// CHECK:             vector.fma
+// CHECK:           scf.for {{.*}} -> (vector<8xf32>)
+// CHECK:           scf.for {{.*}} -> (f32)
+// CHECK:             math.fma
+// CHECK:           vector.reduction <add>
+// CHECK:           scf.for {{.*}} -> (vector<8xf32>)
+// CHECK:           scf.for {{.*}} -> (f32)
+// CHECK:           vector.reduction <add>
+// CHECK:           memref.store
+func.func @decode_csr(%w: tensor<3x64xf32, #CSR>, %x: tensor<1x64xf32>) -> tensor<1x3xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<64x1xf32>
+  %xt = linalg.transpose ins(%x : tensor<1x64xf32>) outs(%e0 : tensor<64x1xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<3x1xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<3x1xf32>) -> tensor<3x1xf32>
+  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%w, %xt : tensor<3x64xf32, #CSR>, tensor<64x1xf32>) outs(%fill : tensor<3x1xf32>) attrs = {smlir.sparse_kernel} {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<3x1xf32>
+  %e2 = tensor.empty() : tensor<1x3xf32>
+  %y = linalg.transpose ins(%yt : tensor<3x1xf32>) outs(%e2 : tensor<1x3xf32>) permutation = [1, 0]
+  return %y : tensor<1x3xf32>
+}
+
+// -----
+
+// Decode with a 2:4 W: a vector of 8 entries covers 4 whole groups, so its
+// k are the in-group coordinates plus group * 4, the groups' offsets a
+// constant pattern (0, 0, 4, 4, 8, 8, 12, 12) on the first group's k. All
+// rows are as long: no per-row vectors after the lockstep.
+
+#NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+#mapW = affine_map<(n, m, k) -> (n, k)>
+#mapX = affine_map<(n, m, k) -> (k, m)>
+#mapY = affine_map<(n, m, k) -> (n, m)>
+
+// CHECK-LABEL: func.func @decode_nm(
+// CHECK:         scf.parallel
+// CHECK:           scf.for {{.*}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>)
+// CHECK:             %[[K8:.*]] = vector.load {{.*}} : memref<?xi8>, vector<8xi8>
+// CHECK:             %[[K:.*]] = arith.extui %[[K8]] : vector<8xi8> to vector<8xi32>
+// CHECK-DAG:         %[[PATTERN:.*]] = arith.constant dense<[0, 0, 4, 4, 8, 8, 12, 12]> : vector<8xi32>
+// CHECK-DAG:         %[[BASE:.*]] = vector.broadcast %{{.*}} : i32 to vector<8xi32>
+// CHECK:             %[[OFFSETS:.*]] = arith.addi %[[BASE]], %[[PATTERN]]
+// CHECK:             %[[KK:.*]] = arith.addi %[[K]], %[[OFFSETS]]
+// CHECK:             vector.gather {{.*}} [%[[KK]]]
+// CHECK-NOT:       scf.for {{.*}} -> (vector<8xf32>)
+// CHECK:           scf.for {{.*}} -> (f32)
+func.func @decode_nm(%w: tensor<3x32xf32, #NM>, %x: tensor<1x32xf32>) -> tensor<1x3xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<32x1xf32>
+  %xt = linalg.transpose ins(%x : tensor<1x32xf32>) outs(%e0 : tensor<32x1xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<3x1xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<3x1xf32>) -> tensor<3x1xf32>
+  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%w, %xt : tensor<3x32xf32, #NM>, tensor<32x1xf32>) outs(%fill : tensor<3x1xf32>) attrs = {smlir.sparse_kernel} {
   ^bb0(%a: f32, %b: f32, %acc: f32):
     %p = arith.mulf %a, %b : f32
     %s = arith.addf %acc, %p : f32

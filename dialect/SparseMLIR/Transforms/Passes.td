@@ -233,9 +233,17 @@ def LowerSparseLinear
     - the rows x MB tile is written as MB rows of `y` (vectors of `rows`
       lanes, masked at the edges).
 
+    Every stored entry reads its own slab row, so an n:m weight, whose rows
+    are all as long, reads the slab in k-slices of whole groups (16 KB, in
+    L1) with every row block of the thread per slice, partial sums kept
+    between slices; its tile is `nm-rows x nm-vectors` (more token vectors
+    per entry amortize its coordinate and value loads).
+
     Fewer than 4 tokens (decode) take dot products along k instead: dense
-    rows with vectors along k sharing the x vector, sparse rows as `rows`
-    scalar chains gathering `x[m, k]`; threads split the rows.
+    rows with vectors along k sharing the x vector; sparse rows read `lanes`
+    stored entries at a time (coordinates and values as vectors, x with
+    `vector.gather`), `rows` rows in lockstep, scalar at each row's end;
+    threads split the rows.
 
     Other sparse linears (CSC, COO, BSR, f64, dynamic shapes) are left to
     upstream sparsification.
@@ -250,6 +258,10 @@ def LowerSparseLinear
            "Weight rows per register tile">,
     Option<"vectors", "vectors", "int64_t", /*default=*/"2",
            "Vectors of tokens per register tile">,
+    Option<"nmRows", "nm-rows", "int64_t", /*default=*/"3",
+           "Weight rows per register tile of an n:m weight">,
+    Option<"nmVectors", "nm-vectors", "int64_t", /*default=*/"4",
+           "Vectors of tokens per register tile of an n:m weight">,
     Option<"lanes", "lanes", "int64_t", /*default=*/"8",
            "f32 lanes per vector (8: AVX2, 16: AVX-512)">,
     Option<"batched", "batched", "bool", /*default=*/"true",

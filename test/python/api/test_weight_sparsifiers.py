@@ -102,10 +102,11 @@ def test_transposable_rejects_bad_shapes() -> None:
         apply_sparsifier(sm.NMMagnitude(2, 4, transposable=True), np.ones((6, 8)))
 
 
+@pytest.mark.parametrize("shape", [(6, 10), (80, 120)], ids=["sorted", "selected"])  # > 4096: selection
 @pytest.mark.parametrize("fraction", [0.0, 0.3, 0.5, 0.7, 1.0])
-def test_scalar_fraction_matches_the_slow_sort(fraction: float) -> None:
+def test_scalar_fraction_matches_the_slow_sort(fraction: float, shape: tuple[int, int]) -> None:
     rng = np.random.default_rng(3)
-    w = _tied_matrix(rng, (6, 10), nan_fraction=0.15)
+    w = _tied_matrix(rng, shape, nan_fraction=0.15)
     got = apply_sparsifier(sm.ScalarFraction(fraction), w)
     np.testing.assert_array_equal(got, _slow_scalar_fraction(w, fraction))
     assert np.count_nonzero(got == 0) >= int(np.floor(fraction * w.size))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -73,6 +74,40 @@ def test_wrong_inputs_are_rejected(compiled_linear: sm.CompiledModule, make_inpu
 def test_wrong_number_of_inputs(compiled_linear: sm.CompiledModule) -> None:
     with pytest.raises(sm.SpecError, match="expected 1 inputs"):
         compiled_linear(_x(3, 16), _x(3, 16))
+
+
+def test_lazily_negated_input_is_read_as_its_values(compiled_linear: sm.CompiledModule) -> None:
+    x = _x(3, 16)
+    negated = x._neg_view()  # memory holds x, the tensor means -x
+    assert negated.is_neg()
+    torch.testing.assert_close(compiled_linear(negated), compiled_linear(-x), rtol=0, atol=0)
+
+
+def test_calls_from_several_threads(compiled_linear: sm.CompiledModule) -> None:
+    """Each call takes its own argument block: concurrent calls do not mix inputs."""
+    inputs = [_x(3, 16) * (i + 1) for i in range(8)]
+    expected = [compiled_linear(x) for x in inputs]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for _ in range(5):
+            got = list(pool.map(compiled_linear, inputs))
+            for g, e in zip(got, expected):
+                torch.testing.assert_close(g, e, rtol=0, atol=0)
+
+
+def test_importer_process_is_reused_and_restarted() -> None:
+    """torch-mlir runs in one long-lived worker; a worker that died is replaced."""
+    from sparse_mlir.importers import torch_fx
+
+    sm.compile(_linear(), {}, example_args=(_x(3, 16),))
+    worker = torch_fx._SERVER._process
+    assert worker is not None and worker.poll() is None
+    sm.compile(_linear(), {}, example_args=(_x(3, 16),))
+    assert torch_fx._SERVER._process is worker
+    worker.kill()
+    worker.wait()
+    fn = sm.compile(_linear(), {}, example_args=(_x(3, 16),))
+    assert torch_fx._SERVER._process is not worker
+    torch.testing.assert_close(fn(_x(3, 16)), _linear()(_x(3, 16)), rtol=1e-5, atol=1e-6)
 
 
 def test_model_that_torch_export_cannot_capture() -> None:
