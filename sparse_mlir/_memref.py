@@ -82,6 +82,15 @@ def descriptor_for(array: np.ndarray) -> ctypes.Structure:
     return descriptor
 
 
+def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Strides, in elements, of a C-contiguous array of `shape`."""
+    strides, stride = [], 1
+    for extent in reversed(shape):
+        strides.insert(0, stride)
+        stride *= extent
+    return tuple(strides)
+
+
 class _ArrayView:
     """Exposes raw memory to numpy through the array interface (no ctypes types)."""
 
@@ -119,11 +128,7 @@ def adopt(descriptor: ctypes.Structure, dtype: np.dtype) -> np.ndarray | None:
     dtype = np.dtype(dtype)
     rank = len(descriptor.shape) if hasattr(descriptor, "shape") else 0
     shape = tuple(descriptor.shape) if rank else ()
-    expected, stride = [], 1
-    for extent in reversed(shape):
-        expected.insert(0, stride)
-        stride *= extent
-    if rank == 0 or 0 in shape or list(descriptor.strides) != expected:
+    if rank == 0 or 0 in shape or tuple(descriptor.strides) != row_major_strides(shape):
         return None
     owner = _Allocation(descriptor.allocated)
     view = _ArrayView({"shape": shape, "typestr": dtype.str, "version": 3,

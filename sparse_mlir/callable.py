@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from ._memref import Kernel
+from ._memref import Kernel, row_major_strides
 from .errors import SpecError
 
 InputSpec = tuple[tuple[int, ...], torch.dtype]
@@ -26,7 +26,7 @@ class ModelCallable:
         self._counts_calls = counts_calls
         self._calls = itertools.count()
         # Inputs are checked to be contiguous: row-major strides.
-        self._signature = tuple((shape, _row_major_strides(shape), _numpy_dtype(dtype))
+        self._signature = tuple((shape, row_major_strides(shape), _numpy_dtype(dtype))
                                 for shape, dtype in self._input_specs)
 
     @property
@@ -71,14 +71,6 @@ class ModelCallable:
         if tensor.is_neg() or tensor.is_conj():  # lazy views: the memory holds -x or conj(x)
             tensor = tensor.resolve_neg().resolve_conj()
         return tensor
-
-
-def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, stride = [], 1
-    for extent in reversed(shape):
-        strides.insert(0, stride)
-        stride *= extent
-    return tuple(strides)
 
 
 def _numpy_dtype(dtype: torch.dtype) -> np.dtype | None:

@@ -144,7 +144,11 @@ public:
                      int64_t rows, int64_t vectors, int64_t lanes)
       : b(b), loc(loc), lin(linear), R(rows), V(lanes),
         U(std::min<int64_t>(vectors, llvm::divideCeil(linear.M, lanes))),
-        MB(U * V), f32(b.getF32Type()), vecType(VectorType::get({V}, f32)) {}
+        MB(U * V), sliceGroups(groupsPerSlice(linear, MB)),
+        slices(linear.layout.kind == WeightLayout::NOutOfM
+                   ? llvm::divideCeil(linear.K / linear.layout.m, sliceGroups)
+                   : 1),
+        f32(b.getF32Type()), vecType(VectorType::get({V}, f32)) {}
 
   /// Returns y[M, N] as a tensor.
   Value build() {
@@ -191,16 +195,10 @@ public:
     // row block of the thread per slice, the R x MB partial sums of a row
     // block kept in `partial` (yT's layout per token block) between slices.
     Value partial;
-    if (lin.layout.kind == WeightLayout::NOutOfM) {
-      int64_t groups = lin.K / lin.layout.m;
-      sliceGroups = std::max<int64_t>(1, kSlabSliceBytes / (4 * MB * lin.layout.m));
-      slices = llvm::divideCeil(groups, sliceGroups);
-      nBlocksTotal = nBlocks;
-      if (slices > 1)
-        partial = memref::AllocOp::create(
-            b, loc, MemRefType::get({mBlocks * nBlocks * R * MB}, f32),
-            b.getI64IntegerAttr(64));
-    }
+    if (slices > 1)
+      partial = memref::AllocOp::create(
+          b, loc, MemRefType::get({mBlocks * nBlocks * R * MB}, f32),
+          b.getI64IntegerAttr(64));
     scf::ParallelOp::create(
         b, loc, ValueRange{idx(0), idx(0)}, ValueRange{idx(mBlocks), idx(chunks)},
         ValueRange{idx(1), idx(1)},
@@ -226,6 +224,13 @@ public:
   }
 
 private:
+  /// n:m groups whose slab rows (MB f32 each) fill kSlabSliceBytes.
+  static int64_t groupsPerSlice(const SparseLinear &linear, int64_t MB) {
+    if (linear.layout.kind != WeightLayout::NOutOfM)
+      return 0;
+    return std::max<int64_t>(1, kSlabSliceBytes / (4 * MB * linear.layout.m));
+  }
+
   Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
   Value add(Value l, Value r) { return arith::AddIOp::create(b, loc, l, r); }
   Value mul(Value l, Value r) { return arith::MulIOp::create(b, loc, l, r); }
@@ -236,6 +241,10 @@ private:
   }
   Value load(Value memref, ValueRange indices) {
     return memref::LoadOp::create(b, loc, memref, indices);
+  }
+  Value zeroVector() {
+    return arith::ConstantOp::create(b, loc, vecType,
+                                     DenseElementsAttr::get(vecType, 0.0f));
   }
 
   /// Block mb of `slabs`: slab[k * MB + j] = x[mb * MB + j, k], zero past
@@ -378,9 +387,7 @@ private:
 
   /// Rows n0 .. n0 + R of yT for tokens m0 .. m0 + MB, written to y.
   void rowBlock(Value slabs, Value slab, Value m0, Value n0) {
-    Value zero = arith::ConstantOp::create(b, loc, vecType,
-                                           DenseElementsAttr::get(vecType, 0.0f));
-    SmallVector<Value> acc(R * U, zero);
+    SmallVector<Value> acc(R * U, zeroVector());
     if (lin.layout.kind == WeightLayout::Dense) {
       SmallVector<Value> rows, lengths;
       rowExtents(n0, rows, lengths);
@@ -399,8 +406,8 @@ private:
   void slicedRowBlocks(Value slabs, Value slab, Value partial, Value mb, Value m0,
                        Value first, Value last) {
     int64_t groups = lin.K / lin.layout.m;
-    Value zero = arith::ConstantOp::create(b, loc, vecType,
-                                           DenseElementsAttr::get(vecType, 0.0f));
+    int64_t nBlocks = llvm::divideCeil(lin.N, R);
+    Value zero = zeroVector();
     SmallVector<Type> accTypes(R * U, vecType);
     scf::ForOp::create(
         b, loc, idx(0), idx(slices), idx(1), ValueRange{},
@@ -417,7 +424,7 @@ private:
               [&](OpBuilder &, Location, Value nb, ValueRange) {
                 Value n0 = mul(nb, idx(R));
                 // partial[((mb * nBlocks + nb) * R + r) * MB + u * V]
-                Value tile = mul(add(mul(mb, idx(nBlocksTotal)), nb), idx(R * MB));
+                Value tile = mul(add(mul(mb, idx(nBlocks)), nb), idx(R * MB));
                 auto init = scf::IfOp::create(
                     b, loc, accTypes, isFirst, /*withElseRegion=*/true);
                 b.setInsertionPointToStart(&init.getThenRegion().front());
@@ -489,9 +496,7 @@ private:
       SmallVector<Value> rows, lengths;
       rowExtents(n0, rows, lengths);
       int64_t vectorK = lin.K / V * V;
-      Value vzero = arith::ConstantOp::create(
-          b, loc, vecType, DenseElementsAttr::get(vecType, 0.0f));
-      SmallVector<Value> acc(R, vzero);
+      SmallVector<Value> acc(R, zeroVector());
       auto loop = scf::ForOp::create(
           b, loc, idx(0), idx(vectorK), idx(V), acc,
           [&](OpBuilder &, Location, Value k, ValueRange carried) {
@@ -562,9 +567,7 @@ private:
     for (Value length : ArrayRef<Value>(lengths).drop_front())
       common = arith::MinUIOp::create(b, loc, common, length);
     Value commonVectors = vectorPart(common);
-    Value vzero = arith::ConstantOp::create(
-        b, loc, vecType, DenseElementsAttr::get(vecType, 0.0f));
-    SmallVector<Value> acc(R, vzero);
+    SmallVector<Value> acc(R, zeroVector());
     auto vectorLoop = [&](Value lo, Value hi, ArrayRef<int64_t> rows) {
       SmallVector<Value> init;
       for (int64_t r : rows)
@@ -634,10 +637,8 @@ private:
     }
     Value all = arith::ConstantOp::create(
         b, loc, DenseElementsAttr::get(VectorType::get({V}, b.getI1Type()), true));
-    Value vzero = arith::ConstantOp::create(
-        b, loc, vecType, DenseElementsAttr::get(vecType, 0.0f));
     Value xs = vector::GatherOp::create(b, loc, vecType, x, ValueRange{m, idx(0)},
-                                        k, all, vzero);
+                                        k, all, zeroVector());
     Value w = vector::LoadOp::create(b, loc, vecType, values, ValueRange{p});
     return vector::FMAOp::create(b, loc, w, xs, acc);
   }
@@ -670,7 +671,7 @@ private:
   Location loc;
   const SparseLinear &lin;
   int64_t R, V, U, MB;
-  int64_t slices = 1, sliceGroups = 0, nBlocksTotal = 0; // n:m k-slices
+  int64_t sliceGroups, slices; // n:m k-slices (1 slice: CSR, dense, small K)
   Type f32;
   VectorType vecType;
   Value x, y, positions, coordinates, values;

@@ -28,7 +28,7 @@ from ..encodings import NM, Dense, Encoding
 from ..errors import CompileError, SpecError
 from ..importers.torch_fx import import_model
 from ..propagation import linear_tokens
-from .._memref import adopt, copy_out, descriptor_class, descriptor_for
+from .._memref import adopt, copy_out, descriptor_class, descriptor_for, row_major_strides
 from ..runtime import jit
 from ..weights import apply_sparsifier
 from .cost import choose_gpu
@@ -184,13 +184,9 @@ def _descriptor(address: int, shape: Sequence[int], dtype: np.dtype) -> ctypes.S
     descriptor = descriptor_class(len(shape), np.dtype(dtype))()
     descriptor.allocated = descriptor.aligned = address
     descriptor.offset = 0
-    strides, stride = [], 1
-    for extent in reversed(shape):
-        strides.insert(0, stride)
-        stride *= extent
     if shape:
         descriptor.shape[:] = list(shape)
-        descriptor.strides[:] = strides
+        descriptor.strides[:] = row_major_strides(shape)
     return descriptor
 
 
