@@ -84,6 +84,13 @@ void mlir::smlir::buildSparseCPUPipeline(
   // Fuse dense element-wise chains (bias add + activation), leaving sparse
   // kernels and contractions alone.
   pm.addNestedPass<func::FuncOp>(createFuseDenseElementwise());
+  // Row reductions (layer norm's statistics, softmax's max and sum) become
+  // vector loops: LLVM cannot vectorize their ordered scalar chains.
+  if (options.microkernels) {
+    VectorizeRowReductionsOptions rowOptions;
+    rowOptions.lanes = options.lanes;
+    pm.addNestedPass<func::FuncOp>(createVectorizeRowReductions(rowOptions));
+  }
   // CSR and n:m linears become register-tiled vector loops over the weight's
   // buffers (the rest is left to upstream sparsification).
   if (options.microkernels) {
