@@ -133,9 +133,16 @@ def FuseDenseElementwise
     contractions (recomputing them once per output column), propagates
     reshapes onto sparse weights and fuses dense producers into sparse
     kernels, which sparsification then rejects. This pass applies the same
-    producer-consumer fusion only when the consumer has no reduction loop and
-    neither op reads or writes a sparse tensor: bias add + activation chains
-    fuse, matmul-like ops and sparse kernels stay as they are.
+    producer-consumer fusion only when neither op reads or writes a sparse
+    tensor and the fusion computes nothing twice that is worth keeping:
+
+    - into an element-wise consumer: bias add + activation chains fuse;
+    - into a reduction only when the consumer reads each element of the
+      operand once (its map is a permutation of the loops) and the producer
+      has no other reader: layer norm's squared deviations go straight into
+      their row sum; matmul-like ops and sparse kernels stay as they are;
+    - a producer with several readers whose body calls a math function or
+      divides (softmax's exp) is not fused at all: computed once, stored.
 
     ```mlir
     %b = linalg.generic ... ins(%y, %bias) { addf }    // fused with
