@@ -96,7 +96,28 @@ class PlanEntry:
                 f"{self.sparsifier} ({self.kind}), {self.applied}, {self.origin}{fallback}")
 
 
-class CompiledModule(ModelCallable):
+class CompileReports:
+    """What compilation decided, for every target's compiled module (which
+    sets `_effective`, `_stats` and `_plan`)."""
+
+    _effective: dict[str, torch.Tensor]
+    _stats: dict[str, TensorStats]
+    _plan: list[PlanEntry]
+
+    def effective_state_dict(self) -> dict[str, torch.Tensor]:
+        """Dense-equivalent parameters after sparsification (zeros where pruned)."""
+        return {name: t.clone() for name, t in self._effective.items()}
+
+    def stats(self) -> dict[str, TensorStats]:
+        """Shape, format, sparsifier, nnz and density of every encoded tensor."""
+        return dict(self._stats)
+
+    def sparsity_plan(self) -> list[PlanEntry]:
+        """Per named tensor: format, sparsifier and its kind, where it runs, fallbacks."""
+        return list(self._plan)
+
+
+class CompiledModule(CompileReports, ModelCallable):
     """The torch-callable result of `compile()`."""
 
     def __init__(self, kernel: Kernel, input_specs: list[InputSpec], result: tuple[tuple[int, ...], np.dtype],
@@ -127,18 +148,6 @@ class CompiledModule(ModelCallable):
     @property
     def _mlir_version(self) -> str:
         return MLIR_VERSION
-
-    def effective_state_dict(self) -> dict[str, torch.Tensor]:
-        """Dense-equivalent parameters after sparsification (zeros where pruned)."""
-        return {name: t.clone() for name, t in self._effective.items()}
-
-    def stats(self) -> dict[str, TensorStats]:
-        """Shape, format, sparsifier, nnz and density of every encoded tensor."""
-        return dict(self._stats)
-
-    def sparsity_plan(self) -> list[PlanEntry]:
-        """Per named tensor: format, sparsifier and its kind, where it runs, fallbacks."""
-        return list(self._plan)
 
     def ir(self, stage: str = "sparse") -> str:
         """MLIR text at `stage`: linalg (imported), annotated, sparse (after smlir passes), llvm."""

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import TypeVar
+
 from . import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
 
 from mlir import ir
@@ -21,6 +25,23 @@ def make_context() -> ir.Context:
     _smlir.register_dialect(context)
     _smlir.register_passes()
     return context
+
+
+T = TypeVar("T")
+
+
+@functools.cache
+def _query_context() -> ir.Context:
+    return make_context()
+
+
+@functools.cache
+def query_attribute(query: Callable[[ir.Attribute], T], text: str) -> T:
+    """`query` (a C++ helper such as `_smlir.format_name`) of the attribute
+    `text`, once per process: a new context registers every dialect (~10 ms),
+    which 20 such questions per compile used to pay each time."""
+    with _query_context():
+        return query(ir.Attribute.parse(text))
 
 
 def parse_attribute(text: str, context: ir.Context | None = None) -> ir.Attribute:

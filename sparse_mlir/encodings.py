@@ -17,7 +17,7 @@ from mlir import ir
 from . import _smlir
 from ._literals import int_list_literal
 from ._validate import check_block, check_nm, check_width
-from .context import make_context, parse_attribute
+from .context import parse_attribute, query_attribute
 from .errors import SpecError
 from .sparsifiers import KeepAll, NMMagnitude, Sparsifier
 
@@ -58,8 +58,7 @@ class Encoding:
 
     @property
     def format_name(self) -> str:
-        with make_context():
-            return _smlir.format_name(self.to_attr())
+        return query_attribute(_smlir.format_name, self.attr_text())
 
 
 def _widths_text(pos_width: int, crd_width: int) -> str:

@@ -17,7 +17,7 @@ from . import _smlir
 from ._literals import f64_literal, int_list_literal
 from ._validate import check_block, check_fraction, check_int, check_nm, check_threshold
 from .errors import SpecError
-from .context import make_context, parse_attribute
+from .context import parse_attribute, query_attribute
 
 
 class Sparsifier:
@@ -33,14 +33,12 @@ class Sparsifier:
     @property
     def kind(self) -> str:
         """`streaming`, `blocking` or `materializing`, from the C++ interface."""
-        with make_context():
-            return _smlir.sparsifier_kind(self.to_attr())
+        return query_attribute(_smlir.sparsifier_kind, self.attr_text())
 
     @property
     def needs_ordering(self) -> bool:
         """True when magnitudes are compared (the tensor must be floating-point)."""
-        with make_context():
-            return _smlir.sparsifier_needs_ordering(self.to_attr())
+        return query_attribute(_smlir.sparsifier_needs_ordering, self.attr_text())
 
 
 @dataclass(frozen=True)

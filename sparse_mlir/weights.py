@@ -180,16 +180,22 @@ def _pack_compressed(w: np.ndarray, pos_width: int, crd_width: int) -> list[np.n
 
 
 def _pack_nm(w: np.ndarray, encoding: NM, name: str) -> list[np.ndarray]:
-    n, m = encoding.n, encoding.m
-    rows, cols = w.shape
-    groups = w.reshape(rows, cols // m, m)
+    positions, values = nm_kept(w, encoding.n, encoding.m, name)
+    return [positions.astype(_INDEX_DTYPES[encoding.crd_width]).reshape(-1),
+            np.ascontiguousarray(values.reshape(-1))]
+
+
+def nm_kept(w: np.ndarray, n: int, m: int, name: str = "tensor") -> tuple[np.ndarray, np.ndarray]:
+    """(positions, values), both [..., K/m, n]: the n entries stored of every
+    group of m along the last axis of an n:m-pruned `w`, and their in-group
+    positions in ascending order (as NM storage and the 2:4 tensor-core layout need)."""
+    groups = w.reshape(*w.shape[:-1], w.shape[-1] // m, m)
     count = (groups != 0).sum(axis=-1)
     if (count > n).any():
         raise SpecError(f"{name}: has groups with more than {n} nonzeros of {m}; "
                         f"sparsify it with NMMagnitude({n}, {m}) first")
     # Exactly n entries per group: the nonzeros first (in index order), padded
-    # with the lowest-index zeros so coordinates stay sorted within a group.
-    order = np.argsort(groups == 0, axis=-1, kind="stable")[..., :n]
-    order.sort(axis=-1)
-    values = np.take_along_axis(groups, order, axis=-1)
-    return [order.astype(_INDEX_DTYPES[encoding.crd_width]).reshape(-1), np.ascontiguousarray(values.reshape(-1))]
+    # with the lowest-index zeros so positions stay sorted and distinct within a group.
+    positions = np.argsort(groups == 0, axis=-1, kind="stable")[..., :n]
+    positions.sort(axis=-1)
+    return positions, np.take_along_axis(groups, positions, axis=-1)

@@ -84,12 +84,14 @@ void mlir::smlir::buildSparseCPUPipeline(
   // Fuse dense element-wise chains (bias add + activation), leaving sparse
   // kernels and contractions alone.
   pm.addNestedPass<func::FuncOp>(createFuseDenseElementwise());
-  // Row reductions (layer norm's statistics, softmax's max and sum) become
-  // vector loops: LLVM cannot vectorize their ordered scalar chains.
+  // Dense element-wise ops and row reductions (layer norm's statistics,
+  // softmax's max and sum) become threaded vector loops: LLVM cannot
+  // vectorize the reductions' ordered scalar chains, and would run all of
+  // them on one thread.
   if (options.microkernels) {
-    VectorizeRowReductionsOptions rowOptions;
+    VectorizeRowsOptions rowOptions;
     rowOptions.lanes = options.lanes;
-    pm.addNestedPass<func::FuncOp>(createVectorizeRowReductions(rowOptions));
+    pm.addNestedPass<func::FuncOp>(createVectorizeRows(rowOptions));
   }
   // CSR and n:m linears become register-tiled vector loops over the weight's
   // buffers (the rest is left to upstream sparsification).
@@ -99,6 +101,8 @@ void mlir::smlir::buildSparseCPUPipeline(
     tiling.rows = options.tileRows;
     tiling.vectors = options.tileVectors;
     pm.addNestedPass<func::FuncOp>(createLowerSparseLinear(tiling));
+    // Identical kernels (BERT's q/k/v/o projections) share one function.
+    pm.addPass(createOutlineKernels());
   }
   // Streaming sparsifiers run inside their (now fused) element-wise
   // producer, which writes the sparse result directly.

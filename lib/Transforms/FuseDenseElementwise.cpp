@@ -1,6 +1,7 @@
 //===- FuseDenseElementwise.cpp - element-wise fusion that spares sparse ops -===//
 
 #include "SparseMLIR/IR/SparseMLIROps.h"
+#include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -59,7 +60,7 @@ struct FuseDenseElementwisePass
       Operation *producer = operand->get().getDefiningOp();
       Operation *consumer = operand->getOwner();
       if (!producer || touchesSparse(producer) || touchesSparse(consumer) ||
-          hasReduction(producer) || consumer->hasAttr("smlir.sparse_kernel"))
+          hasReduction(producer) || consumer->hasAttr(kSparseKernelAttrName))
         return false;
       // A producer with other readers stays; fused, it runs once more per
       // consumer: only cheap arithmetic is worth that.

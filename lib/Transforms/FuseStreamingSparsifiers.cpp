@@ -8,6 +8,7 @@
 
 #include "SparseMLIR/Conversion/SparsifierLowering.h"
 #include "SparseMLIR/IR/SparseMLIROps.h"
+#include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -27,8 +28,6 @@ using namespace mlir::smlir;
 
 namespace {
 
-constexpr StringLiteral kFusedAttrName = "smlir.fused_sparsifier";
-constexpr StringLiteral kNotFusedAttrName = "smlir.not_fused";
 
 /// Why `op` cannot run inside its producer, or "" when it can.
 static std::string whyNotFusable(SparsifyOp op) {
@@ -186,7 +185,7 @@ static void fuseIntoProducer(SparsifyOp op, RewriterBase &rewriter) {
   sparse_tensor::YieldOp::create(rewriter, bodyLoc, nonzero);
   rewriter.modifyOpInPlace(yield, [&] { yield->setOperand(0, select); });
 
-  fused->setAttr(kFusedAttrName,
+  fused->setAttr(kFusedSparsifierAttrName,
                  rewriter.getStringAttr(op.getTensorName().value_or("")));
   rewriter.replaceOp(op, fused.getResult(0));
   rewriter.eraseOp(producer);

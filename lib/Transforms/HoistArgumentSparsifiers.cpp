@@ -1,6 +1,7 @@
 //===- HoistArgumentSparsifiers.cpp - sparsify weights at compile time ----===//
 
 #include "SparseMLIR/IR/SparseMLIROps.h"
+#include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
 namespace mlir::smlir {
@@ -13,7 +14,6 @@ using namespace mlir::smlir;
 
 namespace {
 
-constexpr StringLiteral kWeightAttrName = "smlir.weight";
 
 struct HoistArgumentSparsifiersPass
     : public smlir::impl::HoistArgumentSparsifiersBase<
@@ -53,10 +53,10 @@ struct HoistArgumentSparsifiersPass
       RankedTensorType sparseType = op.getResult().getType();
 
       unsigned index = arg.getArgNumber();
-      func.setArgAttr(index, "smlir.sparsifier", op.getSparsifier());
-      func.setArgAttr(index, "smlir.encoding", op.getEncoding());
+      func.setArgAttr(index, kSparsifierAttrName, op.getSparsifier());
+      func.setArgAttr(index, kEncodingAttrName, op.getEncoding());
       if (StringAttr name = op.getTensorNameAttr())
-        func.setArgAttr(index, "smlir.tensor_name", name);
+        func.setArgAttr(index, kTensorNameAttrName, name);
 
       SmallVector<OpOperand *> denseUses;
       for (OpOperand &use : arg.getUses())

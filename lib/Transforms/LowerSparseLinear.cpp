@@ -27,6 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -40,6 +41,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace mlir::smlir {
 #define GEN_PASS_DEF_LOWERSPARSELINEAR
@@ -47,13 +49,11 @@ namespace mlir::smlir {
 } // namespace mlir::smlir
 
 using namespace mlir;
+using namespace mlir::smlir;
 using namespace mlir::sparse_tensor;
 
 namespace {
 
-constexpr StringLiteral kSparseKernelAttrName = "smlir.sparse_kernel";
-constexpr StringLiteral kDenseKernelAttrName = "smlir.dense_kernel";
-constexpr StringLiteral kMicrokernelAttrName = "smlir.microkernel";
 /// Below this many tokens, vectors along tokens would idle most lanes: the
 /// decode kernel computes dot products along k instead.
 constexpr int64_t kDecodeTokens = 4;
@@ -168,12 +168,31 @@ public:
       values = ToValuesOp::create(b, loc, lin.weight);
     }
 
-    if (lin.M < kDecodeTokens) {
-      buildDecode();
-      return bufferization::ToTensorOp::create(
-          b, loc, RankedTensorType::get({lin.M, lin.N}, f32), y,
-          /*restrict=*/true, /*writable=*/true);
-    }
+    emitKernelRegion(b, loc, kernelName(), [&] {
+      if (lin.M < kDecodeTokens)
+        buildDecode();
+      else
+        buildTokenBlocks();
+    });
+    return bufferization::ToTensorOp::create(
+        b, loc, RankedTensorType::get({lin.M, lin.N}, f32), y,
+        /*restrict=*/true, /*writable=*/true);
+  }
+
+private:
+  /// "linear_csr_1024x768x3072": what and which shape (M x K x N).
+  std::string kernelName() const {
+    std::string kind = lin.layout.kind == WeightLayout::Dense ? "dense"
+                       : lin.layout.kind == WeightLayout::CSR
+                           ? "csr"
+                           : std::to_string(lin.layout.n) + "of" +
+                                 std::to_string(lin.layout.m);
+    return llvm::formatv("linear_{0}_{1}x{2}x{3}", kind, lin.M, lin.K, lin.N)
+        .str();
+  }
+
+  /// M >= kDecodeTokens: token blocks of MB packed into slabs.
+  void buildTokenBlocks() {
     int64_t mBlocks = llvm::divideCeil(lin.M, MB);
     int64_t nBlocks = llvm::divideCeil(lin.N, R);
     // Few token blocks (decode): split the weight rows across threads too.
@@ -218,12 +237,8 @@ public:
                                scf::YieldOp::create(b, loc);
                              });
         });
-    return bufferization::ToTensorOp::create(
-        b, loc, RankedTensorType::get({lin.M, lin.N}, f32), y,
-        /*restrict=*/true, /*writable=*/true);
   }
 
-private:
   /// n:m groups whose slab rows (MB f32 each) fill kSlabSliceBytes.
   static int64_t groupsPerSlice(const SparseLinear &linear, int64_t MB) {
     if (linear.layout.kind != WeightLayout::NOutOfM)
@@ -716,17 +731,21 @@ public:
     auto yType = MemRefType::get({batches, M, N}, f32);
     y = memref::AllocOp::create(b, loc, yType, b.getI64IntegerAttr(64));
     int64_t mBlocks = llvm::divideCeil(M, R);
-    scf::ParallelOp::create(
-        b, loc, ValueRange{idx(0), idx(0)}, ValueRange{idx(batches), idx(mBlocks)},
-        ValueRange{idx(1), idx(1)},
-        [&](OpBuilder &, Location, ValueRange ivs) {
-          Value m0 = arith::MulIOp::create(b, loc, ivs[1], idx(R));
-          scf::ForOp::create(b, loc, idx(0), idx(N), idx(U * V), ValueRange{},
-                             [&](OpBuilder &, Location, Value n0, ValueRange) {
-                               tile(ivs[0], m0, n0);
-                               scf::YieldOp::create(b, loc);
-                             });
-        });
+    std::string name =
+        llvm::formatv("batch_matmul_{0}x{1}x{2}x{3}", batches, M, K, N).str();
+    emitKernelRegion(b, loc, name, [&] {
+      scf::ParallelOp::create(
+          b, loc, ValueRange{idx(0), idx(0)},
+          ValueRange{idx(batches), idx(mBlocks)}, ValueRange{idx(1), idx(1)},
+          [&](OpBuilder &, Location, ValueRange ivs) {
+            Value m0 = arith::MulIOp::create(b, loc, ivs[1], idx(R));
+            scf::ForOp::create(b, loc, idx(0), idx(N), idx(U * V), ValueRange{},
+                               [&](OpBuilder &, Location, Value n0, ValueRange) {
+                                 tile(ivs[0], m0, n0);
+                                 scf::YieldOp::create(b, loc);
+                               });
+          });
+    });
     return bufferization::ToTensorOp::create(
         b, loc, RankedTensorType::get(yType.getShape(), f32), y,
         /*restrict=*/true, /*writable=*/true);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "SparseMLIR/IR/SparseMLIROps.h"
+#include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -30,7 +31,6 @@ using namespace mlir::smlir;
 
 namespace {
 
-constexpr StringLiteral kInferredAttrName = "smlir.inferred_encoding";
 
 /// How an op's result is zero given which operands are zero: the storage
 /// rule table.
@@ -94,12 +94,12 @@ static std::string tensorNameOf(Value value) {
   if (auto sparsify = value.getDefiningOp<SparsifyOp>())
     return sparsify.getTensorName().value_or("").str();
   if (auto op = value.getDefiningOp())
-    if (auto name = op->getAttrOfType<StringAttr>(kInferredAttrName))
+    if (auto name = op->getAttrOfType<StringAttr>(kInferredEncodingAttrName))
       return name.getValue().str();
   if (auto arg = dyn_cast<BlockArgument>(value))
     if (auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
       if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                        "smlir.tensor_name"))
+                                                        kTensorNameAttrName))
         return name.getValue().str();
   return "";
 }
@@ -114,7 +114,7 @@ static bool readsSparseFaster(OpOperand &use) {
 
 /// The sparse input whose encoding `op`'s result can take, or null.
 static OpOperand *inferableInput(linalg::GenericOp op) {
-  if (op->hasAttr("smlir.sparse_kernel") || op.getNumDpsInits() != 1 ||
+  if (op->hasAttr(kSparseKernelAttrName) || op.getNumDpsInits() != 1 ||
       op.getNumResults() != 1 ||
       op.getNumParallelLoops() != op.getNumLoops())
     return nullptr;
@@ -185,7 +185,7 @@ static void propagate(linalg::GenericOp op, OpOperand *sparse,
         b.setInsertionPointAfter(unary);
         linalg::YieldOp::create(b, bodyLoc, unary.getResult());
       });
-  fused->setAttr(kInferredAttrName,
+  fused->setAttr(kInferredEncodingAttrName,
                  rewriter.getStringAttr(tensorNameOf(sparse->get())));
   // Every reader takes a sparse operand (see readsSparseFaster).
   rewriter.replaceOp(op, fused.getResult(0));

@@ -1,6 +1,7 @@
 //===- RewriteSparseMatmul.cpp - x * W^T as (W * x^T)^T for sparse W -------===//
 
 #include "SparseMLIR/IR/SparseMLIROps.h"
+#include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -34,8 +35,6 @@ static Value getTransposedWeight(Value v, bool dense) {
              : Value();
 }
 
-constexpr StringLiteral kSparseKernelAttrName = "smlir.sparse_kernel";
-constexpr StringLiteral kDenseKernelAttrName = "smlir.dense_kernel";
 
 /// One floating-point element type for all of `values` (the kernel body is a
 /// plain mulf + addf; mixed precision would need extensions).

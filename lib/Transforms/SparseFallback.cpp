@@ -1,6 +1,7 @@
 //===- SparseFallback.cpp - dense reads where no sparse lowering exists ---===//
 
 #include "SparseMLIR/IR/SparseMLIROps.h"
+#include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -20,8 +21,8 @@ static bool hasSparseLowering(OpOperand &use) {
   Operation *owner = use.getOwner();
   // Kernels built by smlir-rewrite-sparse-matmul, and element-wise ops that
   // smlir-propagate-encodings made compute on stored entries only.
-  if (owner->hasAttr("smlir.sparse_kernel") ||
-      owner->hasAttr("smlir.inferred_encoding"))
+  if (owner->hasAttr(kSparseKernelAttrName) ||
+      owner->hasAttr(kInferredEncodingAttrName))
     return true;
   if (isa<func::ReturnOp>(owner) ||
       isa<sparse_tensor::SparseTensorDialect>(owner->getDialect()))
@@ -75,9 +76,9 @@ struct SparseFallbackPass
     OpBuilder builder(&entry, entry.begin());
     for (auto &[arg, unsupported] : fallbacks) {
       unsigned index = arg.getArgNumber();
-      auto name = func.getArgAttrOfType<StringAttr>(index, "smlir.tensor_name");
+      auto name = func.getArgAttrOfType<StringAttr>(index, kTensorNameAttrName);
       auto encoding = func.getArgAttrOfType<EncodingAttrInterface>(
-          index, "smlir.encoding");
+          index, kEncodingAttrName);
       std::string format = encoding ? encoding.getFormatName() : "sparse";
       StringRef tensorName = name ? name.getValue() : StringRef("<argument>");
       for (Operation *op : unsupported)
@@ -93,7 +94,7 @@ struct SparseFallbackPass
           sparseReaders.push_back(&use);
       arg.setType(RankedTensorType::get(sparseType.getShape(),
                                         sparseType.getElementType()));
-      func.setArgAttr(index, "smlir.fallback", UnitAttr::get(&getContext()));
+      func.setArgAttr(index, kFallbackAttrName, UnitAttr::get(&getContext()));
       if (!sparseReaders.empty()) {
         Value sparse = sparse_tensor::ConvertOp::create(builder, arg.getLoc(),
                                                         sparseType, arg);

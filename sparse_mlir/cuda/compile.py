@@ -22,7 +22,8 @@ from mlir import ir, passmanager
 from mlir.dialects import gpu
 
 from .. import _tools
-from ..compiler import PlanEntry, TensorStats, _annotate, _error_text, _main
+from ..callable import CheckedCallable, InputSpec
+from ..compiler import CompileReports, PlanEntry, TensorStats, _annotate, _error_text, _main
 from ..context import make_context
 from ..encodings import NM, Dense, Encoding
 from ..errors import CompileError, SpecError
@@ -86,19 +87,26 @@ def _check_encodings(encodings: Mapping[str, Encoding], params: Mapping[str, tor
             raise SpecError(f"{name}: NM(2, 4) on the GPU needs a matrix, got shape {tuple(params[name].shape)}")
 
 
-class CudaCompiledModule:
-    """The torch-callable result of `compile(..., target="cuda")`."""
+class CudaCompiledModule(CompileReports, CheckedCallable):
+    """The torch-callable result of `compile(..., target="cuda")`.
+
+    Inputs are checked as for the CPU (`CheckedCallable`) but may be CPU or
+    CUDA tensors in any layout: they are copied to host memory, which the host
+    code uploads itself; the result comes back on the first input's device.
+    """
+
+    _input_devices = ("cpu", "cuda")
 
     def __init__(self, module: ir.Module, context: ir.Context, arguments: list[_Argument],
                  host_arrays: dict[str, np.ndarray], device_arrays: dict[tuple[str, str], np.ndarray],
-                 input_specs: list[tuple[tuple[int, ...], torch.dtype]], result: tuple[int, torch.dtype],
+                 input_specs: list[InputSpec], result: tuple[int, torch.dtype],
                  effective: dict[str, torch.Tensor], stats: dict[str, TensorStats], plan: list[PlanEntry],
                  stages: dict[str, str], pipeline: str, opt_level: int, compile_seconds: float) -> None:
+        super().__init__(input_specs)
         self._module, self._context = module, context
         self._arguments = arguments
         self._host_arrays = host_arrays
         self._device_arrays = device_arrays
-        self._input_specs = input_specs
         self._result_rank, self._result_dtype = result
         self._effective, self._stats, self._plan, self._stages = effective, stats, plan, stages
         self.pipeline = pipeline
@@ -108,10 +116,8 @@ class CudaCompiledModule:
         self._device: list[DeviceBuffer] = []
         self._bound: list[ctypes.Structure] = []
 
-    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
-        if len(inputs) != len(self._input_specs):
-            raise SpecError(f"expected {len(self._input_specs)} inputs, got {len(inputs)}")
-        arrays = [self._check_input(i, t) for i, t in enumerate(inputs)]
+    def _run(self, tensors: list[torch.Tensor]) -> torch.Tensor:
+        arrays = [_as_array(t.cpu()) for t in tensors]
         require_device()
         if self._engine is None:
             self._load()
@@ -128,7 +134,7 @@ class CudaCompiledModule:
         tensor = torch.from_numpy(out)
         if self._result_dtype in _BITS16:
             tensor = tensor.view(self._result_dtype)
-        return tensor.to(inputs[0].device) if inputs and inputs[0].device.type != "cpu" else tensor
+        return tensor.to(tensors[0].device) if tensors and tensors[0].device.type != "cpu" else tensor
 
     def _load(self) -> None:
         """JIT-compiles the host code and uploads the weights (first call only)."""
@@ -145,28 +151,6 @@ class CudaCompiledModule:
             buffer = DeviceBuffer(nbytes, host)
             self._device.append(buffer)
             self._bound.append(_descriptor(buffer.address, argument.shape, argument.dtype))
-
-    def _check_input(self, index: int, tensor: Any) -> np.ndarray:
-        shape, dtype = self._input_specs[index]
-        if not isinstance(tensor, torch.Tensor):
-            raise SpecError(f"input {index}: expected a torch.Tensor, got {type(tensor).__name__}")
-        if tensor.dtype != dtype:
-            raise SpecError(f"input {index}: expected dtype {dtype}, got {tensor.dtype}")
-        if tuple(tensor.shape) != shape:
-            raise SpecError(f"input {index}: expected shape {shape} (shapes are static, as in example_args), "
-                            f"got {tuple(tensor.shape)}")
-        return _as_array(tensor.cpu())
-
-    def effective_state_dict(self) -> dict[str, torch.Tensor]:
-        """Dense-equivalent parameters after sparsification (zeros where pruned)."""
-        return {name: t.clone() for name, t in self._effective.items()}
-
-    def stats(self) -> dict[str, TensorStats]:
-        return dict(self._stats)
-
-    def sparsity_plan(self) -> list[PlanEntry]:
-        """Per encoded weight: sparse tensor cores, or dense and why."""
-        return list(self._plan)
 
     def ir(self, stage: str = "gpu") -> str:
         """linalg | annotated | gpu (kernels + launches) | llvm | ptx (the kernels' PTX)."""

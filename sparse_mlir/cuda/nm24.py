@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..encodings import NM
 from ..errors import SpecError
-from ..weights import pack
+from ..weights import nm_kept
 
 MMA_K = (16, 32)
 ROWS_PER_TILE = 16
@@ -54,8 +53,8 @@ def compress(w: np.ndarray, mma_k: int = 16, name: str = "tensor") -> tuple[np.n
     if rows % ROWS_PER_TILE or cols % mma_k:
         raise SpecError(f"{name}: 2:4 tensor-core weights need rows a multiple of {ROWS_PER_TILE} and "
                         f"columns a multiple of {mma_k} (m16n8k{mma_k}), got shape {tuple(w.shape)}")
-    coords, values = pack(NM(2, 4), w, name)  # raises for groups with more than 2 nonzeros
-    index = coords.reshape(rows, cols // 4, 2).astype(np.uint32)
+    positions, values = nm_kept(w, 2, 4, name)  # raises for groups with more than 2 nonzeros
+    index = positions.astype(np.uint32)                                  # [R, K/4, 2]
     nibbles = index[..., 0] | (index[..., 1] << 2)                       # [R, K/4]
     halves = (nibbles.reshape(rows, cols // 16, 4) << np.array([0, 4, 8, 12], np.uint32)).sum(
         axis=-1, dtype=np.uint32)                                        # [R, K/16], 16 bits each

@@ -93,13 +93,10 @@ func.func @linear_pruned_weight(%x: tensor<3x8xf32>, %w: tensor<16x8xf32> {smlir
 // CHECK:         %[[MUL:.*]] = llvm.fmul
 // CHECK-NEXT:    llvm.fadd %{{.*}}, %[[MUL]] : f32
 
-/// The linear with a CSR weight runs smlir-lower-sparse-linear's loops; with
-/// 3 tokens, its decode form: CSR coordinates (i32) gather x, scalar FMAs
-/// accumulate each of 4 rows in lockstep.
+/// The linear with a CSR weight runs smlir-lower-sparse-linear's loops,
+/// outlined into a private kernel function (checked at the end).
 // CHECK-LABEL: llvm.func @_internal_linear_pruned_weight(
-// CHECK:         llvm.load %{{.*}} : !llvm.ptr -> i32
-// CHECK:         llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (f32, f32, f32) -> f32
-// CHECK:         llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (f32, f32, f32) -> f32
+// CHECK:         llvm.call @smlir_linear_csr_3x8x16(
 
 /// Sparsify inside the function, then multiply: all dense at the boundary, so
 /// no wrapper; the mask and the multiply-add are both there.
@@ -128,6 +125,15 @@ func.func @csr_weight_matmul(%w: tensor<8x8xf32>, %x: tensor<8x4xf32>) -> tensor
 // CHECK:         llvm.call @_insert_dense_compressed_8_8_f32_32_32(
 // CHECK-LABEL: llvm.func @_mlir_ciface_keep_all_csr_back_to_dense(
 // CHECK:         llvm.call @keep_all_csr_back_to_dense(
+
+/// Outlined kernels come last. With 3 tokens, the linear's decode form: CSR
+/// coordinates (i32) gather x, scalar FMAs accumulate each of 4 rows in
+/// lockstep.
+// CHECK-LABEL: llvm.func @smlir_linear_csr_3x8x16(
+// CHECK-SAME:      attributes {sym_visibility = "private"}
+// CHECK:         llvm.load %{{.*}} : !llvm.ptr -> i32
+// CHECK:         llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (f32, f32, f32) -> f32
+// CHECK:         llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (f32, f32, f32) -> f32
 func.func @keep_all_csr_back_to_dense(%x: tensor<8x8xf32>) -> tensor<8x8xf32> attributes { llvm.emit_c_interface } {
   %s = smlir.sparsify %x : tensor<8x8xf32> with #smlir.keep_all as #smlir.csr -> tensor<8x8xf32, #CSR>
   %d = sparse_tensor.convert %s : tensor<8x8xf32, #CSR> to tensor<8x8xf32>

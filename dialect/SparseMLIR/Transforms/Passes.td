@@ -152,31 +152,34 @@ def FuseDenseElementwise
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
-def VectorizeRowReductions
-    : Pass<"smlir-vectorize-row-reductions", "::mlir::func::FuncOp"> {
-  let summary = "Explicit vector loops for dense f32 reductions along the innermost dimension";
+def VectorizeRows : Pass<"smlir-vectorize-rows", "::mlir::func::FuncOp"> {
+  let summary = "Explicit vector loops for dense f32 linalg ops along their innermost dimension";
   let description = [{
-    A `linalg.generic` that reduces its innermost loop (a row sum, max or
-    sum of squares: layer norm's statistics, softmax's max and sum)
-    otherwise becomes scalar loops whose accumulator LLVM cannot vectorize
-    (the fadd chain is ordered, and it lives in memory): a BERT layer's
-    layer norms ran at a tenth of PyTorch's speed. This pass lowers such an
-    op, when all its operands are dense static f32 tensors, its body is
-    element-wise arithmetic and each result is `combine(value, out)` with
-    `combine` one of addf, mulf, maximumf, minimumf, maxnumf, minnumf, to:
+    A dense f32 `linalg.generic` with static shapes whose body is
+    element-wise arithmetic and whose operands are contiguous along its
+    innermost loop (or constant along it) is written as explicit vector
+    loops over its rows (the outer loops):
 
-    - `scf.parallel` over the outer (parallel) loops: threads with
-      `convert-scf-to-openmp`;
-    - per row, `vectors` vector accumulators of `lanes` lanes (independent
-      chains) over whole groups of vectors along the row, then one vector
-      at a time, the last one masked (masked-off lanes add the combiner's
-      neutral element);
-    - the accumulators combined, reduced across lanes and combined with the
-      init value.
+    - `scf.parallel` over the rows: threads with `convert-scf-to-openmp`
+      (the scalar loops convert-linalg-to-loops would write run on one);
+    - element-wise ops: `lanes` elements at a time, stored as vectors, the
+      last vector masked;
+    - a reduction of the innermost loop (a row sum, max or sum of squares:
+      layer norm's statistics, softmax's max and sum), whose result is
+      `combine(value, out)` with `combine` one of addf, mulf, maximumf,
+      minimumf, maxnumf, minnumf: `vectors` vector accumulators per result
+      (independent chains) over whole groups of vectors, then one vector at
+      a time, the last one masked (masked-off lanes add the combiner's
+      neutral element); the accumulators are combined, reduced across lanes
+      and combined with the init value. Scalar loops for these would be an
+      ordered chain through memory that LLVM cannot vectorize: a BERT
+      layer's layer norms ran at a tenth of PyTorch's speed.
 
-    Operands read along the innermost loop are loaded as vectors, the
-    others once per row and broadcast. The summation order differs from the
-    scalar loop (as PyTorch's vectorized kernels' does).
+    Operands constant along the row are read once per row and broadcast;
+    `x^n` with a constant integer n is unrolled into multiplications. The
+    summation order differs from the scalar loop (as PyTorch's vectorized
+    kernels' does). Ops whose result a streaming sparsifier reads are left
+    for `smlir-fuse-streaming-sparsifiers`.
 
     ```mlir
     %s = linalg.generic {iterator_types = ["parallel", "reduction"]}
@@ -191,7 +194,9 @@ def VectorizeRowReductions
     Option<"lanes", "lanes", "int64_t", /*default=*/"8",
            "f32 lanes per vector (8: AVX2, 16: AVX-512)">,
     Option<"vectors", "vectors", "int64_t", /*default=*/"4",
-           "Vector accumulators per row (independent chains)">,
+           "Vector accumulators per row of a reduction (independent chains)">,
+    Option<"elementwise", "elementwise", "bool", /*default=*/"true",
+           "Also element-wise ops (false: reductions only)">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",
@@ -330,6 +335,31 @@ def LowerSparseLinear
                            "::mlir::sparse_tensor::SparseTensorDialect",
                            "::mlir::tensor::TensorDialect",
                            "::mlir::vector::VectorDialect"];
+}
+
+def OutlineKernels : Pass<"smlir-outline-kernels", "::mlir::ModuleOp"> {
+  let summary = "One private function per distinct micro-kernel";
+  let description = [{
+    `smlir-lower-sparse-linear` and `smlir-vectorize-rows` emit
+    each kernel's loops in an `scf.execute_region` tagged `smlir.kernel`
+    with what it computes and its shape. Each such region becomes a call of
+    a private function taking the buffers the loops use (constants are
+    cloned in). Regions whose functions would be identical (same type, same
+    body up to locations) share one: a BERT layer's q, k, v and output
+    projections are one 768x768 kernel, its two layer norms one reduction,
+    so LLVM optimizes and generates their code once. A function called once
+    is inlined back by LLVM.
+
+    ```mlir
+    scf.execute_region {
+      scf.parallel ... { ... %x, %values ... }
+      scf.yield
+    } {smlir.kernel = "linear_csr_1024x768x768"}
+    // becomes
+    func.call @smlir_linear_csr_1024x768x768(%x, %positions, ...) : (...) -> ()
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
 def BufferDeallocation

@@ -27,6 +27,7 @@
 
 #include "SparseMLIR/Conversion/Passes.h"
 #include "SparseMLIR/IR/SparseMLIRDialect.h"
+#include "SparseMLIR/Transforms/KernelTags.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -449,10 +450,10 @@ LogicalResult LowerNMToNVGPUPass::lowerWeight(func::FuncOp func,
                                               unsigned index,
                                               NM24KernelBuilder &builder) {
   auto encoding =
-      func.getArgAttrOfType<NMEncodingAttr>(index, "smlir.encoding");
+      func.getArgAttrOfType<NMEncodingAttr>(index, kEncodingAttrName);
   if (!encoding)
     return success();
-  auto nameAttr = func.getArgAttrOfType<StringAttr>(index, "smlir.tensor_name");
+  auto nameAttr = func.getArgAttrOfType<StringAttr>(index, kTensorNameAttrName);
   std::string name = nameAttr ? nameAttr.str() : ("#" + std::to_string(index));
   Value weight = func.getArgument(index);
   auto type = cast<RankedTensorType>(weight.getType());
@@ -493,12 +494,12 @@ LogicalResult LowerNMToNVGPUPass::lowerWeight(func::FuncOp func,
   Location loc = weight.getLoc();
   auto attrs = [&](StringRef role) {
     SmallVector<NamedAttribute> a = {
-        NamedAttribute(StringAttr::get(ctx, "smlir.device"),
+        NamedAttribute(StringAttr::get(ctx, kDeviceAttrName),
                        StringAttr::get(ctx, role)),
-        NamedAttribute(StringAttr::get(ctx, "smlir.tensor_name"),
+        NamedAttribute(StringAttr::get(ctx, kTensorNameAttrName),
                        StringAttr::get(ctx, name))};
     if (role == "nm24_metadata")
-      a.push_back(NamedAttribute(StringAttr::get(ctx, "smlir.mma_k"),
+      a.push_back(NamedAttribute(StringAttr::get(ctx, kMmaKAttrName),
                                  IntegerAttr::get(IntegerType::get(ctx, 64),
                                                   mmaK)));
     return DictionaryAttr::get(ctx, a);

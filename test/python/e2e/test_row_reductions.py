@@ -1,7 +1,7 @@
 """Row reductions (layer norm, RMS norm, softmax, sum/mean/max along the
 last dimension) against eager.
 
-They run as explicit vector loops (smlir-vectorize-row-reductions) whose
+They run as explicit vector loops (smlir-vectorize-rows) whose
 summation order differs from a scalar loop: the tolerances are those of
 float32 sums of a few hundred terms, far below what a dropped term, a
 wrong tail mask or a wrong neutral element would cost.

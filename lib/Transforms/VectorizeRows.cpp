@@ -1,24 +1,27 @@
-//===- VectorizeRowReductions.cpp - vector loops for innermost reductions -===//
+//===- VectorizeRows.cpp - vector loops along the innermost dimension -----===//
 //
-// A dense reduction along the innermost loop,
+// A dense f32 linalg.generic whose operands are contiguous along its
+// innermost loop is written here as explicit vector loops over "rows" (the
+// outer loops, run by scf.parallel):
 //
-//   out[i...] = combine(f(in_0[..., k], in_1[i...], ...), out[i...])
-//
-// lowered by convert-linalg-to-loops keeps its accumulator in memory and
-// combines in loop order, so LLVM cannot vectorize it (an ordered fadd chain
-// runs at one add per 3-4 cycles). This pass writes the loops itself:
-//
-//   scf.parallel over the rows (the outer, parallel loops):
-//     U vector accumulators of V lanes per result, neutral-initialized
+// - element-wise (all loops parallel): per row, the body on V lanes at a
+//   time, stored as vectors, the last vector masked;
+// - a reduction of the innermost loop,
+//     out[i...] = combine(f(in_0[..., k], in_1[i...], ...), out[i...]),
+//   which convert-linalg-to-loops would leave as an ordered scalar chain
+//   through memory that LLVM cannot vectorize: per row, U vector
+//   accumulators of V lanes per result, neutral-initialized,
 //     for k in whole groups of U * V: acc[u] = combine(f(vectors at k + u*V), acc[u])
-//     the rest one vector at a time; the last vector masked, its masked-off
+//     the rest one vector at a time; the last one masked, its masked-off
 //       lanes replaced by the neutral element
 //     out = combine(reduce(acc[0] . ... . acc[U-1]), init)
 //
-// f is the op's body cloned at vector type: element-wise ops only.
+// f is the op's body cloned at vector type: element-wise ops only. Operands
+// that do not vary along the row are read once per row and broadcast.
 //
 //===----------------------------------------------------------------------===//
 
+#include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -34,15 +37,19 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::smlir {
-#define GEN_PASS_DEF_VECTORIZEROWREDUCTIONS
+#define GEN_PASS_DEF_VECTORIZEROWS
 #include "SparseMLIR/Transforms/Passes.h.inc"
 } // namespace mlir::smlir
 
 using namespace mlir;
+using namespace mlir::smlir;
 
 namespace {
 
 using vector::CombiningKind;
+
+/// Largest |n| of an x^n unrolled into multiplications.
+constexpr int64_t kMaxUnrolledExponent = 16;
 
 /// The vector.reduction kind of a combiner op, if it is one we lower.
 static std::optional<CombiningKind> combiningKind(Operation *op) {
@@ -63,9 +70,9 @@ static bool isStaticDenseF32(Type type) {
 }
 
 /// Map results are loop dimensions or the constant 0 (the keepdim size-1
-/// dimensions torch-mlir writes), and `innermost` appears at most once,
-/// last if at all (the operand is contiguous along the reduced loop).
-static bool isRowAccess(AffineMap map, unsigned innermost, bool allowInnermost) {
+/// dimensions torch-mlir writes), and the innermost loop appears at most
+/// once, last if at all (the operand is contiguous along the row).
+static bool isRowAccess(AffineMap map, unsigned innermost) {
   ArrayRef<AffineExpr> results = map.getResults();
   for (auto [position, expr] : llvm::enumerate(results)) {
     if (auto constant = dyn_cast<AffineConstantExpr>(expr)) {
@@ -76,15 +83,17 @@ static bool isRowAccess(AffineMap map, unsigned innermost, bool allowInnermost) 
     auto dim = dyn_cast<AffineDimExpr>(expr);
     if (!dim)
       return false;
-    if (dim.getPosition() == innermost &&
-        (!allowInnermost || position + 1 != results.size()))
+    if (dim.getPosition() == innermost && position + 1 != results.size())
       return false;
   }
   return true;
 }
 
-/// Largest |n| of an x^n unrolled into multiplications.
-constexpr int64_t kMaxUnrolledExponent = 16;
+static bool readsAlongRow(AffineMap map, unsigned innermost) {
+  return map.getNumResults() != 0 &&
+         map.getResults().back() ==
+             getAffineDimExpr(innermost, map.getContext());
+}
 
 static std::optional<int64_t> constantExponent(math::FPowIOp power) {
   APInt exponent;
@@ -93,43 +102,64 @@ static std::optional<int64_t> constantExponent(math::FPowIOp power) {
   return exponent.getSExtValue();
 }
 
-/// A reduction this pass lowers, with each result's combiner op.
-struct RowReduction {
+/// An op this pass lowers; for a reduction, each result's combiner op.
+struct RowKernel {
   linalg::GenericOp op;
+  bool reduces = false;
   SmallVector<Operation *> combiners;
 };
 
-static std::optional<RowReduction> matchRowReduction(linalg::GenericOp op) {
+/// The combiner of result `init` (out feeds exactly one combiner, whose
+/// result is yielded for it), or null.
+static Operation *matchCombiner(linalg::GenericOp op, OpOperand &init) {
+  Block *body = op.getBody();
+  BlockArgument out = op.getMatchingBlockArgument(&init);
+  Value yielded = body->getTerminator()->getOperand(init.getOperandNumber() -
+                                                    op.getNumDpsInputs());
+  Operation *combiner = yielded.getDefiningOp();
+  if (!combiner || combiner->getBlock() != body || !out.hasOneUse() ||
+      out.getUses().begin()->getOwner() != combiner ||
+      !combiningKind(combiner) || !combiner->getResult(0).hasOneUse() ||
+      combiner->getOperand(0) == combiner->getOperand(1))
+    return nullptr;
+  return combiner;
+}
+
+static std::optional<RowKernel> matchRowKernel(linalg::GenericOp op) {
   if (!op.hasPureTensorSemantics() || op.getNumLoops() == 0 ||
-      op.getNumReductionLoops() != 1 ||
+      op.getNumReductionLoops() > 1)
+    return std::nullopt;
+  RowKernel match{op, op.getNumReductionLoops() == 1, {}};
+  if (match.reduces &&
       op.getIteratorTypesArray().back() != utils::IteratorType::reduction)
     return std::nullopt;
   if (!llvm::all_of(op->getOperandTypes(), isStaticDenseF32) ||
       !llvm::all_of(op->getResultTypes(), isStaticDenseF32))
     return std::nullopt;
+  // A streaming sparsifier of the result fuses into the element-wise op
+  // later (smlir-fuse-streaming-sparsifiers): leave it a linalg op.
+  for (Operation *user : op->getUsers())
+    if (user->getDialect() && user->getDialect()->getNamespace() == "smlir")
+      return std::nullopt;
   unsigned innermost = op.getNumLoops() - 1;
   for (OpOperand *input : op.getDpsInputOperands())
-    if (!isRowAccess(op.getMatchingIndexingMap(input), innermost, true))
+    if (!isRowAccess(op.getMatchingIndexingMap(input), innermost))
       return std::nullopt;
-  RowReduction match{op, {}};
-  Block *body = op.getBody();
-  auto yield = cast<linalg::YieldOp>(body->getTerminator());
   for (OpOperand &init : op.getDpsInitsMutable()) {
-    if (!isRowAccess(op.getMatchingIndexingMap(&init), innermost, false))
-      return std::nullopt;
-    // out must feed exactly one combiner, whose result is yielded for it.
-    BlockArgument out = op.getMatchingBlockArgument(&init);
-    Value yielded = yield.getOperand(init.getOperandNumber() - op.getNumDpsInputs());
-    Operation *combiner = yielded.getDefiningOp();
-    if (!combiner || combiner->getBlock() != body || !out.hasOneUse() ||
-        out.getUses().begin()->getOwner() != combiner ||
-        !combiningKind(combiner) || !combiner->getResult(0).hasOneUse() ||
-        combiner->getOperand(0) == combiner->getOperand(1))
+    AffineMap map = op.getMatchingIndexingMap(&init);
+    if (!isRowAccess(map, innermost) ||
+        readsAlongRow(map, innermost) == match.reduces)
+      return std::nullopt; // a reduction's result has no innermost index
+    if (!match.reduces)
+      continue;
+    Operation *combiner = matchCombiner(op, init);
+    if (!combiner)
       return std::nullopt;
     match.combiners.push_back(combiner);
   }
   // Everything else must be element-wise and free of side effects, so that
   // it can run on vectors (linalg.index, for one, is not).
+  Block *body = op.getBody();
   for (Operation &inner : body->without_terminator()) {
     if (llvm::is_contained(match.combiners, &inner))
       continue;
@@ -147,7 +177,7 @@ static std::optional<RowReduction> matchRowReduction(linalg::GenericOp op) {
       return std::nullopt;
     for (Value operand : inner.getOperands()) {
       auto arg = dyn_cast<BlockArgument>(operand);
-      if (arg && arg.getOwner() == body &&
+      if (match.reduces && arg && arg.getOwner() == body &&
           arg.getArgNumber() >= op.getNumDpsInputs())
         return std::nullopt; // reads an out value other than through a combiner
       // Values from above are broadcast: scalars only.
@@ -159,12 +189,12 @@ static std::optional<RowReduction> matchRowReduction(linalg::GenericOp op) {
   return match;
 }
 
-class RowReductionBuilder {
+class RowKernelBuilder {
 public:
-  RowReductionBuilder(OpBuilder &b, const RowReduction &match, int64_t lanes,
-                      int64_t vectors)
-      : b(b), loc(match.op->getLoc()), op(match.op), combiners(match.combiners),
-        V(lanes), U(vectors), f32(b.getF32Type()),
+  RowKernelBuilder(OpBuilder &b, const RowKernel &match, int64_t lanes,
+                   int64_t vectors)
+      : b(b), loc(match.op->getLoc()), op(match.op), reduces(match.reduces),
+        combiners(match.combiners), V(lanes), U(vectors), f32(b.getF32Type()),
         vecType(VectorType::get({lanes}, f32)) {
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();
     L = ranges.back();
@@ -175,18 +205,25 @@ public:
     for (OpOperand *input : op.getDpsInputOperands())
       inputs.push_back(toBuffer(input->get()));
     for (OpOperand &init : op.getDpsInitsMutable()) {
-      // A filled init is a scalar: no buffer to read per row.
+      // A filled init is a scalar: no buffer to read per row. An
+      // element-wise op reads its init only if its body does.
       auto fill = init.get().getDefiningOp<linalg::FillOp>();
+      bool read = reduces || !op.getMatchingBlockArgument(&init).use_empty();
       initScalars.push_back(fill ? fill.getInputs()[0] : Value());
-      initBuffers.push_back(fill ? Value() : toBuffer(init.get()));
+      initBuffers.push_back(read && !fill ? toBuffer(init.get()) : Value());
       auto type = cast<RankedTensorType>(init.get().getType());
       outputs.push_back(memref::AllocOp::create(
           b, loc, MemRefType::get(type.getShape(), f32),
           b.getI64IntegerAttr(64)));
     }
-    if (rows.empty()) {
-      row({});
-    } else {
+    std::string name = reduces ? "row_reduction" : "rows";
+    for (int64_t size : op.getStaticLoopRanges())
+      name += "_" + std::to_string(size);
+    emitKernelRegion(b, loc, name, [&] {
+      if (rows.empty()) {
+        row({});
+        return;
+      }
       SmallVector<Value> zeros, bounds, ones;
       for (int64_t size : rows) {
         zeros.push_back(idx(0));
@@ -197,7 +234,7 @@ public:
                               [&](OpBuilder &, Location, ValueRange ivs) {
                                 row(ivs);
                               });
-    }
+    });
     SmallVector<Value> results;
     for (Value output : outputs)
       results.push_back(bufferization::ToTensorOp::create(
@@ -231,36 +268,62 @@ private:
     return at;
   }
 
-  bool readsAlongRow(AffineMap map) {
-    return map.getNumResults() != 0 &&
-           map.getResults().back() == b.getAffineDimExpr(rows.size());
-  }
-
   Value splat(TypedAttr value) {
     auto type = VectorType::get({V}, value.getType());
     return arith::ConstantOp::create(b, loc, type,
                                      DenseElementsAttr::get(type, value));
   }
 
-  /// Each result's contribution (what its combiner combines with out) for
-  /// the V elements of the row at `k`; `mask` selects the lanes inside it.
-  SmallVector<Value> contributions(ValueRange ivs, Value k, Value mask,
-                                   ArrayRef<Value> rowInvariant) {
+  Value broadcast(Value scalar) {
+    return vector::BroadcastOp::create(
+        b, loc, VectorType::get({V}, scalar.getType()), scalar);
+  }
+
+  /// V elements of `buffer` along the row at `k` (masked lanes read 0).
+  Value load(Value buffer, ArrayRef<Value> at, Value mask) {
+    if (!mask)
+      return vector::LoadOp::create(b, loc, vecType, buffer, at);
+    return vector::MaskedLoadOp::create(b, loc, vecType, buffer, at, mask,
+                                        splat(b.getF32FloatAttr(0.0f)));
+  }
+
+  /// x^n by binary exponentiation (1 / x^-n for negative n).
+  Value unrolledPower(Value x, int64_t n) {
+    Value one = splat(b.getF32FloatAttr(1.0f));
+    Value result = one;
+    Value square = x;
+    for (int64_t left = std::abs(n); left > 0; left >>= 1) {
+      if (left & 1)
+        result = arith::MulFOp::create(b, loc, result, square);
+      if (left > 1)
+        square = arith::MulFOp::create(b, loc, square, square);
+    }
+    return n < 0 ? arith::DivFOp::create(b, loc, one, result).getResult()
+                 : result;
+  }
+
+  /// The body on the V elements of the row at `k` (`mask`: the lanes inside
+  /// the row); `mapping` then maps the body's values to vectors.
+  void vectorBody(ValueRange ivs, Value k, Value mask,
+                  ArrayRef<Value> rowInvariant, IRMapping &mapping) {
     Block *body = op.getBody();
-    IRMapping mapping;
-    Value zero = splat(b.getF32FloatAttr(0.0f));
     for (auto [i, input] : llvm::enumerate(op.getDpsInputOperands())) {
       Value value = rowInvariant[i];
-      if (!value) {
-        SmallVector<Value> at =
-            indices(op.getMatchingIndexingMap(input), ivs, k);
-        value = mask ? vector::MaskedLoadOp::create(b, loc, vecType, inputs[i],
-                                                     at, mask, zero)
-                           .getResult()
-                     : vector::LoadOp::create(b, loc, vecType, inputs[i], at)
-                           .getResult();
-      }
+      if (!value)
+        value = load(inputs[i],
+                     indices(op.getMatchingIndexingMap(input), ivs, k), mask);
       mapping.map(body->getArgument(i), value);
+    }
+    for (auto [i, init] : llvm::enumerate(op.getDpsInitsMutable())) {
+      BlockArgument out = op.getMatchingBlockArgument(&init);
+      if (reduces || out.use_empty())
+        continue;
+      Value value = initScalars[i]
+                        ? broadcast(initScalars[i])
+                        : load(initBuffers[i],
+                               indices(op.getMatchingIndexingMap(&init), ivs, k),
+                               mask);
+      mapping.map(out, value);
     }
     for (Operation &inner : body->without_terminator()) {
       if (llvm::is_contained(combiners, &inner))
@@ -284,40 +347,13 @@ private:
       for (OpResult result : vectorOp->getResults())
         result.setType(VectorType::get({V}, result.getType()));
     }
-    SmallVector<Value> values;
-    for (Operation *combiner : combiners) {
-      Value out = outArgument(combiner);
-      Value value = combiner->getOperand(combiner->getOperand(0) == out ? 1 : 0);
-      if (!mapping.contains(value))
-        mapping.map(value, broadcast(value));
-      value = mapping.lookup(value);
-      if (mask)
-        value = arith::SelectOp::create(b, loc, mask, value,
-                                        splat(neutral(combiner)));
-      values.push_back(value);
-    }
-    return values;
   }
 
-  /// x^n by binary exponentiation (1 / x^-n for negative n).
-  Value unrolledPower(Value x, int64_t n) {
-    Value result = splat(b.getF32FloatAttr(1.0f));
-    Value square = x;
-    for (int64_t left = std::abs(n); left > 0; left >>= 1) {
-      if (left & 1)
-        result = arith::MulFOp::create(b, loc, result, square);
-      if (left > 1)
-        square = arith::MulFOp::create(b, loc, square, square);
-    }
-    if (n < 0)
-      result = arith::DivFOp::create(b, loc, splat(b.getF32FloatAttr(1.0f)),
-                                     result);
-    return result;
-  }
-
-  Value broadcast(Value scalar) {
-    return vector::BroadcastOp::create(
-        b, loc, VectorType::get({V}, scalar.getType()), scalar);
+  /// The vector of body value `value` (a scalar from above: broadcast).
+  Value lookup(IRMapping &mapping, Value value) {
+    if (!mapping.contains(value))
+      mapping.map(value, broadcast(value));
+    return mapping.lookup(value);
   }
 
   Value outArgument(Operation *combiner) {
@@ -333,6 +369,26 @@ private:
     return *arith::getNeutralElement(combiner);
   }
 
+  /// Each result's contribution (what its combiner combines with out) for
+  /// the V elements of the row at `k`; masked-off lanes hold the neutral
+  /// element.
+  SmallVector<Value> contributions(ValueRange ivs, Value k, Value mask,
+                                   ArrayRef<Value> rowInvariant) {
+    IRMapping mapping;
+    vectorBody(ivs, k, mask, rowInvariant, mapping);
+    SmallVector<Value> values;
+    for (Operation *combiner : combiners) {
+      Value out = outArgument(combiner);
+      Value value = lookup(
+          mapping, combiner->getOperand(combiner->getOperand(0) == out ? 1 : 0));
+      if (mask)
+        value = arith::SelectOp::create(b, loc, mask, value,
+                                        splat(neutral(combiner)));
+      values.push_back(value);
+    }
+    return values;
+  }
+
   /// combine(value, acc) with the combiner op of result `i`.
   Value combine(unsigned i, Value value, Value acc) {
     Operation *combiner = combiners[i];
@@ -345,13 +401,13 @@ private:
     return combined->getResult(0);
   }
 
-  /// One row: the accumulation loops, then each result's store.
-  void row(ValueRange ivs) {
-    // Operands that do not vary along the row, read once per row.
+  /// Operands that do not vary along the row, read once per row (null for
+  /// the others).
+  SmallVector<Value> rowInvariantInputs(ValueRange ivs) {
     SmallVector<Value> rowInvariant;
     for (auto [i, input] : llvm::enumerate(op.getDpsInputOperands())) {
       AffineMap map = op.getMatchingIndexingMap(input);
-      if (readsAlongRow(map)) {
+      if (readsAlongRow(map, rows.size())) {
         rowInvariant.push_back(Value());
         continue;
       }
@@ -359,6 +415,54 @@ private:
                                             indices(map, ivs, Value()));
       rowInvariant.push_back(broadcast(scalar));
     }
+    return rowInvariant;
+  }
+
+  Value tailMask(int64_t k) {
+    if (L - k >= V)
+      return Value();
+    return vector::ConstantMaskOp::create(
+        b, loc, VectorType::get({V}, b.getI1Type()), ArrayRef<int64_t>{L - k});
+  }
+
+  void row(ValueRange ivs) {
+    if (reduces)
+      reduceRow(ivs);
+    else
+      mapRow(ivs);
+  }
+
+  /// Element-wise: whole vectors, then a masked one.
+  void mapRow(ValueRange ivs) {
+    SmallVector<Value> rowInvariant = rowInvariantInputs(ivs);
+    auto store = [&](Value k, Value mask) {
+      IRMapping mapping;
+      vectorBody(ivs, k, mask, rowInvariant, mapping);
+      Operation *yield = op.getBody()->getTerminator();
+      for (auto [i, init] : llvm::enumerate(op.getDpsInitsMutable())) {
+        Value value = lookup(mapping, yield->getOperand(i));
+        SmallVector<Value> at =
+            indices(op.getMatchingIndexingMap(&init), ivs, k);
+        if (mask)
+          vector::MaskedStoreOp::create(b, loc, outputs[i], at, mask, value);
+        else
+          vector::StoreOp::create(b, loc, value, outputs[i], at);
+      }
+    };
+    int64_t whole = L / V * V;
+    if (whole > 0)
+      scf::ForOp::create(b, loc, idx(0), idx(whole), idx(V), ValueRange{},
+                         [&](OpBuilder &, Location, Value k, ValueRange) {
+                           store(k, Value());
+                           scf::YieldOp::create(b, loc);
+                         });
+    if (whole < L)
+      store(idx(whole), tailMask(whole));
+  }
+
+  /// Reduction: U accumulators per result, then the rest, then the init.
+  void reduceRow(ValueRange ivs) {
+    SmallVector<Value> rowInvariant = rowInvariantInputs(ivs);
     unsigned numResults = combiners.size();
     SmallVector<Value> accs;
     for (Operation *combiner : combiners)
@@ -390,12 +494,8 @@ private:
     }
     // The rest, one vector at a time (all static: L is known).
     for (int64_t k = grouped; k < L; k += V) {
-      Value mask;
-      if (L - k < V)
-        mask = vector::ConstantMaskOp::create(
-            b, loc, VectorType::get({V}, b.getI1Type()),
-            ArrayRef<int64_t>{L - k});
-      SmallVector<Value> values = contributions(ivs, idx(k), mask, rowInvariant);
+      SmallVector<Value> values =
+          contributions(ivs, idx(k), tailMask(k), rowInvariant);
       for (unsigned i = 0; i < numResults; ++i)
         acc[i] = combine(i, values[i], acc[i]);
     }
@@ -417,6 +517,7 @@ private:
   OpBuilder &b;
   Location loc;
   linalg::GenericOp op;
+  bool reduces;
   SmallVector<Operation *> combiners;
   int64_t V, U;
   Type f32;
@@ -426,26 +527,26 @@ private:
   SmallVector<Value> inputs, initScalars, initBuffers, outputs;
 };
 
-struct VectorizeRowReductionsPass
-    : public smlir::impl::VectorizeRowReductionsBase<
-          VectorizeRowReductionsPass> {
-  using VectorizeRowReductionsBase::VectorizeRowReductionsBase;
+struct VectorizeRowsPass
+    : public smlir::impl::VectorizeRowsBase<VectorizeRowsPass> {
+  using VectorizeRowsBase::VectorizeRowsBase;
 
   void runOnOperation() override {
     if (lanes < 1 || vectors < 1) {
-      getOperation().emitError("smlir-vectorize-row-reductions: lanes and "
-                               "vectors must be positive");
+      getOperation().emitError(
+          "smlir-vectorize-rows: lanes and vectors must be positive");
       return signalPassFailure();
     }
-    SmallVector<RowReduction> matches;
+    SmallVector<RowKernel> matches;
     getOperation().walk([&](linalg::GenericOp op) {
-      if (std::optional<RowReduction> match = matchRowReduction(op))
-        matches.push_back(*match);
+      if (std::optional<RowKernel> match = matchRowKernel(op))
+        if (match->reduces || elementwise)
+          matches.push_back(*match);
     });
-    for (RowReduction &match : matches) {
+    for (RowKernel &match : matches) {
       OpBuilder b(match.op);
       SmallVector<Value> results =
-          RowReductionBuilder(b, match, lanes, vectors).build();
+          RowKernelBuilder(b, match, lanes, vectors).build();
       for (auto [old, replacement] : llvm::zip(match.op.getResults(), results))
         old.replaceAllUsesWith(replacement);
       match.op.erase();

@@ -1,4 +1,4 @@
-// RUN: sparse-mlir-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(smlir-vectorize-row-reductions{lanes=8 vectors=2}))' | FileCheck %s
+// RUN: sparse-mlir-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(smlir-vectorize-rows{lanes=8 vectors=2}))' | FileCheck %s
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
@@ -222,4 +222,110 @@ func.func @sum_of_runtime_powers(%x: tensor<4x16xf32>, %init: tensor<4xf32>, %n:
     linalg.yield %0 : f32
   } -> tensor<4xf32>
   return %s : tensor<4xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+
+// Element-wise: bias add + ReLU, 8 lanes at a time along each row (the
+// bias is contiguous along it too), 20 = 2 whole vectors + a masked one.
+// CHECK-LABEL: func.func @bias_relu
+// CHECK-SAME:    %[[Y:.*]]: tensor<4x20xf32>, %[[B:.*]]: tensor<20xf32>
+// CHECK-DAG:     %[[YB:.*]] = bufferization.to_buffer %[[Y]] read_only
+// CHECK-DAG:     %[[BB:.*]] = bufferization.to_buffer %[[B]] read_only
+// CHECK-DAG:     %[[OUT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<4x20xf32>
+// CHECK:         scf.execute_region {
+// CHECK:           scf.parallel (%[[I:.*]]) =
+// CHECK:             scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:               %[[V:.*]] = vector.load %[[YB]][%[[I]], %[[K]]] : memref<4x20xf32>, vector<8xf32>
+// CHECK:               %[[BV:.*]] = vector.load %[[BB]][%[[K]]] : memref<20xf32>, vector<8xf32>
+// CHECK:               %[[S:.*]] = arith.addf %[[V]], %[[BV]] : vector<8xf32>
+// CHECK:               %[[R:.*]] = arith.maximumf %[[S]], %{{.*}} : vector<8xf32>
+// CHECK:               vector.store %[[R]], %[[OUT]][%[[I]], %[[K]]] : memref<4x20xf32>, vector<8xf32>
+// CHECK:             %[[MASK:.*]] = vector.constant_mask [4] : vector<8xi1>
+// CHECK:             vector.maskedload %[[YB]]
+// CHECK:             vector.maskedstore %[[OUT]][%[[I]], %{{.*}}], %[[MASK]]
+// CHECK:         } {smlir.kernel = "rows_4_20"}
+// CHECK:         bufferization.to_tensor %[[OUT]] restrict writable
+func.func @bias_relu(%y: tensor<4x20xf32>, %b: tensor<20xf32>) -> tensor<4x20xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x20xf32>
+  %0 = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y, %b : tensor<4x20xf32>, tensor<20xf32>) outs(%e : tensor<4x20xf32>) {
+  ^bb0(%in: f32, %bias: f32, %out: f32):
+    %s = arith.addf %in, %bias : f32
+    %r = arith.maximumf %s, %zero : f32
+    linalg.yield %r : f32
+  } -> tensor<4x20xf32>
+  return %0 : tensor<4x20xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#keep = affine_map<(d0, d1) -> (d0, 0)>
+
+// Layer norm's output: the row's statistics are read once per row.
+// CHECK-LABEL: func.func @normalize
+// CHECK:         scf.parallel (%[[I:.*]]) =
+// CHECK:           %[[M:.*]] = memref.load %{{.*}}[%[[I]], %{{.*}}] : memref<4x1xf32>
+// CHECK:           vector.broadcast %[[M]] : f32 to vector<8xf32>
+// CHECK:           scf.for
+// CHECK-NOT:         memref.load
+// CHECK:             arith.subf {{.*}} : vector<8xf32>
+// CHECK:             vector.store
+func.func @normalize(%x: tensor<4x16xf32>, %mean: tensor<4x1xf32>) -> tensor<4x16xf32> {
+  %e = tensor.empty() : tensor<4x16xf32>
+  %0 = linalg.generic {indexing_maps = [#id, #keep, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %mean : tensor<4x16xf32>, tensor<4x1xf32>) outs(%e : tensor<4x16xf32>) {
+  ^bb0(%in: f32, %m: f32, %out: f32):
+    %d = arith.subf %in, %m : f32
+    linalg.yield %d : f32
+  } -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#t = affine_map<(d0, d1) -> (d1, d0)>
+
+// A transposing read is not contiguous along the row: left alone.
+// CHECK-LABEL: func.func @transpose
+// CHECK:         linalg.generic
+// CHECK-NOT:     vector.load
+func.func @transpose(%x: tensor<16x4xf32>) -> tensor<4x16xf32> {
+  %e = tensor.empty() : tensor<4x16xf32>
+  %0 = linalg.generic {indexing_maps = [#t, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<16x4xf32>) outs(%e : tensor<4x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %d = arith.negf %in : f32
+    linalg.yield %d : f32
+  } -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#CSR = #sparse_tensor.encoding<{map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32}>
+
+// A streaming sparsifier will fuse into the op that produces its input:
+// that op stays a linalg.generic.
+// CHECK-LABEL: func.func @sparsified_result
+// CHECK:         linalg.generic
+// CHECK-NOT:     vector.store
+// CHECK:         smlir.sparsify
+func.func @sparsified_result(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR> {
+  %e = tensor.empty() : tensor<8x8xf32>
+  %0 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<8x8xf32>) outs(%e : tensor<8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %d = arith.negf %in : f32
+    linalg.yield %d : f32
+  } -> tensor<8x8xf32>
+  %s = smlir.sparsify %0 : tensor<8x8xf32> with #smlir.threshold<0.05> as #smlir.csr -> tensor<8x8xf32, #CSR>
+  return %s : tensor<8x8xf32, #CSR>
 }

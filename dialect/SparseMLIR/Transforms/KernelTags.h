@@ -1,0 +1,69 @@
+//===- KernelTags.h - discardable smlir.* attribute names -------*- C++ -*-===//
+//
+// The attributes passes leave on ops and function arguments for later
+// passes (and for Python, which reads some of them from the IR). One
+// spelling each, here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SPARSE_MLIR_TRANSFORMS_KERNELTAGS_H
+#define SPARSE_MLIR_TRANSFORMS_KERNELTAGS_H
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace mlir::smlir {
+
+// On linalg ops.
+/// The x * W^T kernel smlir-rewrite-sparse-matmul built for a sparse W ...
+constexpr llvm::StringLiteral kSparseKernelAttrName = "smlir.sparse_kernel";
+/// ... and for a dense W (micro-kernels only).
+constexpr llvm::StringLiteral kDenseKernelAttrName = "smlir.dense_kernel";
+/// The result of a kernel smlir-lower-sparse-linear wrote as loops.
+constexpr llvm::StringLiteral kMicrokernelAttrName = "smlir.microkernel";
+/// An element-wise op whose sparse result encoding was inferred.
+constexpr llvm::StringLiteral kInferredEncodingAttrName =
+    "smlir.inferred_encoding";
+/// A streaming sparsifier fused into (or kept out of) its producer.
+constexpr llvm::StringLiteral kFusedSparsifierAttrName =
+    "smlir.fused_sparsifier";
+constexpr llvm::StringLiteral kNotFusedAttrName = "smlir.not_fused";
+
+// On function arguments.
+/// A model weight (a parameter, bound once), not an input.
+constexpr llvm::StringLiteral kWeightAttrName = "smlir.weight";
+/// The torch name of the tensor (`encoder.0.linear1.weight`).
+constexpr llvm::StringLiteral kTensorNameAttrName = "smlir.tensor_name";
+/// The hoisted sparsifier and encoding of a weight argument.
+constexpr llvm::StringLiteral kSparsifierAttrName = "smlir.sparsifier";
+constexpr llvm::StringLiteral kEncodingAttrName = "smlir.encoding";
+/// A sparse weight whose reader has no sparse lowering: read densely.
+constexpr llvm::StringLiteral kFallbackAttrName = "smlir.fallback";
+/// What a device-resident argument of a 2:4 linear holds (its values, its
+/// metadata, scratch) and the MMA k the metadata is laid out for
+/// (smlir-lower-nm-to-nvgpu).
+constexpr llvm::StringLiteral kDeviceAttrName = "smlir.device";
+constexpr llvm::StringLiteral kMmaKAttrName = "smlir.mma_k";
+
+// On scf.execute_region.
+/// A kernel's loops, named by what they compute and their shape;
+/// smlir-outline-kernels makes one private function per distinct body.
+constexpr llvm::StringLiteral kKernelRegionAttrName = "smlir.kernel";
+
+/// Emits `body` (which builds through `b`) inside an scf.execute_region
+/// tagged `name`; `b` then inserts after the region.
+template <typename BodyFn>
+void emitKernelRegion(OpBuilder &b, Location loc, llvm::StringRef name,
+                      BodyFn body) {
+  auto region = scf::ExecuteRegionOp::create(b, loc, TypeRange{});
+  region->setAttr(kKernelRegionAttrName, b.getStringAttr(name));
+  OpBuilder::InsertionGuard guard(b);
+  b.createBlock(&region.getRegion());
+  body();
+  scf::YieldOp::create(b, loc);
+}
+
+} // namespace mlir::smlir
+
+#endif // SPARSE_MLIR_TRANSFORMS_KERNELTAGS_H
