@@ -46,24 +46,27 @@ class SparseFallbackWarning(UserWarning):
     """A sparse tensor is read densely because its reader has no sparse lowering."""
 
 
-def pipeline_for(on_fallback: str, fuse_sparsifiers: bool = True, openmp: bool = False) -> str:
-    """The pass pipeline compile() runs (sparse-mlir-opt reproduces it)."""
+def _pipeline_options(on_fallback: str, fuse_sparsifiers: bool, openmp: bool) -> str:
     fail = "true" if on_fallback == "error" else "false"
     fuse = "" if fuse_sparsifiers else " fuse-sparsifiers=false"
     threads = " openmp=true" if openmp else ""
-    return f"builtin.module(smlir-sparse-cpu-pipeline{{fail-on-fallback={fail}{fuse}{threads}}})"
+    return f"{{fail-on-fallback={fail}{fuse}{threads}}}"
 
 
-def smlir_passes_for(on_fallback: str, fuse_sparsifiers: bool = True) -> tuple[str, str]:
-    """The smlir part of the pipeline alone, for the "sparse" IR stage: up to
-    sparsifier fusion (whose decisions the plan reports), then the lowering."""
-    fail = "true" if on_fallback == "error" else "false"
-    fuse = ", smlir-fuse-streaming-sparsifiers" if fuse_sparsifiers else ""
-    return ("builtin.module(smlir-hoist-argument-sparsifiers, func.func(smlir-propagate-encodings, "
-            f"smlir-rewrite-sparse-matmul{{dense-weights=true}}, smlir-sparse-fallback{{fail={fail}}}, smlir-fuse-dense-elementwise, "
-            "smlir-lower-sparse-linear)"
-            f"{fuse})",
-            "builtin.module(convert-smlir-to-sparse-tensor)")
+def pipeline_for(on_fallback: str, fuse_sparsifiers: bool = True, openmp: bool = False) -> str:
+    """The pass pipeline compile() runs (sparse-mlir-opt reproduces it)."""
+    return f"builtin.module(smlir-sparse-cpu-pipeline{_pipeline_options(on_fallback, fuse_sparsifiers, openmp)})"
+
+
+def pipeline_pieces(on_fallback: str, fuse_sparsifiers: bool = True, openmp: bool = False) -> tuple[str, str, str]:
+    """`pipeline_for`'s pipeline in the three pieces compile() runs one after
+    the other: the smlir frontend (whose sparsifier fusion decisions the plan
+    reports), convert-smlir-to-sparse-tensor (then the "sparse" IR stage),
+    and the lowering to the LLVM dialect."""
+    options = _pipeline_options(on_fallback, fuse_sparsifiers, openmp)
+    return (f"builtin.module(smlir-sparse-cpu-frontend{options})",
+            "builtin.module(convert-smlir-to-sparse-tensor)",
+            f"builtin.module(smlir-sparse-cpu-lowering{options})")
 
 
 @dataclass(frozen=True)
@@ -224,21 +227,21 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         _annotate_intermediates(module, imported.nodes, intermediates)
         counts_calls = _add_call_number(module, intermediates)
         stages["annotated"] = str(module)
-        # With locations: the plan names inferred tensors by their torch.fx node.
-        sparse_module = ir.Module.parse(module.operation.get_asm(enable_debug_info=True))
-        fuse_passes, lower_passes = smlir_passes_for(on_fallback, fuse_sparsifiers)
+        frontend, convert, lowering = pipeline_pieces(on_fallback, fuse_sparsifiers, openmp)
         with _Diagnostics(context) as diagnostics:
-            _run(fuse_passes, sparse_module, stages["annotated"], pipeline, diagnostics)
-            fusion, inferred = _fusion_decisions(sparse_module)
-            _run(lower_passes, sparse_module, stages["annotated"], pipeline, diagnostics)
+            # The module keeps its locations: the plan names inferred tensors
+            # by their torch.fx node.
+            _run(frontend, module, stages["annotated"], pipeline, diagnostics)
+            fusion, inferred = _fusion_decisions(module)
+            _run(convert, module, stages["annotated"], pipeline, diagnostics)
         fallback_messages = list(dict.fromkeys(diagnostics.warnings))
         for message in fallback_messages:
             warnings.warn(message, SparseFallbackWarning, stacklevel=2)
-        stages["sparse"] = str(sparse_module)
-        stored_sparse = _sparse_arguments(sparse_module)
-        result_shape, result_dtype = _result_spec(sparse_module)
-        with _Diagnostics(context) as diagnostics:  # warnings were shown above
-            _run(pipeline, module, stages["annotated"], pipeline, diagnostics)
+        stages["sparse"] = str(module)
+        stored_sparse = _sparse_arguments(module)
+        result_shape, result_dtype = _result_spec(module)
+        with _Diagnostics(context) as diagnostics:
+            _run(lowering, module, stages["annotated"], pipeline, diagnostics)
         stages["llvm"] = str(module)
         engine = jit(module, opt_level=opt_level, shared_libs=[libomp_path()] if openmp else [])
 

@@ -65,7 +65,7 @@ sparsifierPassList(const smlir::SparseCPUPipelineOptions &options) {
          "reconcile-unrealized-casts";
 }
 
-void mlir::smlir::buildSparseCPUPipeline(
+void mlir::smlir::buildSparseCPUFrontend(
     OpPassManager &pm, const SparseCPUPipelineOptions &options) {
   // Weights are sparsified once by the caller: their arguments become sparse.
   pm.addPass(createHoistArgumentSparsifiers());
@@ -108,8 +108,10 @@ void mlir::smlir::buildSparseCPUPipeline(
   // producer, which writes the sparse result directly.
   if (options.fuseSparsifiers)
     pm.addPass(createFuseStreamingSparsifiers());
-  // Our sparsifiers and encodings become upstream linalg + sparse_tensor.
-  pm.addPass(createConvertSparseMLIRToSparseTensor());
+}
+
+void mlir::smlir::buildSparseCPULowering(
+    OpPassManager &pm, const SparseCPUPipelineOptions &options) {
   // Sparse arguments and results of public functions become their buffers
   // (positions, coordinates, values), so callers pass torch storage directly.
   // (direct-out=false: sparse results are written into caller-provided
@@ -118,6 +120,14 @@ void mlir::smlir::buildSparseCPUPipeline(
   // Sparsification, bufferization and lowering to the LLVM dialect.
   if (failed(parsePassPipeline(sparsifierPassList(options), pm)))
     llvm::report_fatal_error("smlir-sparse-cpu-pipeline: bad pass list");
+}
+
+void mlir::smlir::buildSparseCPUPipeline(
+    OpPassManager &pm, const SparseCPUPipelineOptions &options) {
+  buildSparseCPUFrontend(pm, options);
+  // Our sparsifiers and encodings become upstream linalg + sparse_tensor.
+  pm.addPass(createConvertSparseMLIRToSparseTensor());
+  buildSparseCPULowering(pm, options);
 }
 
 void mlir::smlir::buildNMCudaPipeline(OpPassManager &pm,
@@ -170,6 +180,16 @@ void mlir::smlir::registerSparseMLIRPipelines() {
       "Lower 2:4 f16/bf16 linears to sparse tensor-core kernels (PTX) and the "
       "rest to host code, to the LLVM dialect",
       buildNMCudaPipeline);
+  PassPipelineRegistration<SparseCPUPipelineOptions>(
+      "smlir-sparse-cpu-frontend",
+      "The smlir part of smlir-sparse-cpu-pipeline: hoisted sparsifiers, "
+      "encodings, micro-kernels, fused streaming sparsifiers",
+      buildSparseCPUFrontend);
+  PassPipelineRegistration<SparseCPUPipelineOptions>(
+      "smlir-sparse-cpu-lowering",
+      "The rest of smlir-sparse-cpu-pipeline after "
+      "convert-smlir-to-sparse-tensor: sparsification, buffers, LLVM dialect",
+      buildSparseCPULowering);
   PassPipelineRegistration<SparseCPUPipelineOptions>(
       "smlir-sparse-cpu-pipeline",
       "Lower smlir + sparse_tensor to the LLVM dialect for the CPU",

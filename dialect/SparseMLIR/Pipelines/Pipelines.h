@@ -58,8 +58,20 @@ struct SparseCPUPipelineOptions
       llvm::cl::init(false)};
 };
 
-/// smlir ops -> upstream sparse_tensor -> buffers -> LLVM dialect, for the CPU.
+/// smlir ops -> upstream sparse_tensor -> buffers -> LLVM dialect, for the
+/// CPU: the frontend, convert-smlir-to-sparse-tensor, then the lowering.
+/// compile() runs the three pieces one after the other, reading what the
+/// frontend decided (fused sparsifiers) and the IR between them.
 void buildSparseCPUPipeline(OpPassManager &pm,
+                            const SparseCPUPipelineOptions &options);
+/// smlir passes on tensors: hoisted weight sparsifiers, propagated
+/// encodings, sparse matmul rewrites and fallbacks, fused element-wise ops,
+/// vector kernels (outlined), fused streaming sparsifiers.
+void buildSparseCPUFrontend(OpPassManager &pm,
+                            const SparseCPUPipelineOptions &options);
+/// After convert-smlir-to-sparse-tensor: buffers at the boundary,
+/// sparsification, bufferization, LLVM dialect.
+void buildSparseCPULowering(OpPassManager &pm,
                             const SparseCPUPipelineOptions &options);
 
 struct NMCudaPipelineOptions

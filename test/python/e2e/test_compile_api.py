@@ -126,7 +126,7 @@ def test_ir_stages(compiled_linear: sm.CompiledModule) -> None:
     annotated = compiled_linear.ir("annotated")
     assert 'smlir.sparsify' in annotated and 'tensor_name = "weight"' in annotated
     sparse = compiled_linear.ir("sparse")
-    assert "smlir.microkernel" in sparse and "smlir.sparsify" not in sparse
+    assert "call @smlir_linear_csr_3x16x8(" in sparse and "smlir.sparsify" not in sparse
     assert "llvm.func @_mlir_ciface_main" in compiled_linear.ir("llvm")
     with pytest.raises(ValueError, match="unknown stage 'ptx'"):
         compiled_linear.ir("ptx")
