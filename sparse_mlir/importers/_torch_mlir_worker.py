@@ -76,6 +76,21 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     return out.to(input.dtype), mean, rstd
 
 
+def softmax(input, dim, half_to_float):
+    """aten._softmax for f32 as PyTorch's CPU kernel computes it: exp(x -
+    max), its sum, then one reciprocal per row and a multiplication per
+    element (a division per element costs ~10x a multiplication)."""
+    import torch
+    from torch._decomp import decomposition_table as torch_table
+
+    if input.dtype != torch.float32 or half_to_float:
+        return torch_table[torch.ops.aten._softmax.default](input, dim, half_to_float)
+    exp = torch.exp(input - torch.amax(input, dim, keepdim=True))
+    total = torch.sum(exp, dim, keepdim=True)
+    # Not torch.reciprocal: torch-mlir guards it with a cf.assert per element.
+    return exp * (torch.full_like(total, 1.0) / total)
+
+
 @functools.cache
 def decomposition_table() -> dict:
     """torch-mlir's table, with two of torch's entries replaced:
@@ -83,7 +98,8 @@ def decomposition_table() -> dict:
     - gelu: torch-mlir's decomposition of gelu(approximate="tanh") uses
       0.797724 for sqrt(2/pi) = 0.7978846 (4e-5 relative error); torch's
       reference uses the exact constants of its kernel.
-    - native_layer_norm: statistics in f32 instead of f64 (see above)."""
+    - native_layer_norm: statistics in f32 instead of f64 (see above).
+    - _softmax: a reciprocal per row, not a division per element (above)."""
     import torch
     from torch._decomp import decomposition_table as torch_table
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
@@ -91,6 +107,7 @@ def decomposition_table() -> dict:
     table = dict(get_decomposition_table())
     table[torch.ops.aten.gelu.default] = torch_table[torch.ops.aten.gelu.default]
     table[torch.ops.aten.native_layer_norm.default] = native_layer_norm
+    table[torch.ops.aten._softmax.default] = softmax
     return table
 
 
