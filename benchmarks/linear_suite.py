@@ -2,7 +2,7 @@
 
 One process, one thread count at a time for everyone (torch, libomp for
 sparse_mlir; scipy's sparse @ dense is single-threaded whatever the count),
-medians of --repeats runs after a warm-up. For every shape and sparsity the
+medians of --repeats interleaved runs after a warm-up. For every shape and sparsity the
 same pruned weight goes to
 
 - torch dense    F.linear(x, W)                       (MKL)
@@ -69,15 +69,21 @@ class Row:
     max_error: float = 0.0
 
 
-def median_ms(fn: Callable[[], object], repeats: int) -> float:
-    fn()
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+def median_ms(impls: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Median ms per implementation, runs interleaved (one call of each per
+    round, the order rotating): a machine whose speed drifts (a shared host)
+    slows every implementation alike instead of whichever ran then."""
+    for impl in impls.values():
+        impl()
+        impl()
+    names = list(impls)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(repeats):
+        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+            start = time.perf_counter()
+            impls[name]()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) * 1e3 for name, t in times.items()}
 
 
 def set_threads(threads: int) -> None:
@@ -147,8 +153,7 @@ def bench_linear(label: str, m: int, k: int, n: int, sparsity: str, make: Callab
         set_threads(threads)
         row = Row(label, m, k, n, threads, sparsity + note, round(density, 4), entry.stored_as,
                   compile_s=round(compile_s, 2), max_error=error)
-        for name, impl in impls.items():
-            row.ms[name] = round(median_ms(impl, repeats), 4)
+        row.ms = {name: round(ms, 4) for name, ms in median_ms(impls, repeats).items()}
         for name, ms in row.ms.items():
             row.speedup[name] = round(row.ms["torch dense"] / ms, 3)
         rows.append(row)
@@ -184,8 +189,8 @@ def bench_bert(sparsity: str, make: Callable[[], sm.Encoding], thread_counts: li
         row = Row(f"BERT layer {batch}x{seq}", batch * seq, 768, 768, threads, sparsity, round(density, 4),
                   "/".join(stored), compile_s=round(compile_s, 2), max_error=error)
         with torch.no_grad():
-            row.ms["torch dense"] = round(median_ms(lambda: pruned(x), repeats), 3)
-        row.ms["sparse_mlir"] = round(median_ms(lambda: fn(x), repeats), 3)
+            measured = median_ms({"torch dense": lambda: pruned(x), "sparse_mlir": lambda: fn(x)}, repeats)
+        row.ms = {name: round(ms, 3) for name, ms in measured.items()}
         row.speedup = {name: round(row.ms["torch dense"] / ms, 3) for name, ms in row.ms.items()}
         rows.append(row)
         print(f"  BERT layer       {sparsity:>4s} t={threads} dense {row.ms['torch dense']:8.2f} ms  "
