@@ -27,6 +27,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -536,6 +537,23 @@ struct VectorizeRowsPass
       getOperation().emitError(
           "smlir-vectorize-rows: lanes and vectors must be positive");
       return signalPassFailure();
+    }
+    // Transposes that keep the innermost dimension (attention's head split
+    // and merge) are row copies: generic ops like the others.
+    IRRewriter rewriter(&getContext());
+    SmallVector<linalg::TransposeOp> transposes;
+    getOperation().walk([&](linalg::TransposeOp op) {
+      ArrayRef<int64_t> permutation = op.getPermutation();
+      if (elementwise && !permutation.empty() &&
+          permutation.back() == static_cast<int64_t>(permutation.size()) - 1 &&
+          op.hasPureTensorSemantics() &&
+          isStaticDenseF32(op.getInput().getType()))
+        transposes.push_back(op);
+    });
+    for (linalg::TransposeOp op : transposes) {
+      rewriter.setInsertionPoint(op);
+      if (failed(linalg::generalizeNamedOp(rewriter, op)))
+        return signalPassFailure();
     }
     SmallVector<RowKernel> matches;
     getOperation().walk([&](linalg::GenericOp op) {

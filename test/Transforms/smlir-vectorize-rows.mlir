@@ -329,3 +329,33 @@ func.func @sparsified_result(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR> {
   %s = smlir.sparsify %0 : tensor<8x8xf32> with #smlir.threshold<0.05> as #smlir.csr -> tensor<8x8xf32, #CSR>
   return %s : tensor<8x8xf32, #CSR>
 }
+
+// -----
+
+// Attention's head split keeps the innermost dimension: a row copy, 8
+// lanes at a time, read at the permuted indices.
+// CHECK-LABEL: func.func @head_split
+// CHECK-SAME:    %[[X:.*]]: tensor<2x4x3x16xf32>
+// CHECK:         %[[XB:.*]] = bufferization.to_buffer %[[X]] read_only
+// CHECK:         scf.parallel (%[[A:.*]], %[[B:.*]], %[[C:.*]]) =
+// CHECK:           scf.for %[[K:.*]] =
+// CHECK:             %[[V:.*]] = vector.load %[[XB]][%[[A]], %[[C]], %[[B]], %[[K]]] : memref<2x4x3x16xf32>, vector<8xf32>
+// CHECK:             vector.store %[[V]], %{{.*}}[%[[A]], %[[B]], %[[C]], %[[K]]] : memref<2x3x4x16xf32>, vector<8xf32>
+// CHECK-NOT:     linalg.transpose
+func.func @head_split(%x: tensor<2x4x3x16xf32>) -> tensor<2x3x4x16xf32> {
+  %e = tensor.empty() : tensor<2x3x4x16xf32>
+  %t = linalg.transpose ins(%x : tensor<2x4x3x16xf32>) outs(%e : tensor<2x3x4x16xf32>) permutation = [0, 2, 1, 3]
+  return %t : tensor<2x3x4x16xf32>
+}
+
+// -----
+
+// k^T moves the innermost dimension: left a transpose.
+// CHECK-LABEL: func.func @key_transpose
+// CHECK:         linalg.transpose
+// CHECK-NOT:     vector.load
+func.func @key_transpose(%x: tensor<2x4x16xf32>) -> tensor<2x16x4xf32> {
+  %e = tensor.empty() : tensor<2x16x4xf32>
+  %t = linalg.transpose ins(%x : tensor<2x4x16xf32>) outs(%e : tensor<2x16x4xf32>) permutation = [0, 2, 1]
+  return %t : tensor<2x16x4xf32>
+}
