@@ -83,6 +83,42 @@ def test_thread_count_does_not_change_results(fmt: str) -> None:
     assert torch.equal(one, two)
 
 
+def test_identical_linears_share_one_kernel() -> None:
+    """smlir-outline-kernels: same-shape linears in one format call one
+    function (one copy of code for LLVM); each still reads its own weight."""
+    torch.manual_seed(5)
+    model = torch.nn.Sequential(torch.nn.Linear(48, 48), torch.nn.ReLU(), torch.nn.Linear(48, 48),
+                                torch.nn.ReLU(), torch.nn.Linear(48, 16))
+    x = torch.randn(20, 48)
+    csr = {name: sm.CSR(sparsifier=sm.ScalarFraction(0.6)) for name in ("0.weight", "2.weight", "4.weight")}
+    fn = compile_and_check(model, x, csr)
+    sparse = fn.ir("sparse")
+    assert sparse.count("call @smlir_linear_csr_20x48x48(") == 2
+    assert sparse.count("func.func private @smlir_linear_csr_20x48x48(") == 1
+    assert sparse.count("func.func private @smlir_linear_csr_20x48x16(") == 1
+
+
+def test_row_kernels_are_threaded_and_thread_count_does_not_change_them() -> None:
+    """Layer norm (row reductions) and GELU (element-wise) run under
+    scf.parallel; each row is computed by one thread in one order."""
+    torch.manual_seed(6)
+    model = torch.nn.Sequential(torch.nn.LayerNorm(72), torch.nn.GELU()).eval()
+    x = torch.randn(4, 33, 72)
+    fn = sm.compile(model, {}, example_args=(x,))
+    assert "call @smlir_row_reduction_" in fn.ir("sparse") and "call @smlir_rows_" in fn.ir("sparse")
+    before = sm.get_num_threads()
+    try:
+        sm.set_num_threads(1)
+        one = fn(x)
+        sm.set_num_threads(2)
+        two = fn(x)
+    finally:
+        sm.set_num_threads(before)
+    assert torch.equal(one, two)
+    with torch.no_grad():
+        torch.testing.assert_close(one, model(x), rtol=1e-5, atol=1e-5)
+
+
 def test_openmp_is_used_when_available() -> None:
     from sparse_mlir.threads import openmp_available
 
