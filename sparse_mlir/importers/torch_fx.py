@@ -66,7 +66,11 @@ class _ParamsAsInputs(torch.nn.Module):
 
     def __init__(self, model: torch.nn.Module, names: Sequence[str]) -> None:
         super().__init__()
-        self.model = model
+        # Not a registered submodule: torch.export would also store the
+        # model's parameters (which the inputs replace) in the program, and
+        # every compile would write and the worker read them (28 MB for a
+        # BERT layer). Its buffers become the program's constants.
+        object.__setattr__(self, "model", model)
         self.names = list(names)
 
     def forward(self, *args: torch.Tensor) -> Any:
@@ -152,12 +156,16 @@ def import_model(model: torch.nn.Module, example_args: Sequence[torch.Tensor]) -
     _SERVER.start()
     names = [name for name, _ in model.named_parameters()]
     params = [p.detach() for _, p in model.named_parameters()]
-    wrapper = _ParamsAsInputs(model, names).eval()
+    wrapper = _ParamsAsInputs(model, names)
+    was_training = model.training
+    model.eval()  # inference semantics (dropout off, running statistics), the user's flag restored
     try:
         program = torch.export.export(wrapper, (*params, *example_args))
     except Exception as error:  # torch.export raises many types; show them all
         raise ExportError(f"torch.export / torch-mlir could not capture {type(model).__name__}: "
                           f"{type(error).__name__}: {error}") from error
+    finally:
+        model.train(was_training)
     with tempfile.TemporaryDirectory(prefix="sparse_mlir_import_") as tmp:
         program_path, out_path = Path(tmp) / "program.pt2", Path(tmp) / "linalg.mlir"
         nodes_path = Path(tmp) / "nodes.json"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -177,3 +178,22 @@ def test_fallback_as_error() -> None:
     with pytest.raises(sm.CompileError, match="no sparse lowering for .* reading tensor 'weight'") as info:
         sm.compile(_TransposedUse().eval(), {"weight": sm.CSR()}, example_args=(_x(16, 16),), on_fallback="error")
     assert "fail-on-fallback=true" in str(info.value)
+
+
+def test_buffers_and_training_flag() -> None:
+    """Buffers (BatchNorm's running statistics) are compiled in as constants;
+    the model is traced in eval mode (dropout off) and keeps its own flag."""
+    torch.manual_seed(8)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.BatchNorm1d(32), torch.nn.ReLU(),
+                                torch.nn.Dropout(0.5), torch.nn.Linear(32, 8))
+    with torch.no_grad():
+        model[1].running_mean.uniform_(-1.0, 1.0)
+        model[1].running_var.uniform_(0.5, 2.0)
+    model.train()
+    x = _x(4, 16)
+    fn = sm.compile(model, {"0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,))
+    assert model.training and all(layer.training for layer in model)
+    reference = copy.deepcopy(model).eval()
+    reference.load_state_dict({**model.state_dict(), **fn.effective_state_dict()})
+    with torch.no_grad():
+        torch.testing.assert_close(fn(x), reference(x), rtol=1e-5, atol=1e-6)
