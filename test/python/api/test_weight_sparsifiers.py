@@ -65,6 +65,26 @@ def test_transposable_matches_the_slow_greedy(n: int, m: int, seed: int) -> None
         np.testing.assert_array_equal(got, _slow_transposable(w, n, m))
 
 
+def _slow_nm(w: np.ndarray, n: int, m: int) -> np.ndarray:
+    out = np.zeros_like(w)
+    for r in range(w.shape[0]):
+        for c0 in range(0, w.shape[1], m):
+            for e in _magnitude_order(list(w[r, c0:c0 + m]))[:n]:
+                out[r, c0 + e] = w[r, c0 + e]
+    return out
+
+
+@pytest.mark.parametrize("n,m", [(2, 4), (1, 4), (3, 4), (2, 8), (1, 16), (5, 20)])
+@pytest.mark.parametrize("seed", range(3))
+def test_nm_matches_the_slow_selection(n: int, m: int, seed: int) -> None:
+    """The n largest |x| of every group of m, ties to the lower index, NaN last."""
+    rng = np.random.default_rng(seed)
+    for w in (rng.standard_normal((6, 3 * m)).astype(np.float32),
+              _tied_matrix(rng, (6, 3 * m), nan_fraction=0.2)):
+        got = apply_sparsifier(sm.NMMagnitude(n, m), w)
+        np.testing.assert_array_equal(got, _slow_nm(w, n, m))
+
+
 @pytest.mark.parametrize("n,m", [(2, 4), (1, 4), (2, 8)])
 def test_transposable_invariants(n: int, m: int) -> None:
     """<= n kept per row and column of a tile; a dropped element's row or column is full."""
