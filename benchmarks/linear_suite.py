@@ -2,8 +2,8 @@
 
 One process, one thread count at a time for everyone (torch, libomp for
 sparse_mlir; scipy's sparse @ dense is single-threaded whatever the count),
-medians of --repeats interleaved runs after a warm-up. For every shape and sparsity the
-same pruned weight goes to
+medians of --repeats runs after a warm-up (interleaved for the BERT layer).
+For every shape and sparsity the same pruned weight goes to
 
 - torch dense    F.linear(x, W)                       (MKL)
 - torch CSR mm   torch.sparse.mm(W_csr, x.T).T
@@ -69,20 +69,35 @@ class Row:
     max_error: float = 0.0
 
 
-def median_ms(impls: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Median ms per implementation, runs interleaved (one call of each per
-    round, the order rotating): a machine whose speed drifts (a shared host)
-    slows every implementation alike instead of whichever ran then."""
-    for impl in impls.values():
-        impl()
-        impl()
+def median_ms(impls: dict[str, Callable[[], object]], repeats: int, interleave: bool) -> dict[str, float]:
+    """Median ms per implementation after two warm-up calls.
+
+    interleave=False: each implementation's runs back to back (its weight
+    stays in cache: a linear's steady state). interleave=True: one call of
+    each per round, the order rotating, so a host whose speed drifts slows
+    every implementation alike (the BERT layers, 100+ ms per call, whose
+    weights do not stay cached anyway)."""
     names = list(impls)
     times: dict[str, list[float]] = {name: [] for name in names}
-    for round_ in range(repeats):
-        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
-            start = time.perf_counter()
+
+    def timed(name: str) -> None:
+        start = time.perf_counter()
+        impls[name]()
+        times[name].append(time.perf_counter() - start)
+
+    if interleave:
+        for name in names:
             impls[name]()
-            times[name].append(time.perf_counter() - start)
+            impls[name]()
+        for round_ in range(repeats):
+            for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+                timed(name)
+    else:
+        for name in names:
+            impls[name]()
+            impls[name]()
+            for _ in range(repeats):
+                timed(name)
     return {name: statistics.median(t) * 1e3 for name, t in times.items()}
 
 
@@ -153,7 +168,7 @@ def bench_linear(label: str, m: int, k: int, n: int, sparsity: str, make: Callab
         set_threads(threads)
         row = Row(label, m, k, n, threads, sparsity + note, round(density, 4), entry.stored_as,
                   compile_s=round(compile_s, 2), max_error=error)
-        row.ms = {name: round(ms, 4) for name, ms in median_ms(impls, repeats).items()}
+        row.ms = {name: round(ms, 4) for name, ms in median_ms(impls, repeats, interleave=False).items()}
         for name, ms in row.ms.items():
             row.speedup[name] = round(row.ms["torch dense"] / ms, 3)
         rows.append(row)
@@ -189,7 +204,8 @@ def bench_bert(sparsity: str, make: Callable[[], sm.Encoding], thread_counts: li
         row = Row(f"BERT layer {batch}x{seq}", batch * seq, 768, 768, threads, sparsity, round(density, 4),
                   "/".join(stored), compile_s=round(compile_s, 2), max_error=error)
         with torch.no_grad():
-            measured = median_ms({"torch dense": lambda: pruned(x), "sparse_mlir": lambda: fn(x)}, repeats)
+            measured = median_ms({"torch dense": lambda: pruned(x), "sparse_mlir": lambda: fn(x)}, repeats,
+                                 interleave=True)
         row.ms = {name: round(ms, 3) for name, ms in measured.items()}
         row.speedup = {name: round(row.ms["torch dense"] / ms, 3) for name, ms in row.ms.items()}
         rows.append(row)
@@ -203,7 +219,8 @@ def write_markdown(rows: list[Row], info: dict[str, object], path: Path) -> None
     lines = ["# Sparse linear benchmark (speedup over torch dense at the same thread count)", "",
              f"Machine: {info['cpu']}, ISA {', '.join(info['isa'])}, {info['cores']} cores; "
              f"torch {info['torch']}, scipy {info['scipy']}; fp32, medians of {info['repeats']} runs "
-             f"after warm-up. scipy is single-threaded at every thread count. \"compile s\" is with "
+             f"after warm-up (the BERT layer's interleaved with eager's, against host drift). scipy is "
+             f"single-threaded at every thread count. \"compile s\" is with "
              f"the torch-mlir worker running; the first compile of a process, which starts it, took "
              f"{info.get('first_compile_s', float('nan')):.1f} s on a small linear.", ""]
     for shape in dict.fromkeys(r.shape for r in rows):
