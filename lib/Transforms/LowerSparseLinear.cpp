@@ -845,10 +845,18 @@ struct LowerSparseLinearPass
     });
     for (SparseLinear &linear : linears) {
       OpBuilder b(linear.outputTranspose);
-      bool nm = linear.layout.kind == WeightLayout::NOutOfM;
-      Value y = MicrokernelBuilder(b, linear.kernel.getLoc(), linear,
-                                   nm ? nmRows : rows, nm ? nmVectors : vectors,
-                                   lanes)
+      // Each layout has the tile measured best for it (decode: `rows`).
+      int64_t tileRows = rows, tileVectors = vectors;
+      if (linear.layout.kind == WeightLayout::NOutOfM) {
+        tileRows = nmRows;
+        tileVectors = nmVectors;
+      } else if (linear.layout.kind == WeightLayout::Dense &&
+                 linear.M >= kDecodeTokens) {
+        tileRows = denseRows;
+        tileVectors = denseVectors;
+      }
+      Value y = MicrokernelBuilder(b, linear.kernel.getLoc(), linear, tileRows,
+                                   tileVectors, lanes)
                     .build();
       y.getDefiningOp()->setAttr(kMicrokernelAttrName, b.getUnitAttr());
       Value oldY = linear.outputTranspose.getResult()[0];

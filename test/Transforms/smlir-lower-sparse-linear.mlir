@@ -1,4 +1,4 @@
-// RUN: sparse-mlir-opt %s -smlir-lower-sparse-linear="rows=2 vectors=1 nm-rows=2 nm-vectors=1 lanes=8" -split-input-file | FileCheck %s
+// RUN: sparse-mlir-opt %s -smlir-lower-sparse-linear="rows=2 vectors=1 nm-rows=2 nm-vectors=1 dense-rows=2 dense-vectors=1 lanes=8" -split-input-file | FileCheck %s
 
 // The sparse linear smlir-rewrite-sparse-matmul builds (transpose(x), the
 // tagged W * xT kernel, transpose back) becomes explicit loops over W's

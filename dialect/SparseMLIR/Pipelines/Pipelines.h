@@ -35,7 +35,9 @@ struct SparseCPUPipelineOptions
       llvm::cl::init(true)};
   PassOptions::Option<int64_t> tileRows{
       *this, "tile-rows",
-      llvm::cl::desc("Weight rows per micro-kernel register tile"),
+      llvm::cl::desc("Weight rows per micro-kernel register tile (CSR weights, "
+                     "decode, batched matmuls; n:m and dense weights have "
+                     "their own in smlir-lower-sparse-linear)"),
       llvm::cl::init(4)};
   PassOptions::Option<int64_t> tileVectors{
       *this, "tile-vectors",

@@ -297,7 +297,9 @@ def LowerSparseLinear
     are all as long, reads the slab in k-slices of whole groups (16 KB, in
     L1) with every row block of the thread per slice, partial sums kept
     between slices; its tile is `nm-rows x nm-vectors` (more token vectors
-    per entry amortize its coordinate and value loads).
+    per entry amortize its coordinate and value loads). A dense weight's
+    tile is `dense-rows x dense-vectors` (6 x 2: 12 accumulators, the shape
+    of BLIS's Zen kernels; 6-7% faster than 4 x 2 here).
 
     Fewer than 4 tokens (decode) take dot products along k instead: dense
     rows with vectors along k sharing the x vector; sparse rows read `lanes`
@@ -322,6 +324,10 @@ def LowerSparseLinear
            "Weight rows per register tile of an n:m weight">,
     Option<"nmVectors", "nm-vectors", "int64_t", /*default=*/"4",
            "Vectors of tokens per register tile of an n:m weight">,
+    Option<"denseRows", "dense-rows", "int64_t", /*default=*/"6",
+           "Weight rows per register tile of a dense weight (4 or more tokens)">,
+    Option<"denseVectors", "dense-vectors", "int64_t", /*default=*/"2",
+           "Vectors of tokens per register tile of a dense weight">,
     Option<"lanes", "lanes", "int64_t", /*default=*/"8",
            "f32 lanes per vector (8: AVX2, 16: AVX-512)">,
     Option<"batched", "batched", "bool", /*default=*/"true",
