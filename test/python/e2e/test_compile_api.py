@@ -102,13 +102,41 @@ def test_importer_process_is_reused_and_restarted() -> None:
     sm.compile(_linear(), {}, example_args=(_x(3, 16),))
     worker = torch_fx._SERVER._process
     assert worker is not None and worker.poll() is None
-    sm.compile(_linear(), {}, example_args=(_x(3, 16),))
+    sm.compile(_linear(), {}, example_args=(_x(5, 16),))  # another graph: sent to the worker
     assert torch_fx._SERVER._process is worker
     worker.kill()
     worker.wait()
-    fn = sm.compile(_linear(), {}, example_args=(_x(3, 16),))
+    fn = sm.compile(_linear(), {}, example_args=(_x(7, 16),))
     assert torch_fx._SERVER._process is not worker
-    torch.testing.assert_close(fn(_x(3, 16)), _linear()(_x(3, 16)), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(fn(_x(7, 16)), _linear()(_x(7, 16)), rtol=1e-5, atol=1e-6)
+
+
+def test_imported_graphs_are_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same graph and constants import to the same text: the worker is
+    asked once; other weights, encodings or buffers still compile right."""
+    from sparse_mlir.importers import torch_fx
+
+    requests: list[object] = []
+    request = torch_fx._SERVER.request
+    monkeypatch.setattr(torch_fx._SERVER, "request", lambda *a: requests.append(a) or request(*a))
+
+    def model(seed: int, mean: float) -> torch.nn.Module:
+        torch.manual_seed(seed)
+        layers = torch.nn.Sequential(torch.nn.Linear(12, 24), torch.nn.BatchNorm1d(24)).eval()
+        with torch.no_grad():
+            layers[1].running_mean.fill_(mean)
+        return layers
+
+    x = _x(6, 12)
+    for seed, mean, encodings, asked in [(0, 0.5, {}, 1), (1, 0.5, {"0.weight": sm.NM(2, 4)}, 1),
+                                         (2, -2.0, {}, 2)]:  # a new constant: imported again
+        m = model(seed, mean)
+        fn = sm.compile(m, encodings, example_args=(x,))
+        assert len(requests) == asked
+        reference = copy.deepcopy(m)
+        reference.load_state_dict({**m.state_dict(), **fn.effective_state_dict()})
+        with torch.no_grad():
+            torch.testing.assert_close(fn(x), reference(x), rtol=1e-5, atol=1e-6)
 
 
 def test_model_that_torch_export_cannot_capture() -> None:
