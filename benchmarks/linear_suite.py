@@ -9,7 +9,7 @@ For every shape and sparsity the same pruned weight goes to
 - torch CSR mm   torch.sparse.mm(W_csr, x.T).T
 - torch CSR lin  F.linear(x, W_csr)
 - scipy CSR      (W_csr @ x.T).T
-- sparse_mlir    sm.compile(Linear, {"weight": CSR | NM(n, m)}) (the
+- sparse_mlir    sm.compile(Linear, {"weight": CSR | NM(n, m[, rows=4])}) (the
                  compiler's cost model may store it densely: reported)
 
 speedup = torch dense time / implementation time. Every compiled result is
@@ -49,6 +49,10 @@ UNSTRUCTURED = [(f"{s}%", (lambda s=s: sm.CSR(sparsifier=sm.ScalarFraction(s / 1
                 for s in (50, 60, 70, 80, 90, 95)]
 STRUCTURED = [(f"{n}:{m}", (lambda n=n, m=m: sm.NM(n, m)), 1 - n / m)
               for n, m in ((2, 4), (2, 5), (1, 4), (2, 8), (1, 10))]
+# STen's grouped n:m: 4 weight rows share one pattern (a different pruning:
+# each group keeps the positions of largest summed |w| over its rows).
+SHARED_ROWS = [(f"{n}:{m} (4 rows)", (lambda n=n, m=m: sm.NM(n, m, rows=4)), 1 - n / m)
+               for n, m in ((2, 4), (1, 4))]
 LINEAR_SHAPES = [("FFN up M=1024", 1024, 768, 3072), ("FFN down M=1024", 1024, 3072, 768),
                  ("decode M=1", 1, 768, 3072)]
 
@@ -249,10 +253,14 @@ def write_plot(rows: list[Row], path: Path) -> None:
                              squeeze=False)
     for ax, (shape, threads) in zip(axes.flat, panels):
         selected = [r for r in rows if r.shape == shape and r.threads == threads]
-        for impl in ["sparse_mlir", "torch CSR mm", "torch CSR linear", "scipy CSR"]:
-            points = sorted((1 - r.density, r.speedup[impl], r.sparsity) for r in selected if impl in r.speedup)
+        lines = [("sparse_mlir", "sparse_mlir", False), ("sparse_mlir", "sparse_mlir, n:m shared by 4 rows", True),
+                 ("torch CSR mm", "torch CSR mm", False), ("torch CSR linear", "torch CSR linear", False),
+                 ("scipy CSR", "scipy CSR", False)]
+        for impl, label, shared in lines:
+            points = sorted((1 - r.density, r.speedup[impl], r.sparsity) for r in selected
+                            if impl in r.speedup and ("rows)" in r.sparsity) == shared)
             if points:
-                ax.plot([p[0] * 100 for p in points], [p[1] for p in points], "o-", label=impl, markersize=3)
+                ax.plot([p[0] * 100 for p in points], [p[1] for p in points], "o-", label=label, markersize=3)
         ax.axhline(1.0, color="gray", linewidth=0.8, linestyle="--")
         ax.set_yscale("log")
         ax.set_title(f"{shape}, {threads} thread{'s' if threads > 1 else ''}", fontsize=9)
@@ -269,7 +277,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--quick", action="store_true", help="90%% and 2:4 on the FFN up shape only")
+    parser.add_argument("--quick", action="store_true", help="90%%, 2:4 and shared-row 2:4 on the FFN up shape only")
     parser.add_argument("--no-bert", action="store_true")
     parser.add_argument("--bert-only", action="store_true",
                         help="only the BERT layer; keep the other rows of the existing results JSON")
@@ -281,10 +289,10 @@ def main() -> None:
     info = {**machine(), "threads": args.threads, "repeats": args.repeats,
             "first_compile_s": round(first_compile_seconds(), 2)}
     print("machine:", json.dumps(info))
-    sparsities = UNSTRUCTURED + STRUCTURED
+    sparsities = UNSTRUCTURED + STRUCTURED + SHARED_ROWS
     shapes = LINEAR_SHAPES
     if args.quick:
-        sparsities = [s for s in sparsities if s[0] in ("90%", "2:4")]
+        sparsities = [s for s in sparsities if s[0] in ("90%", "2:4", "2:4 (4 rows)")]
         shapes = shapes[:1]
     rows: list[Row] = []
     if args.bert_only:

@@ -34,6 +34,14 @@ def check_nm(owner: str, n: object, m: object) -> tuple[int, int]:
     return n_, m_
 
 
+def check_rows(owner: str, rows: object) -> int:
+    """Rows sharing one n:m pattern (1: every row its own)."""
+    rows_ = check_int(owner, "rows", rows)
+    if rows_ < 1:
+        raise SpecError(f"{owner}: rows sharing a pattern must be >= 1, got {rows_}")
+    return rows_
+
+
 def check_block(owner: str, block: object, rank: int | None = None) -> tuple[int, ...]:
     if isinstance(block, Integral) and not isinstance(block, bool):
         block = (int(block), int(block))

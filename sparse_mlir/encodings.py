@@ -16,7 +16,7 @@ from mlir import ir
 
 from . import _smlir
 from ._literals import int_list_literal
-from ._validate import check_block, check_nm, check_width
+from ._validate import check_block, check_nm, check_rows, check_width
 from .context import parse_attribute, query_attribute
 from .errors import SpecError
 from .sparsifiers import KeepAll, NMMagnitude, Sparsifier
@@ -135,11 +135,15 @@ class NM(Encoding):
     """n:m structured sparsity along the last dimension (2:4 for sparse tensor cores).
 
     The default sparsifier keeps the n largest magnitudes of every m.
+    `rows=r > 1`: every r consecutive rows share one pattern (STen's grouped
+    n:m; the default sparsifier then ranks positions by the group's summed
+    |x|), and a linear reads each activation row once for the r weight rows.
     """
 
     n: int = 2
     m: int = 4
     crd_width: int = 8
+    rows: int = 1
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -147,9 +151,11 @@ class NM(Encoding):
         object.__setattr__(self, "n", n)
         object.__setattr__(self, "m", m)
         check_width("NM", "crd_width", self.crd_width)
+        object.__setattr__(self, "rows", check_rows("NM", self.rows))
 
     def default_sparsifier(self) -> Sparsifier:
-        return NMMagnitude(self.n, self.m, dim=-1)
+        return NMMagnitude(self.n, self.m, dim=-1, rows=self.rows)
 
     def attr_text(self) -> str:
-        return f"#smlir.nm<n = {self.n}, m = {self.m}, crdWidth = {self.crd_width}>"
+        rows = f", rows = {self.rows}" if self.rows != 1 else ""
+        return f"#smlir.nm<n = {self.n}, m = {self.m}, crdWidth = {self.crd_width}{rows}>"

@@ -15,7 +15,7 @@ from mlir import ir
 
 from . import _smlir
 from ._literals import f64_literal, int_list_literal
-from ._validate import check_block, check_fraction, check_int, check_nm, check_threshold
+from ._validate import check_block, check_fraction, check_int, check_nm, check_rows, check_threshold
 from .errors import SpecError
 from .context import parse_attribute, query_attribute
 
@@ -115,12 +115,18 @@ class NMMagnitude(Sparsifier):
 
     `transposable=True` (matrices only) keeps at most `n` per row and per column
     of every m x m tile, so the transpose is n:m as well.
+
+    `rows=r > 1` (STen's grouped n:m; `dim` the last dimension): every r
+    consecutive rows share one pattern, the n positions of each group with
+    the largest sum of |x| over the r rows. `NM(n, m, rows=r)` stores it and
+    runs it faster (each activation row is read once for the r rows).
     """
 
     n: int
     m: int
     dim: int = -1
     transposable: bool = False
+    rows: int = 1
 
     def __post_init__(self) -> None:
         n, m = check_nm("NMMagnitude", self.n, self.m)
@@ -129,7 +135,11 @@ class NMMagnitude(Sparsifier):
         object.__setattr__(self, "dim", check_int("NMMagnitude", "dim", self.dim))
         if not isinstance(self.transposable, bool):
             raise SpecError(f"NMMagnitude: transposable must be a bool, got {self.transposable!r}")
+        object.__setattr__(self, "rows", check_rows("NMMagnitude", self.rows))
+        if self.transposable and self.rows != 1:
+            raise SpecError(f"NMMagnitude: a transposable pattern cannot be shared by rows = {self.rows}")
 
     def attr_text(self) -> str:
+        rows = f", rows = {self.rows}" if self.rows != 1 else ""
         return (f"#smlir.nm_magnitude<n = {self.n}, m = {self.m}, dim = {self.dim}, "
-                f"transposable = {'true' if self.transposable else 'false'}>")
+                f"transposable = {'true' if self.transposable else 'false'}{rows}>")

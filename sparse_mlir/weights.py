@@ -104,11 +104,33 @@ def _nm_magnitude(w: np.ndarray, s: NMMagnitude, name: str) -> np.ndarray:
     dim = s.dim % w.ndim
     if w.shape[dim] % s.m:
         raise SpecError(f"{name}: n:m with m = {s.m} must divide dimension {dim} of shape {tuple(w.shape)}")
+    if s.rows != 1:
+        return _grouped_nm(w, s, name)
     moved = np.moveaxis(w, dim, -1)
     groups = moved.reshape(*moved.shape[:-1], -1, s.m)
     mask = _keep_largest(np.abs(groups), s.n)
     kept = np.where(mask, groups, 0).reshape(moved.shape)
     return np.ascontiguousarray(np.moveaxis(kept, -1, dim)).astype(w.dtype)
+
+
+def _grouped_nm(w: np.ndarray, s: NMMagnitude, name: str) -> np.ndarray:
+    """n:m with one pattern per `s.rows` rows: a group of m keeps the n
+    positions with the largest sum of |x| over the row group (ties -> lower
+    index, NaN last), in every row of the group."""
+    if w.ndim < 2 or s.dim % w.ndim != w.ndim - 1:
+        raise SpecError(f"{name}: n:m shared by rows = {s.rows} needs dim to be the last dimension "
+                        f"of a tensor of rank >= 2, got dim = {s.dim} and shape {tuple(w.shape)}")
+    if w.shape[-2] % s.rows:
+        raise SpecError(f"{name}: n:m shared by rows = {s.rows} needs rows = {s.rows} to divide "
+                        f"dimension {w.ndim - 2} of shape {tuple(w.shape)}")
+    # [..., row groups, rows, k groups, m]
+    tiles = w.reshape(*w.shape[:-2], w.shape[-2] // s.rows, s.rows, w.shape[-1] // s.m, s.m)
+    # Summed row by row in w's precision, as the in-graph lowering does.
+    scores = np.abs(tiles[..., :1, :, :])
+    for r in range(1, s.rows):
+        scores = scores + np.abs(tiles[..., r:r + 1, :, :])
+    mask = _keep_largest(scores, s.n)
+    return np.where(mask, tiles, 0).reshape(w.shape).astype(w.dtype)
 
 
 def _transposable_nm(w: np.ndarray, n: int, m: int, name: str) -> np.ndarray:
@@ -180,9 +202,33 @@ def _pack_compressed(w: np.ndarray, pos_width: int, crd_width: int) -> list[np.n
 
 
 def _pack_nm(w: np.ndarray, encoding: NM, name: str) -> list[np.ndarray]:
-    positions, values = nm_kept(w, encoding.n, encoding.m, name)
+    if encoding.rows != 1:
+        positions, values = _shared_nm_kept(w, encoding, name)
+    else:
+        positions, values = nm_kept(w, encoding.n, encoding.m, name)
     return [positions.astype(_INDEX_DTYPES[encoding.crd_width]).reshape(-1),
             np.ascontiguousarray(values.reshape(-1))]
+
+
+def _shared_nm_kept(w: np.ndarray, encoding: NM, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """`nm_kept` for rows sharing patterns: a row group's positions are
+    those of the union of its rows' nonzeros (a row with a zero at a kept
+    position stores that zero), the same in every row of the group."""
+    n, m, rows = encoding.n, encoding.m, encoding.rows
+    if w.shape[-2] % rows:
+        raise SpecError(f"{name}: {encoding.format_name} needs rows = {rows} to divide "
+                        f"dimension {w.ndim - 2} of shape {tuple(w.shape)}")
+    tiles = w.reshape(*w.shape[:-2], w.shape[-2] // rows, rows, w.shape[-1] // m, m)
+    union = (tiles != 0).any(axis=-3, keepdims=True)
+    if (union.sum(axis=-1) > n).any():
+        raise SpecError(f"{name}: its rows do not share one {n}:{m} pattern per {rows} rows "
+                        f"({encoding.format_name} storage); sparsify it with "
+                        f"NMMagnitude({n}, {m}, rows={rows}) first")
+    positions = np.argsort(~union, axis=-1, kind="stable")[..., :n]
+    positions.sort(axis=-1)
+    positions = np.broadcast_to(positions, (*tiles.shape[:-1], n))
+    values = np.take_along_axis(tiles, positions, axis=-1)
+    return positions.reshape(*w.shape[:-1], -1, n), values.reshape(*w.shape[:-1], -1, n)
 
 
 def nm_kept(w: np.ndarray, n: int, m: int, name: str = "tensor") -> tuple[np.ndarray, np.ndarray]:

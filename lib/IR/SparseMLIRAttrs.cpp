@@ -253,14 +253,42 @@ BSREncodingAttr::verifyShape(ArrayRef<int64_t> shape,
 
 // n:m ------------------------------------------------------------------------
 
+/// `rows` > 1 (grouped n:m): the groups of rows of a tensor of `shape`.
+static LogicalResult verifyNMRows(function_ref<InFlightDiagnostic()> emitError,
+                                  Attribute attr, int64_t rows,
+                                  ArrayRef<int64_t> shape) {
+  if (rows == 1)
+    return success();
+  if (shape.size() < 2)
+    return emitError() << attr << " shares patterns across rows: needs rank "
+                       << ">= 2, got shape " << shapeString(shape);
+  if (!divides(rows, shape[shape.size() - 2]))
+    return emitError() << attr << " needs rows = " << rows
+                       << " to divide dimension " << shape.size() - 2
+                       << ", got shape " << shapeString(shape);
+  return success();
+}
+
+static LogicalResult verifyRowsValue(function_ref<InFlightDiagnostic()> emitError,
+                                     int64_t rows) {
+  if (rows < 1)
+    return emitError() << "rows sharing a pattern must be >= 1, got " << rows;
+  return success();
+}
+
 LogicalResult NMEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                     int64_t n, int64_t m, unsigned crdWidth) {
+                                     int64_t n, int64_t m, unsigned crdWidth,
+                                     int64_t rows) {
   return success(succeeded(verifyNM(emitError, n, m)) &&
-                 succeeded(verifyWidth(emitError, "crdWidth", crdWidth)));
+                 succeeded(verifyWidth(emitError, "crdWidth", crdWidth)) &&
+                 succeeded(verifyRowsValue(emitError, rows)));
 }
 
 std::string NMEncodingAttr::getFormatName() const {
-  return std::to_string(getN()) + ":" + std::to_string(getM());
+  std::string name = std::to_string(getN()) + ":" + std::to_string(getM());
+  if (getRows() != 1)
+    name += " (" + std::to_string(getRows()) + " rows)";
+  return name;
 }
 
 SparseTensorEncodingAttr NMEncodingAttr::getSparseTensorEncoding(int64_t rank) const {
@@ -288,7 +316,7 @@ NMEncodingAttr::verifyShape(ArrayRef<int64_t> shape,
     return emitError() << "encoding " << *this << " needs m = " << getM()
                        << " to divide the last dimension, got shape "
                        << shapeString(shape);
-  return success();
+  return verifyNMRows(emitError, *this, getRows(), shape);
 }
 
 //===----------------------------------------------------------------------===//
@@ -367,8 +395,14 @@ bool NMMagnitudeAttr::needsOrdering() const { return true; }
 
 LogicalResult
 NMMagnitudeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t n,
-                        int64_t m, int64_t, bool) {
-  return verifyNM(emitError, n, m);
+                        int64_t m, int64_t, bool transposable, int64_t rows) {
+  if (failed(verifyNM(emitError, n, m)) ||
+      failed(verifyRowsValue(emitError, rows)))
+    return failure();
+  if (transposable && rows != 1)
+    return emitError() << "a transposable n:m pattern cannot be shared by "
+                       << rows << " rows";
+  return success();
 }
 
 LogicalResult
@@ -394,6 +428,11 @@ NMMagnitudeAttr::verifyShape(ArrayRef<int64_t> shape,
     return emitError() << "sparsifier " << *this << " needs m = " << getM()
                        << " to divide dimension " << d << ", got shape "
                        << shapeString(shape);
-  return success();
+  if (getRows() != 1 && d != rank - 1)
+    return emitError() << "sparsifier " << *this
+                       << " shares patterns across rows: needs dim to be the "
+                          "last dimension, got dim = "
+                       << dim << " for rank " << rank;
+  return verifyNMRows(emitError, *this, getRows(), shape);
 }
 

@@ -27,11 +27,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "SparseMLIR/IR/SparseMLIRDialect.h"
 #include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -67,6 +69,9 @@ constexpr int64_t kSlabSliceBytes = 16 * 1024;
 struct WeightLayout {
   enum Kind { Dense, CSR, NOutOfM } kind;
   int64_t n = 0, m = 0; // n:m only
+  // n:m whose rows share one pattern in groups of this many (the weight
+  // argument's #smlir.nm<..., rows = r>): one slab read serves the group.
+  int64_t sharedRows = 1;
 };
 
 static std::optional<WeightLayout> classifyWeight(Type type) {
@@ -133,6 +138,15 @@ static std::optional<SparseLinear> matchSparseLinear(linalg::GenericOp kernel) {
       getSparseTensorEncoding(xType) || getSparseTensorEncoding(yType))
     return std::nullopt;
   auto weightShape = cast<RankedTensorType>(weight.getType()).getShape();
+  // Hoisted weights are function arguments that keep their smlir encoding.
+  if (auto arg = dyn_cast<BlockArgument>(weight);
+      arg && layout->kind == WeightLayout::NOutOfM)
+    if (auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
+      if (auto nm = func.getArgAttrOfType<NMEncodingAttr>(arg.getArgNumber(),
+                                                          kEncodingAttrName);
+          nm && nm.getN() == layout->n && nm.getM() == layout->m &&
+          weightShape[0] % nm.getRows() == 0)
+        layout->sharedRows = nm.getRows();
   return SparseLinear{kernel, outputTranspose, x, weight, *layout,
                       xType.getDimSize(0), xType.getDimSize(1), weightShape[0]};
 }
@@ -187,6 +201,10 @@ private:
                            ? "csr"
                            : std::to_string(lin.layout.n) + "of" +
                                  std::to_string(lin.layout.m);
+    // "2of4r4": the kernel for rows sharing patterns in fours (decode reads
+    // each row on its own).
+    if (lin.layout.sharedRows > 1 && lin.M >= kDecodeTokens)
+      kind += "r" + std::to_string(lin.layout.sharedRows);
     return llvm::formatv("linear_{0}_{1}x{2}x{3}", kind, lin.M, lin.K, lin.N)
         .str();
   }
@@ -329,6 +347,39 @@ private:
     acc.assign(loop.getResults().begin(), loop.getResults().end());
   }
 
+  /// n:m rows sharing one pattern (a tile inside one row group): groups
+  /// [lo, hi) of the R rows at `starts`, coordinates read from the first
+  /// row; each stored k's U slab vectors are loaded once for all R rows
+  /// (R * U FMAs per U loads, as for a dense weight).
+  void sharedEntryLoop(Value lo, Value hi, ArrayRef<Value> starts,
+                       SmallVectorImpl<Value> &acc, Value slabs, Value slab) {
+    int64_t n = lin.layout.n;
+    auto loop = scf::ForOp::create(
+        b, loc, lo, hi, idx(1), acc,
+        [&](OpBuilder &, Location, Value j, ValueRange carried) {
+          SmallVector<Value> next(carried.begin(), carried.end());
+          Value kBase = mul(j, idx(lin.layout.m));
+          for (int64_t e = 0; e < n; ++e) {
+            Value entry = add(mul(j, idx(n)), idx(e));
+            Value k = add(kBase, toIndex(load(coordinates, {add(starts[0], entry)})));
+            Value row = add(slab, mul(k, idx(MB)));
+            SmallVector<Value> xv;
+            for (int64_t u = 0; u < U; ++u)
+              xv.push_back(vector::LoadOp::create(
+                  b, loc, vecType, slabs, ValueRange{add(row, idx(u * V))}));
+            for (auto [r, start] : llvm::enumerate(starts)) {
+              Value w = vector::BroadcastOp::create(
+                  b, loc, vecType, load(values, {add(start, entry)}));
+              for (int64_t u = 0; u < U; ++u)
+                next[r * U + u] =
+                    vector::FMAOp::create(b, loc, w, xv[u], next[r * U + u]);
+            }
+          }
+          scf::YieldOp::create(b, loc, next);
+        });
+    acc.assign(loop.getResults().begin(), loop.getResults().end());
+  }
+
   /// The stored entries of rows n0 .. n0 + R: lockstep over those all rows
   /// have (R * perRow independent chains), then each CSR row alone.
   void sparseRows(Value n0, int64_t perRow, SmallVectorImpl<Value> &acc,
@@ -407,6 +458,10 @@ private:
       SmallVector<Value> rows, lengths;
       rowExtents(n0, rows, lengths);
       denseLoop(slabs, slab, rows, acc);
+    } else if (lin.layout.sharedRows > 1) {
+      SmallVector<Value> starts, lengths;
+      rowExtents(n0, starts, lengths);
+      sharedEntryLoop(idx(0), lengths[0], starts, acc, slabs, slab);
     } else {
       sparseRows(n0, U, acc, [&](Value kBase, Value p, MutableArrayRef<Value> a) {
         accumulateEntry(slabs, slab, kBase, p, a);
@@ -454,10 +509,13 @@ private:
                 SmallVector<Value> acc(init.getResults().begin(), init.getResults().end());
                 SmallVector<Value> rowStarts, rowLengths;
                 rowExtents(n0, rowStarts, rowLengths);
-                entryLoop(g0, g1, rowStarts, U, acc,
-                          [&](Value kBase, Value p, MutableArrayRef<Value> a) {
-                            accumulateEntry(slabs, slab, kBase, p, a);
-                          });
+                if (lin.layout.sharedRows > 1)
+                  sharedEntryLoop(g0, g1, rowStarts, acc, slabs, slab);
+                else
+                  entryLoop(g0, g1, rowStarts, U, acc,
+                            [&](Value kBase, Value p, MutableArrayRef<Value> a) {
+                              accumulateEntry(slabs, slab, kBase, p, a);
+                            });
                 scf::IfOp::create(
                     b, loc, isLast,
                     [&](OpBuilder &, Location) {
@@ -847,7 +905,26 @@ struct LowerSparseLinearPass
       OpBuilder b(linear.outputTranspose);
       // Each layout has the tile measured best for it (decode: `rows`).
       int64_t tileRows = rows, tileVectors = vectors;
-      if (linear.layout.kind == WeightLayout::NOutOfM) {
+      if (linear.layout.sharedRows > 1 && linear.M >= kDecodeTokens) {
+        // A tile inside one row group (R divides the group), as many token
+        // vectors as registers allow (R * U accumulators, U slab vectors
+        // and a broadcast in 16 registers): the most FMAs per stored k,
+        // then the fewest loads (4 x 3 for groups of 4 or 8: 12 FMAs per
+        // 8 loads).
+        int64_t bestFmas = 0, bestLoads = 0;
+        for (int64_t r = 1; r <= std::min<int64_t>(8, linear.layout.sharedRows); ++r) {
+          if (linear.layout.sharedRows % r)
+            continue;
+          int64_t u = std::clamp<int64_t>(15 / (r + 1), 1, nmVectors);
+          int64_t fmas = r * u, loads = 1 + u + r;
+          if (fmas > bestFmas || (fmas == bestFmas && loads < bestLoads)) {
+            tileRows = r;
+            tileVectors = u;
+            bestFmas = fmas;
+            bestLoads = loads;
+          }
+        }
+      } else if (linear.layout.kind == WeightLayout::NOutOfM) {
         tileRows = nmRows;
         tileVectors = nmVectors;
       } else if (linear.layout.kind == WeightLayout::Dense &&

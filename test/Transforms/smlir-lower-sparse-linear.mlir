@@ -157,6 +157,50 @@ func.func @nm_k_slices(%w: tensor<2x1024xf32, #NM>, %x: tensor<8x1024xf32>) -> t
 
 // -----
 
+// 2:4 whose rows share one pattern in pairs (the argument's smlir encoding
+// says rows = 2): per stored k one coordinate load and one slab vector,
+// shared by the tile's two rows (a broadcast value and an FMA each).
+
+#NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+#mapW = affine_map<(n, m, k) -> (n, k)>
+#mapX = affine_map<(n, m, k) -> (k, m)>
+#mapY = affine_map<(n, m, k) -> (n, m)>
+
+// CHECK-LABEL: func.func @nm_shared_rows(
+// CHECK:         %[[CRD:.*]] = sparse_tensor.coordinates %{{.*}} {level = 2 : index} : tensor<4x32xf32, #{{.*}}> to memref<?xi8>
+// CHECK:         scf.for %{{.*}} iter_args(%[[A0:arg[0-9]+]] = %{{.*}}, %[[A1:arg[0-9]+]] = %{{.*}}) -> (vector<8xf32>, vector<8xf32>)
+// CHECK:           memref.load %[[CRD]]
+// CHECK:           %[[X0:.*]] = vector.load
+// CHECK:           %[[F0:.*]] = vector.fma %{{.*}}, %[[X0]], %[[A0]]
+// CHECK:           %[[F1:.*]] = vector.fma %{{.*}}, %[[X0]], %[[A1]]
+// CHECK:           memref.load %[[CRD]]
+// CHECK:           %[[X1:.*]] = vector.load
+// CHECK:           vector.fma %{{.*}}, %[[X1]], %[[F0]]
+// CHECK:           vector.fma %{{.*}}, %[[X1]], %[[F1]]
+// CHECK-NOT:       memref.load %[[CRD]]
+// CHECK:           scf.yield
+// CHECK:         smlir.kernel = "linear_2of4r2_8x32x4"
+func.func @nm_shared_rows(%w: tensor<4x32xf32, #NM> {smlir.encoding = #smlir.nm<n = 2, m = 4, rows = 2>},
+                          %x: tensor<8x32xf32>) -> tensor<8x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<32x8xf32>
+  %xt = linalg.transpose ins(%x : tensor<8x32xf32>) outs(%e0 : tensor<32x8xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<4x8xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%w, %xt : tensor<4x32xf32, #NM>, tensor<32x8xf32>) outs(%fill : tensor<4x8xf32>) attrs = {smlir.sparse_kernel} {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %e2 = tensor.empty() : tensor<8x4xf32>
+  %y = linalg.transpose ins(%yt : tensor<4x8xf32>) outs(%e2 : tensor<8x4xf32>) permutation = [1, 0]
+  return %y : tensor<8x4xf32>
+}
+
+// -----
+
 // A dense W (tagged smlir.dense_kernel): every k loads one slab row that
 // both weight rows use.
 

@@ -148,13 +148,22 @@ def SparseMLIR_NMEncodingAttr : SparseMLIR_Encoding<"NMEncoding", "nm"> {
     in-group positions (`crdWidth` bits each, default 8) are stored. 2:4 is
     the format of NVIDIA sparse tensor cores.
 
+    With `rows = r > 1` (STen's grouped n:m), every `r` consecutive indices
+    of the second-to-last dimension (weight rows) share one pattern: each
+    group of `m` keeps the same positions in all `r` rows. The storage is
+    the same (so any n:m reader reads it); a linear's micro-kernel reads
+    each activation row once for the `r` weight rows instead of once per row.
+
     ```mlir
     #smlir.nm<n = 2, m = 4>
     // (i, j) -> (i : dense, j floordiv 4 : dense, j mod 4 : structured[2, 4])
+    #smlir.nm<n = 2, m = 4, rows = 4>
     ```
   }];
   let parameters = (ins "int64_t":$n, "int64_t":$m,
-                        SparseMLIR_WidthParameter<"8">:$crdWidth);
+                        SparseMLIR_WidthParameter<"8">:$crdWidth,
+                        DefaultValuedParameter<"int64_t", "1",
+                                               "rows sharing one pattern">:$rows);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
@@ -283,14 +292,22 @@ def SparseMLIR_NMMagnitudeAttr
     fewer than `n`), so the transpose is n:m too; `dim` is then unused. NaN
     ranks below every number.
 
+    With `rows = r > 1` (`dim` the last dimension), every `r` consecutive
+    indices of the second-to-last dimension share one pattern (STen's
+    grouped n:m): a group keeps the `n` positions with the largest sum of
+    |x| over its `r` rows, in all of them.
+
     ```mlir
     #smlir.nm_magnitude<n = 2, m = 4>
     #smlir.nm_magnitude<n = 2, m = 4, dim = 0, transposable = true>
+    #smlir.nm_magnitude<n = 2, m = 4, rows = 4>
     ```
   }];
   let parameters = (ins "int64_t":$n, "int64_t":$m,
                         DefaultValuedParameter<"int64_t", "-1", "dimension">:$dim,
-                        SparseMLIR_BoolParameter<"false">:$transposable);
+                        SparseMLIR_BoolParameter<"false">:$transposable,
+                        DefaultValuedParameter<"int64_t", "1",
+                                               "rows sharing one pattern">:$rows);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -97,9 +97,12 @@ static Value buildStreamingMask(OpBuilder &b, Location loc, Value source,
 /// n:m magnitude along `dim` with O(m) work per element and no sorting: an
 /// element is kept when fewer than n elements of its group rank above it,
 /// where k ranks above j if |x_k| > |x_j|, or |x_k| == |x_j| and k < j
-/// (ties go to the lower index, as in sparse_mlir.weights).
+/// (ties go to the lower index, as in sparse_mlir.weights). With `rows` > 1
+/// (dim the last dimension) a position's magnitude is the sum of |x| over
+/// the `rows` rows of its row group, so the group's rows keep one pattern
+/// (O(m * rows) work per element).
 static Value buildNMMagnitude(OpBuilder &b, Location loc, Value source,
-                              int64_t n, int64_t m, int64_t dim) {
+                              int64_t n, int64_t m, int64_t dim, int64_t rows) {
   auto type = cast<RankedTensorType>(source.getType());
   return buildMask(
       b, loc, source, [&](OpBuilder &nb, Location nloc, Value in, Value out) {
@@ -109,7 +112,32 @@ static Value buildNMMagnitude(OpBuilder &b, Location loc, Value source,
         Value mValue = arith::ConstantIndexOp::create(nb, nloc, m);
         Value position = arith::RemUIOp::create(nb, nloc, indices[dim], mValue);
         Value groupStart = arith::SubIOp::create(nb, nloc, indices[dim], position);
-        Value mine = math::AbsFOp::create(nb, nloc, in);
+        // |x| at `at`, summed over the row group when rows share a pattern.
+        Value rowStart;
+        if (rows > 1) {
+          Value rowValue = arith::ConstantIndexOp::create(nb, nloc, rows);
+          rowStart = arith::SubIOp::create(
+              nb, nloc, indices[dim - 1],
+              arith::RemUIOp::create(nb, nloc, indices[dim - 1], rowValue));
+        }
+        auto magnitude = [&](ArrayRef<Value> at) -> Value {
+          if (rows == 1)
+            return math::AbsFOp::create(
+                nb, nloc, tensor::ExtractOp::create(nb, nloc, source, at));
+          SmallVector<Value> row(at);
+          Value sum;
+          for (int64_t r = 0; r < rows; ++r) {
+            row[dim - 1] = arith::AddIOp::create(
+                nb, nloc, rowStart, arith::ConstantIndexOp::create(nb, nloc, r));
+            Value term = math::AbsFOp::create(
+                nb, nloc, tensor::ExtractOp::create(nb, nloc, source, row));
+            sum = sum ? arith::AddFOp::create(nb, nloc, sum, term).getResult()
+                      : term;
+          }
+          return sum;
+        };
+        Value mine = rows == 1 ? math::AbsFOp::create(nb, nloc, in).getResult()
+                               : magnitude(indices);
         Type i32 = nb.getI32Type();
         Value above = arith::ConstantOp::create(nb, nloc, i32,
                                                 nb.getI32IntegerAttr(0));
@@ -119,8 +147,7 @@ static Value buildNMMagnitude(OpBuilder &b, Location loc, Value source,
           Value kValue = arith::ConstantIndexOp::create(nb, nloc, k);
           SmallVector<Value> other = indices;
           other[dim] = arith::AddIOp::create(nb, nloc, groupStart, kValue);
-          Value theirs = math::AbsFOp::create(
-              nb, nloc, tensor::ExtractOp::create(nb, nloc, source, other));
+          Value theirs = magnitude(other);
           Value greater = arith::CmpFOp::create(
               nb, nloc, arith::CmpFPredicate::OGT, theirs, mine);
           Value equal = arith::CmpFOp::create(nb, nloc, arith::CmpFPredicate::OEQ,
@@ -189,7 +216,8 @@ struct LowerStreamingSparsify : public OpRewritePattern<SparsifyOp> {
                nm && !nm.getTransposable()) {
       int64_t rank = op.getSource().getType().getRank();
       int64_t dim = nm.getDim() < 0 ? nm.getDim() + rank : nm.getDim();
-      dense = buildNMMagnitude(rewriter, loc, source, nm.getN(), nm.getM(), dim);
+      dense = buildNMMagnitude(rewriter, loc, source, nm.getN(), nm.getM(), dim,
+                               nm.getRows());
     } else if (!getMissingMaskLoweringReason(sparsifier, op.getSource().getType())
                     .empty()) {
       return rewriter.notifyMatchFailure(op, "no lowering for this tensor type");

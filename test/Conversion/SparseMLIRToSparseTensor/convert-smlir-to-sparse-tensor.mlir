@@ -274,6 +274,30 @@ func.func @nm_magnitude_rank_count(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR>
 
 // -----
 
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// rows = 2: a position's magnitude is |x| summed over the element's row
+/// pair (rows i - i mod 2 and the next), so both rows keep one pattern:
+/// 2 extracts for the element itself and 2 per group position.
+// CHECK-LABEL: func.func @nm_magnitude_shared_rows(
+// CHECK:         %[[KEPT:.*]] = linalg.generic
+// CHECK:           %[[I:.*]] = linalg.index 0 : index
+// CHECK:           %[[J:.*]] = linalg.index 1 : index
+// CHECK:           %[[POS:.*]] = arith.remui %[[J]], %{{.*}} : index
+// CHECK:           %[[ROW:.*]] = arith.remui %[[I]], %{{.*}} : index
+// CHECK:           %[[FIRST:.*]] = arith.subi %[[I]], %[[ROW]] : index
+// CHECK-COUNT-10:  tensor.extract
+// CHECK-NOT:       tensor.extract
+// CHECK:           %[[KEEP:.*]] = arith.cmpi slt, %{{.*}}, %{{.*}} : i32
+// CHECK-NEXT:      arith.select %[[KEEP]]
+// CHECK:         sparse_tensor.convert %[[KEPT]] : tensor<8x8xf32> to tensor<8x8xf32, #{{.*}}>
+func.func @nm_magnitude_shared_rows(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR> {
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.nm_magnitude<n = 2, m = 4, rows = 2> as #smlir.csr -> tensor<8x8xf32, #CSR>
+  return %r : tensor<8x8xf32, #CSR>
+}
+
+// -----
+
 /// The transposable variant is lowered for f16, bf16, f32 and f64 only.
 func.func @negative_transposable_nm_f8(%x: tensor<8x8xf8E4M3FN>) -> tensor<8x8xf8E4M3FN> {
   // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.nm_magnitude<n = 2, m = 4, transposable = true> (blocking) has no lowering in convert-smlir-to-sparse-tensor for 'tensor<8x8xf8E4M3FN>' (lowered for f16, bf16, f32 and f64 only)}}

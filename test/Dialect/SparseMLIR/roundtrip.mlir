@@ -206,6 +206,17 @@ func.func @nm_explicit_default_crd_width_elided(%x: tensor<8x8xf32>) -> tensor<8
   return %r : tensor<8x8xf32, #NM24>
 }
 
+/// rows = 4 (one pattern per 4 rows) keeps the storage: the same
+/// sparse_tensor encoding; rows = 1 is the default and is elided.
+// CHECK-LABEL: func.func @nm_shared_rows(
+// CHECK:         with #smlir.nm_magnitude<n = 2, m = 4, rows = 4> as #smlir.nm<n = 2, m = 4, rows = 4> -> tensor<8x8xf32, #[[$NM24]]>
+// CHECK:         with #smlir.nm_magnitude<n = 2, m = 4> as #smlir.nm<n = 2, m = 4> -> tensor<8x8xf32, #[[$NM24]]>
+func.func @nm_shared_rows(%x: tensor<8x8xf32>) -> (tensor<8x8xf32, #NM24>, tensor<8x8xf32, #NM24>) {
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.nm_magnitude<n = 2, m = 4, rows = 4> as #smlir.nm<n = 2, m = 4, rows = 4> -> tensor<8x8xf32, #NM24>
+  %s = smlir.sparsify %x : tensor<8x8xf32> with #smlir.nm_magnitude<n = 2, m = 4, rows = 1> as #smlir.nm<rows = 1, n = 2, m = 4> -> tensor<8x8xf32, #NM24>
+  return %r, %s : tensor<8x8xf32, #NM24>, tensor<8x8xf32, #NM24>
+}
+
 // CHECK-LABEL: func.func @nm_1_4(
 // CHECK:         as #smlir.nm<n = 1, m = 4> -> tensor<8x8xf32, #[[$NM14]]>
 func.func @nm_1_4(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #NM14> {

@@ -21,6 +21,8 @@ ENCODINGS = [
      "posWidth = 32, crdWidth = 32"),
     (sm.NM(2, 4), "(d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8"),
     (sm.NM(1, 10), "(d0, d1) -> (d0 : dense, d1 floordiv 10 : dense, d1 mod 10 : structured[1, 10]), crdWidth = 8"),
+    # Rows sharing a pattern store the same way.
+    (sm.NM(2, 4, rows=4), "(d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8"),
 ]
 
 SPARSIFIERS = [
@@ -31,6 +33,7 @@ SPARSIFIERS = [
     (sm.BlockFraction(0.75, block=(4, 4)), "materializing", True),
     (sm.NMMagnitude(2, 4), "blocking", True),
     (sm.NMMagnitude(2, 4, dim=0, transposable=True), "blocking", True),
+    (sm.NMMagnitude(2, 4, rows=8), "blocking", True),
 ]
 
 
@@ -50,7 +53,8 @@ def test_encoding_attribute_and_sparse_tensor_equivalent(encoding: sm.Encoding, 
 
 @pytest.mark.parametrize("encoding,name", [
     (sm.Dense(), "dense"), (sm.CSR(), "csr"), (sm.CSC(), "csc"), (sm.COO(), "coo"),
-    (sm.BSR(block=(4, 4)), "bsr"), (sm.NM(2, 4), "2:4"), (sm.NM(1, 8), "1:8")])
+    (sm.BSR(block=(4, 4)), "bsr"), (sm.NM(2, 4), "2:4"), (sm.NM(1, 8), "1:8"),
+    (sm.NM(2, 4, rows=4), "2:4 (4 rows)")])
 def test_format_names(encoding: sm.Encoding, name: str) -> None:
     assert encoding.format_name == name
 
@@ -89,6 +93,7 @@ def test_default_sparsifiers_fit_the_format() -> None:
     assert sm.CSR().effective_sparsifier == sm.KeepAll()
     assert sm.COO().effective_sparsifier == sm.KeepAll()
     assert sm.NM(2, 4).effective_sparsifier == sm.NMMagnitude(2, 4, dim=-1)
+    assert sm.NM(2, 4, rows=4).effective_sparsifier == sm.NMMagnitude(2, 4, dim=-1, rows=4)
     assert sm.CSR(sparsifier=sm.ScalarFraction(0.9)).effective_sparsifier == sm.ScalarFraction(0.9)
 
 
@@ -111,6 +116,10 @@ def test_default_sparsifiers_fit_the_format() -> None:
     (lambda: sm.BlockFraction(0.5, block=(0, 4)), "BlockFraction: block sizes must be positive, got (0, 4)"),
     (lambda: sm.NMMagnitude(3, 2), "NMMagnitude: n:m needs 0 < n < m, got 3:2"),
     (lambda: sm.NMMagnitude(2, 4, transposable=1), "NMMagnitude: transposable must be a bool, got 1"),
+    (lambda: sm.NM(2, 4, rows=0), "NM: rows sharing a pattern must be >= 1, got 0"),
+    (lambda: sm.NMMagnitude(2, 4, rows=2.5), "NMMagnitude: rows must be an int, got 2.5"),
+    (lambda: sm.NMMagnitude(2, 4, transposable=True, rows=4),
+     "NMMagnitude: a transposable pattern cannot be shared by rows = 4"),
 ])
 def test_invalid_arguments_raise_clear_value_errors(make, message: str) -> None:
     with pytest.raises(ValueError) as info:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import sparse_mlir as sm
-from sparse_mlir.weights import apply_sparsifier
+from sparse_mlir.weights import apply_sparsifier, pack
 
 
 def _magnitude_order(values: list[float]) -> list[int]:
@@ -83,6 +83,57 @@ def test_nm_matches_the_slow_selection(n: int, m: int, seed: int) -> None:
               _tied_matrix(rng, (6, 3 * m), nan_fraction=0.2)):
         got = apply_sparsifier(sm.NMMagnitude(n, m), w)
         np.testing.assert_array_equal(got, _slow_nm(w, n, m))
+
+
+def _slow_grouped_nm(w: np.ndarray, n: int, m: int, rows: int) -> np.ndarray:
+    """Per group of `rows` rows and `m` columns: the n columns with the
+    largest sum of |x| over the rows (summed in order, in w's precision),
+    ties to the lower column, NaN last, kept in every row."""
+    out = np.zeros_like(w)
+    for r0 in range(0, w.shape[0], rows):
+        for c0 in range(0, w.shape[1], m):
+            sums = []
+            for c in range(m):
+                total = abs(w[r0, c0 + c])
+                for r in range(1, rows):
+                    total = total + abs(w[r0 + r, c0 + c])
+                sums.append(total)
+            for c in _magnitude_order(sums)[:n]:
+                out[r0:r0 + rows, c0 + c] = w[r0:r0 + rows, c0 + c]
+    return out
+
+
+@pytest.mark.parametrize("n,m,rows", [(2, 4, 2), (2, 4, 4), (1, 4, 3), (3, 8, 8)])
+@pytest.mark.parametrize("seed", range(3))
+def test_grouped_nm_matches_the_slow_selection(n: int, m: int, rows: int, seed: int) -> None:
+    """rows > 1: one pattern per row group, by the group's summed |x|."""
+    rng = np.random.default_rng(seed)
+    for w in (rng.standard_normal((2 * rows, 3 * m)).astype(np.float32),
+              _tied_matrix(rng, (2 * rows, 3 * m), nan_fraction=0.1)):
+        got = apply_sparsifier(sm.NMMagnitude(n, m, rows=rows), w)
+        np.testing.assert_array_equal(got, _slow_grouped_nm(w, n, m, rows))
+
+
+def test_grouped_nm_rejects_bad_shapes() -> None:
+    with pytest.raises(sm.SpecError, match="w: n:m shared by rows = 4 needs rows = 4 to divide dimension 0"):
+        apply_sparsifier(sm.NMMagnitude(2, 4, rows=4), np.ones((6, 8), np.float32), name="w")
+    with pytest.raises(sm.SpecError, match="needs dim to be the last dimension"):
+        apply_sparsifier(sm.NMMagnitude(2, 4, dim=0, rows=2), np.ones((8, 8), np.float32), name="w")
+
+
+def test_grouped_nm_packing_shares_positions() -> None:
+    """NM(rows=r) storage: a row group's positions are its rows' union (a
+    row with a zero at a kept position stores that zero); rows that do not
+    share a pattern are refused, naming the tensor."""
+    w = np.zeros((2, 8), np.float32)
+    w[0, [1, 2, 4, 7]] = [1, 2, 3, 4]
+    w[1, [2, 7]] = [5, 6]  # its group-0 pattern is row 0's {1, 2}; group 1 {4, 7}
+    positions, values = pack(sm.NM(2, 4, rows=2), w, name="fc.weight")
+    np.testing.assert_array_equal(positions, [1, 2, 0, 3, 1, 2, 0, 3])
+    np.testing.assert_array_equal(values, [1, 2, 3, 4, 0, 5, 0, 6])
+    w[1, 3] = 7  # group 0 of the pair now holds 3 distinct positions
+    with pytest.raises(sm.SpecError, match="fc.weight: its rows do not share one 2:4 pattern per 2 rows"):
+        pack(sm.NM(2, 4, rows=2), w, name="fc.weight")
 
 
 @pytest.mark.parametrize("n,m", [(2, 4), (1, 4), (2, 8)])

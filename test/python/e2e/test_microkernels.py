@@ -170,3 +170,36 @@ def test_cost_model_knows_decode_shapes() -> None:
     very_sparse = {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.95))}
     (kept,) = sm.compile(model, very_sparse, example_args=(torch.randn(1, 512),)).sparsity_plan()
     assert kept.stored_as == "csr"
+
+
+# Rows sharing one n:m pattern (NM(rows=r)): full and partial token tiles,
+# k-slices (K = 520), decode (M < 4: the per-row kernel reads the same
+# storage), groups of 2, 4 and 8 rows (tiles 2 x 4, 4 x 3, 4 x 3).
+@pytest.mark.parametrize("shape", [(64, 128, 96), (37, 72, 24), (40, 520, 16), (3, 64, 32)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("n,m,rows", [(2, 4, 4), (1, 4, 2), (2, 8, 8)])
+def test_shared_row_nm_matches_eager(shape: tuple[int, int, int], n: int, m: int, rows: int) -> None:
+    tokens, k, out = shape
+    model = _linear(k, out)
+    x = torch.randn(tokens, k)
+    fn = compile_and_check(model, x, {"weight": sm.NM(n, m, rows=rows)})
+    weight = fn.effective_state_dict()["weight"].reshape(out // rows, rows, k)
+    kept = weight != 0
+    assert (kept == kept.any(dim=1, keepdim=True)).all(), "rows of a group keep different patterns"
+    kernel = f"linear_{n}of{m}r{rows}_" if tokens >= 4 else f"linear_{n}of{m}_"
+    assert f"call @smlir_{kernel}" in fn.ir("sparse")
+
+
+def test_shared_row_nm_on_activations_matches_numpy() -> None:
+    """NMMagnitude(rows=2) inside the graph (the MLIR lowering) picks what
+    the numpy sparsifier picks for weights: one pattern per row pair."""
+    torch.manual_seed(8)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 24), torch.nn.ReLU(), torch.nn.Linear(24, 8))
+    x = torch.randn(6, 32)
+    compile_and_check(model, x, {"relu": sm.Dense(sparsifier=sm.NMMagnitude(2, 4, rows=2))})
+
+
+def test_shared_row_nm_shape_errors_name_the_weight() -> None:
+    model = _linear(64, 30)
+    with pytest.raises(sm.SparseMLIRError, match="weight.*rows = 4 to divide"):
+        sm.compile(model, {"weight": sm.NM(2, 4, rows=4)}, example_args=(torch.randn(8, 64),))
