@@ -22,9 +22,11 @@
 // CHECK-DAG:     %[[VAL:.*]] = sparse_tensor.values %[[W]]
 // 2 blocks of 8 tokens, each packed as a 64 x 8 slab.
 // CHECK:         %[[SLABS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<1024xf32>
+// 8 x 8 tiles of x are transposed in registers (unpack, shuffle, halves).
 // CHECK:         scf.parallel
-// CHECK:           memref.load %[[XB]]
-// CHECK:           memref.store {{.*}}, %[[SLABS]]
+// CHECK:           vector.load %[[XB]]
+// CHECK-COUNT-24:  vector.shuffle
+// CHECK:           vector.store {{.*}}, %[[SLABS]]
 // CHECK:         scf.parallel
 // Lockstep over the entries both rows have: two independent chains.
 // CHECK:           scf.for {{.*}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>)
@@ -64,6 +66,60 @@ func.func @csr(%w: tensor<5x64xf32, #CSR>, %x: tensor<16x64xf32>) -> tensor<16x5
 
 // -----
 
+// CSR with 4 or more token blocks (here 4 of 8 tokens): the row blocks are
+// interleaved once per call, padded with zeros to their longest row, as
+// pre-scaled slab offsets (k * 8, i32) and values; the token loop then walks
+// one index per row block, all rows in lockstep and no per-row tails.
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+#mapW = affine_map<(n, m, k) -> (n, k)>
+#mapX = affine_map<(n, m, k) -> (k, m)>
+#mapY = affine_map<(n, m, k) -> (n, m)>
+
+// CHECK-LABEL: func.func @csr_interleaved(
+// CHECK:         %[[STARTS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<4xindex>
+// CHECK:         %[[TOTAL:.*]] = scf.for {{.*}} iter_args({{.*}}) -> (index)
+// CHECK:           arith.maxui
+// CHECK:         %[[SIZE:.*]] = arith.muli %[[TOTAL]], %{{.*}} : index
+// CHECK:         %[[OFFS:.*]] = memref.alloc(%[[SIZE]]) {alignment = 64 : i64} : memref<?xi32>
+// CHECK:         %[[VALS:.*]] = memref.alloc(%[[SIZE]]) {alignment = 64 : i64} : memref<?xf32>
+// CHECK:         scf.parallel
+// CHECK:           scf.if
+// CHECK:             arith.index_cast{{.*}} : index to i32
+// CHECK:           } else {
+// CHECK:           memref.store {{.*}}, %[[OFFS]]
+// CHECK:           memref.store {{.*}}, %[[VALS]]
+// CHECK:         scf.parallel
+// CHECK:           scf.for {{.*}} step %c2{{(_[0-9]+)?}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>)
+// CHECK:             memref.load %[[OFFS]]
+// CHECK:             memref.load %[[VALS]]
+// CHECK:             vector.fma
+// CHECK:             memref.load %[[OFFS]]
+// CHECK:             memref.load %[[VALS]]
+// CHECK:             vector.fma
+// CHECK:             scf.yield
+// CHECK-NOT:       scf.for {{.*}} -> (vector<8xf32>)
+// CHECK:           vector.maskedstore
+func.func @csr_interleaved(%w: tensor<5x64xf32, #CSR>, %x: tensor<32x64xf32>) -> tensor<32x5xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<64x32xf32>
+  %xt = linalg.transpose ins(%x : tensor<32x64xf32>) outs(%e0 : tensor<64x32xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<5x32xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<5x32xf32>) -> tensor<5x32xf32>
+  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%w, %xt : tensor<5x64xf32, #CSR>, tensor<64x32xf32>) outs(%fill : tensor<5x32xf32>) attrs = {smlir.sparse_kernel} {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<5x32xf32>
+  %e2 = tensor.empty() : tensor<32x5xf32>
+  %y = linalg.transpose ins(%yt : tensor<5x32xf32>) outs(%e2 : tensor<32x5xf32>) permutation = [1, 0]
+  return %y : tensor<32x5xf32>
+}
+
+// -----
+
 // 2:4: every row has K/4 groups of 2 entries, so the rows run in lockstep
 // over groups (no per-row tail); the in-group i8 coordinate is offset by
 // the group's first k (group * 4).
@@ -86,7 +142,9 @@ func.func @csr(%w: tensor<5x64xf32, #CSR>, %x: tensor<16x64xf32>) -> tensor<16x5
 // CHECK-COUNT-4:     vector.fma
 // CHECK:             scf.yield
 // CHECK-NOT:       scf.for {{.*}} -> (vector<8xf32>)
-// CHECK:           vector.maskedstore
+// Whole tiles (R = 2 divides N = 4, 8 tokens per block): plain stores.
+// CHECK-NOT:       vector.maskedstore
+// CHECK:           vector.store {{.*}} : memref<8x4xf32>, vector<2xf32>
 func.func @nm(%w: tensor<4x32xf32, #NM>, %x: tensor<8x32xf32>) -> tensor<8x4xf32> {
   %zero = arith.constant 0.0 : f32
   %e0 = tensor.empty() : tensor<32x8xf32>
@@ -133,7 +191,7 @@ func.func @nm(%w: tensor<4x32xf32, #NM>, %x: tensor<8x32xf32>) -> tensor<8x4xf32
 // CHECK:                 vector.load %[[PARTIAL]]
 // CHECK:               scf.for %{{.*}} = %[[G0]] to %[[G1]] {{.*}} iter_args(%{{.*}} = %[[INIT]]#0, %{{.*}} = %[[INIT]]#1)
 // CHECK:               scf.if
-// CHECK:                 vector.maskedstore
+// CHECK:                 vector.store {{.*}} : memref<8x2xf32>, vector<2xf32>
 // CHECK:               } else {
 // CHECK:                 vector.store {{.*}}, %[[PARTIAL]]
 // CHECK:                 vector.store {{.*}}, %[[PARTIAL]]

@@ -19,8 +19,12 @@ from .reference import compile_and_check
 # row tiles (M, N not multiples of 16 and 4), the decode kernel (M < 4; K
 # not a multiple of the 8 lanes; rows of 0 to 60 stored entries: vectors of
 # 8 gathered entries, in lockstep and per row, and scalar tails; K = 520:
-# n:m read in k-slices of whole groups, the last one partial).
-SHAPES = [(64, 128, 96), (37, 72, 19), (5, 64, 30), (3, 64, 32), (1, 44, 3), (2, 240, 37), (40, 520, 22)]
+# n:m read in k-slices of whole groups, the last one partial; 4+ token
+# blocks: CSR row blocks interleaved, here with a partial last token block,
+# a partial last row block and K not a multiple of 8: x packed by 8 x 8
+# register transposes and a scalar tail).
+SHAPES = [(64, 128, 96), (37, 72, 19), (5, 64, 30), (3, 64, 32), (1, 44, 3), (2, 240, 37), (40, 520, 22),
+          (70, 204, 37)]
 
 FORMATS = {
     "dense": None,
