@@ -2,7 +2,7 @@
 
 One process, one thread count at a time for everyone (torch, libomp for
 sparse_mlir; scipy's sparse @ dense is single-threaded whatever the count),
-medians of --repeats runs after a warm-up (interleaved for the BERT layer).
+medians of --repeats runs (more for calls under ~40 ms: ~0.3 s of them) after a warm-up (interleaved for the BERT layer).
 For every shape and sparsity the same pruned weight goes to
 
 - torch dense    F.linear(x, W)                       (MKL)
@@ -77,7 +77,8 @@ def median_ms(impls: dict[str, Callable[[], object]], repeats: int, interleave: 
     """Median ms per implementation after two warm-up calls.
 
     interleave=False: each implementation's runs back to back (its weight
-    stays in cache: a linear's steady state). interleave=True: one call of
+    stays in cache: a linear's steady state), at least ~0.3 s of them for
+    short calls. interleave=True: one call of
     each per round, the order rotating, so a host whose speed drifts slows
     every implementation alike (the BERT layers, 100+ ms per call, whose
     weights do not stay cached anyway)."""
@@ -99,8 +100,12 @@ def median_ms(impls: dict[str, Callable[[], object]], repeats: int, interleave: 
     else:
         for name in names:
             impls[name]()
+            start = time.perf_counter()
             impls[name]()
-            for _ in range(repeats):
+            once = time.perf_counter() - start
+            # Short calls (decode: ~0.1 ms) get more runs, ~0.3 s of them:
+            # their medians are otherwise at the mercy of one host hiccup.
+            for _ in range(max(repeats, min(201, int(0.3 / max(once, 1e-6))))):
                 timed(name)
     return {name: statistics.median(t) * 1e3 for name, t in times.items()}
 
@@ -223,7 +228,8 @@ def write_markdown(rows: list[Row], info: dict[str, object], path: Path) -> None
     lines = ["# Sparse linear benchmark (speedup over torch dense at the same thread count)", "",
              f"Machine: {info['cpu']}, ISA {', '.join(info['isa'])}, {info['cores']} cores; "
              f"torch {info['torch']}, scipy {info['scipy']}; fp32, medians of {info['repeats']} runs "
-             f"after warm-up (the BERT layer's interleaved with eager's, against host drift). scipy is "
+             f"(of up to 201, ~0.3 s, for calls shorter than 40 ms) after warm-up (the BERT layer's "
+             f"interleaved with eager's, against host drift). scipy is "
              f"single-threaded at every thread count. \"compile s\" is with "
              f"the torch-mlir worker running; the first compile of a process, which starts it, took "
              f"{info.get('first_compile_s', float('nan')):.1f} s on a small linear.", ""]

@@ -2,9 +2,10 @@
 
 Measured with `benchmarks/linear_suite.py` (AMD EPYC Zen 3, AVX2, 1 thread,
 M = 1024, K = 768, N = 3072): smlir-lower-sparse-linear's dense micro-kernel
-runs at torch's (MKL's) speed, its CSR kernel takes about 133 ms x density
-against 55 ms dense, so CSR wins below a density of ~0.41; its n:m kernel
-wins at 2:4 (density 0.5) and below. Formats left to upstream
+runs at torch's (MKL's) speed, its CSR kernel takes about 110-126 ms x
+density against 52 ms dense: CSR breaks even at a density of ~0.5 there and
+~0.45 at K = 3072 (1024 x 3072 x 768), so 0.41 keeps a margin; its n:m
+kernel wins at 2:4 (density 0.5) and below. Formats left to upstream
 sparsification (CSC, COO, BSR) won only from ~80% sparsity.
 
 With fewer than `DECODE_TOKENS` rows of activations the decode kernel runs

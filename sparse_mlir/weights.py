@@ -45,10 +45,29 @@ def _keep_largest(scores: np.ndarray, keep: int) -> np.ndarray:
     """
     if scores.ndim == 1 and scores.size > 4096:
         return _keep_largest_flat(scores, keep)
+    if scores.shape[-1] <= 16:
+        return _keep_largest_by_rank(scores, keep)
     order = np.argsort(-scores, axis=-1, kind="stable")
     mask = np.zeros(scores.shape, dtype=bool)
     np.put_along_axis(mask, order[..., :keep], True, axis=-1)
     return mask
+
+
+def _keep_largest_by_rank(scores: np.ndarray, keep: int) -> np.ndarray:
+    """`_keep_largest` along a short last axis (n:m groups) without a sort:
+    an element is kept when fewer than `keep` elements of its group rank
+    above it (a larger score, or an equal one at a lower index; NaN below
+    every number). One contiguous array per group position and m^2
+    comparisons of them: numpy's per-group sorts cost several times more."""
+    columns = np.ascontiguousarray(np.moveaxis(np.where(np.isnan(scores), -1.0, scores), -1, 0))
+    kept = np.empty(columns.shape, dtype=bool)
+    for j, mine in enumerate(columns):
+        above = np.zeros(mine.shape, dtype=np.int32)
+        for k, theirs in enumerate(columns):
+            if k != j:
+                above += (theirs >= mine) if k < j else (theirs > mine)
+        kept[j] = above < keep
+    return np.moveaxis(kept, 0, -1)
 
 
 def _keep_largest_flat(scores: np.ndarray, keep: int) -> np.ndarray:
@@ -224,9 +243,7 @@ def _shared_nm_kept(w: np.ndarray, encoding: NM, name: str) -> tuple[np.ndarray,
         raise SpecError(f"{name}: its rows do not share one {n}:{m} pattern per {rows} rows "
                         f"({encoding.format_name} storage); sparsify it with "
                         f"NMMagnitude({n}, {m}, rows={rows}) first")
-    positions = np.argsort(~union, axis=-1, kind="stable")[..., :n]
-    positions.sort(axis=-1)
-    positions = np.broadcast_to(positions, (*tiles.shape[:-1], n))
+    positions = np.broadcast_to(_stored_positions(union, n), (*tiles.shape[:-1], n))
     values = np.take_along_axis(tiles, positions, axis=-1)
     return positions.reshape(*w.shape[:-1], -1, n), values.reshape(*w.shape[:-1], -1, n)
 
@@ -240,8 +257,24 @@ def nm_kept(w: np.ndarray, n: int, m: int, name: str = "tensor") -> tuple[np.nda
     if (count > n).any():
         raise SpecError(f"{name}: has groups with more than {n} nonzeros of {m}; "
                         f"sparsify it with NMMagnitude({n}, {m}) first")
-    # Exactly n entries per group: the nonzeros first (in index order), padded
-    # with the lowest-index zeros so positions stay sorted and distinct within a group.
-    positions = np.argsort(groups == 0, axis=-1, kind="stable")[..., :n]
-    positions.sort(axis=-1)
+    positions = _stored_positions(groups != 0, n)
     return positions, np.take_along_axis(groups, positions, axis=-1)
+
+
+def _stored_positions(nonzero: np.ndarray, n: int) -> np.ndarray:
+    """The n stored positions of every group (last axis) with at most n
+    nonzeros, ascending: the nonzeros padded with the lowest-index zeros, so
+    positions stay sorted and distinct within a group. Position by position
+    over contiguous arrays (numpy's per-group sorts and scans are slow)."""
+    columns = np.ascontiguousarray(np.moveaxis(nonzero, -1, 0))
+    padding = n - columns.sum(axis=0)
+    zeros_before = np.zeros(columns.shape[1:], dtype=np.int64)
+    filled = np.zeros(columns.shape[1:], dtype=np.int64)
+    positions = np.zeros((n, *columns.shape[1:]), dtype=np.int64)
+    for k, stored in enumerate(columns):
+        selected = stored | (zeros_before < padding)
+        zeros_before += ~stored
+        for slot in range(n):
+            positions[slot][selected & (filled == slot)] = k
+        filled += selected
+    return np.moveaxis(positions, 0, -1)
