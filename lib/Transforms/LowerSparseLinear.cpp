@@ -17,6 +17,11 @@
 //       the rest of each row alone (CSR rows differ in length)
 //       write the R x MB tile of yT as MB rows of y (vectors of R lanes)
 //
+// With 4+ token blocks a CSR weight is first interleaved by row block
+// (padded to the longest row: no per-row rest); n:m rows that share one
+// pattern (#smlir.nm<..., rows = r>) load each stored k's slab vectors
+// once for the tile's rows.
+//
 // so neither xT nor yT exists, R * U independent accumulation chains hide
 // the FMA latency, and the slab row read for a stored entry is contiguous.
 //
@@ -431,22 +436,30 @@ private:
           for (int64_t e = 0; e < n; ++e) {
             Value entry = add(mul(j, idx(n)), idx(e));
             Value k = add(kBase, toIndex(load(coordinates, {add(starts[0], entry)})));
-            Value row = add(slab, mul(k, idx(MB)));
-            SmallVector<Value> xv;
-            for (int64_t u = 0; u < U; ++u)
-              xv.push_back(vector::LoadOp::create(
-                  b, loc, vecType, slabs, ValueRange{add(row, idx(u * V))}));
-            for (auto [r, start] : llvm::enumerate(starts)) {
-              Value w = vector::BroadcastOp::create(
-                  b, loc, vecType, load(values, {add(start, entry)}));
-              for (int64_t u = 0; u < U; ++u)
-                next[r * U + u] =
-                    vector::FMAOp::create(b, loc, w, xv[u], next[r * U + u]);
-            }
+            accumulateSlabRow(slabs, add(slab, mul(k, idx(MB))), next,
+                              [&](int64_t r) {
+                                return load(values, {add(starts[r], entry)});
+                              });
           }
           scf::YieldOp::create(b, loc, next);
         });
     acc.assign(loop.getResults().begin(), loop.getResults().end());
+  }
+
+  /// acc[r][u] += broadcast(weight(r)) * slab[row + u*V : +V] for the R
+  /// rows of a tile that share one k: the U slab vectors are loaded once
+  /// (dense weights, n:m rows sharing a pattern).
+  void accumulateSlabRow(Value slabs, Value row, MutableArrayRef<Value> acc,
+                         llvm::function_ref<Value(int64_t)> weight) {
+    SmallVector<Value> xv;
+    for (int64_t u = 0; u < U; ++u)
+      xv.push_back(vector::LoadOp::create(b, loc, vecType, slabs,
+                                          ValueRange{add(row, idx(u * V))}));
+    for (int64_t r = 0; r < R; ++r) {
+      Value w = vector::BroadcastOp::create(b, loc, vecType, weight(r));
+      for (int64_t u = 0; u < U; ++u)
+        acc[r * U + u] = vector::FMAOp::create(b, loc, w, xv[u], acc[r * U + u]);
+    }
   }
 
   /// The stored entries of rows n0 .. n0 + R: lockstep over those all rows
@@ -503,18 +516,8 @@ private:
         b, loc, idx(0), idx(lin.K), idx(1), acc,
         [&](OpBuilder &, Location, Value k, ValueRange carried) {
           SmallVector<Value> next(carried.begin(), carried.end());
-          Value row = add(slab, mul(k, idx(MB)));
-          SmallVector<Value> xv;
-          for (int64_t u = 0; u < U; ++u)
-            xv.push_back(vector::LoadOp::create(
-                b, loc, vecType, slabs, ValueRange{add(row, idx(u * V))}));
-          for (auto [r, n] : llvm::enumerate(rows)) {
-            Value w = vector::BroadcastOp::create(b, loc, vecType,
-                                                  load(values, {n, k}));
-            for (int64_t u = 0; u < U; ++u)
-              next[r * U + u] =
-                  vector::FMAOp::create(b, loc, w, xv[u], next[r * U + u]);
-          }
+          accumulateSlabRow(slabs, add(slab, mul(k, idx(MB))), next,
+                            [&](int64_t r) { return load(values, {rows[r], k}); });
           scf::YieldOp::create(b, loc, next);
         });
     acc.assign(loop.getResults().begin(), loop.getResults().end());
@@ -532,25 +535,27 @@ private:
     Type indexType = b.getIndexType();
     blockStarts = memref::AllocOp::create(
         b, loc, MemRefType::get({nBlocks + 1}, indexType), b.getI64IntegerAttr(64));
-    auto rowLength = [&](Value n) {
-      Value clamped = arith::MinUIOp::create(b, loc, n, idx(lin.N - 1));
-      Value start = toIndex(load(positions, {clamped}));
-      Value length = arith::SubIOp::create(
-          b, loc, toIndex(load(positions, {add(clamped, idx(1))})), start);
-      Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, n,
-                                           idx(lin.N));
-      return std::make_pair(start, arith::SelectOp::create(b, loc, inside, length,
-                                                           idx(0)).getResult());
+    // Rows past N (repeated by rowExtents) store nothing.
+    auto extents = [&](Value nb, SmallVectorImpl<Value> &starts,
+                       SmallVectorImpl<Value> &lengths) {
+      Value n0 = mul(nb, idx(R));
+      rowExtents(n0, starts, lengths);
+      for (int64_t r = 0; r < R; ++r) {
+        Value inside = arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::ult, add(n0, idx(r)), idx(lin.N));
+        lengths[r] = arith::SelectOp::create(b, loc, inside, lengths[r], idx(0));
+      }
     };
     // blockStarts: the prefix sums of the blocks' longest rows.
     auto prefix = scf::ForOp::create(
         b, loc, idx(0), idx(nBlocks), idx(1), ValueRange{idx(0)},
         [&](OpBuilder &, Location, Value nb, ValueRange carried) {
           memref::StoreOp::create(b, loc, carried[0], blockStarts, ValueRange{nb});
+          SmallVector<Value> starts, lengths;
+          extents(nb, starts, lengths);
           Value longest = idx(0);
-          for (int64_t r = 0; r < R; ++r)
-            longest = arith::MaxUIOp::create(
-                b, loc, longest, rowLength(add(mul(nb, idx(R)), idx(r))).second);
+          for (Value length : lengths)
+            longest = arith::MaxUIOp::create(b, loc, longest, length);
           scf::YieldOp::create(b, loc, ValueRange{add(carried[0], longest)});
         });
     memref::StoreOp::create(b, loc, prefix.getResult(0), blockStarts,
@@ -571,8 +576,10 @@ private:
           Value base = load(blockStarts, {nb});
           Value length = arith::SubIOp::create(
               b, loc, load(blockStarts, {add(nb, idx(1))}), base);
+          SmallVector<Value> starts, lengths;
+          extents(nb, starts, lengths);
           for (int64_t r = 0; r < R; ++r) {
-            auto [start, rowLen] = rowLength(add(mul(nb, idx(R)), idx(r)));
+            Value start = starts[r], rowLen = lengths[r];
             scf::ForOp::create(
                 b, loc, idx(0), length, idx(1), ValueRange{},
                 [&](OpBuilder &, Location, Value p, ValueRange) {

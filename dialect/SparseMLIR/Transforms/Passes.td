@@ -284,14 +284,21 @@ def LowerSparseLinear
     - `scf.parallel` over blocks of `MB = vectors * lanes` tokens (and, for
       few tokens, chunks of weight rows): threads with `convert-scf-to-openmp`;
     - per token block, `x[m-block, :]` is packed feature-major into a
-      K x MB slab: neither `x^T` nor `y^T` is ever materialized;
+      K x MB slab (8 x 8 tiles transposed in registers): neither `x^T` nor
+      `y^T` is ever materialized;
     - per block of `rows` weight rows, `rows * vectors` vector accumulators
       (independent FMA chains) run over the stored entries the rows have in
       common in lockstep (all of them for n:m), then over each CSR row's
       remaining entries: `acc += broadcast(w) * slab[k, :]`, a contiguous
-      load per entry;
+      load per entry; with 4 or more token blocks a CSR weight is first
+      interleaved once per call by row block (pre-scaled i32 slab offsets
+      and values, padded with zeros to the block's longest row), so its
+      rows run in lockstep to the end;
+    - an n:m weight argument whose `smlir.encoding` says `rows = r` (rows
+      share one pattern) takes a tile inside one row group and loads each
+      stored k's slab vectors once for all its rows;
     - the rows x MB tile is written as MB rows of `y` (vectors of `rows`
-      lanes, masked at the edges).
+      lanes, masked only where a tile can stick out).
 
     Every stored entry reads its own slab row, so an n:m weight, whose rows
     are all as long, reads the slab in k-slices of whole groups (16 KB, in
