@@ -1,103 +1,199 @@
-"""2:4 linears on sparse tensor cores: compile(..., target="cuda") against
-torch dense (cuBLAS) and torch.sparse.to_sparse_semi_structured (cuSPARSELt /
-CUTLASS), f16 and bf16, on an sm_80+ GPU.
+"""2:4 sparse tensor-core kernels of compile(..., target="cuda") against torch
+dense (cuBLAS) and torch.sparse.to_sparse_semi_structured (cuSPARSELt),
+f16 and bf16, on an sm_80+ GPU, with every result checked against an fp32
+reference on the same pruned weight.
 
-    python benchmarks/gpu_nm.py [--repeat 50] [--out benchmarks/results/gpu_nm.json]
+    python benchmarks/gpu_nm.py prepare KERNELS_DIR      # compiler, no GPU needed: PTX + launch specs
+    python benchmarks/gpu_nm.py run KERNELS_DIR [--out benchmarks/results/gpu_nm.json]   # GPU, no compiler
+    python benchmarks/gpu_nm.py all                      # both, on a machine with the compiler and a GPU
 
-Our compiled function takes and returns host tensors: its time includes
-copying x to the device and y back (the weights are uploaded once), which
-torch's device-resident timings do not. `ours_estimated_kernel_s` subtracts
-the time of the same two copies done by torch (an estimate, not a profile). Without a GPU the script says why and exits with status 2.
+`run` generates each weight on the spot (seeded), prunes it 2:4 by
+magnitude, packs it with `sparse_mlir.cuda.nm24.compress` (the layout the
+compiler's kernels read) and launches the compiled PTX through the driver
+(`sparse_mlir.cuda.launch`) on device tensors, on torch's stream: kernel time
+only, as for torch's rows. Times are CUDA-event medians of `--rounds` rounds
+of `--batch` back-to-back calls after warm-up. Our kernel writes y in f32 (its
+accumulators); torch's write f16/bf16.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import platform
+import statistics
 import sys
-import time
+import tempfile
 from pathlib import Path
+from typing import Any, Callable
 
+import numpy as np
 import torch
 
-import sparse_mlir as sm
-from sparse_mlir.cuda import CudaUnavailableError
-from sparse_mlir.cuda.driver import require_device
+# (tokens, in, out): the issue's large GEMMs, BERT-base and -large FFNs, ViT-L MLP, a small decode batch.
+SHAPES = [(4096, 4096, 4096), (8192, 4096, 4096), (16384, 4096, 4096),
+          (1024, 768, 3072), (1024, 3072, 768), (4096, 1024, 4096), (4096, 4096, 1024),
+          (8192, 1024, 4096), (8192, 4096, 1024), (64, 4096, 4096)]
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+MMA_K = (16, 32)
+SPEC_FILE = "kernels.json"
 
-# (tokens, in, out): BERT-base FFN up/down at 1024 tokens, a square 4096, decode-ish 64 tokens.
-SHAPES = [(1024, 768, 3072), (1024, 3072, 768), (4096, 4096, 4096), (64, 4096, 4096)]
+
+def prepare(directory: Path, shapes: list[tuple[int, int, int]], mma_ks: tuple[int, ...],
+            tiles: tuple[tuple[int, int], ...] | None = None, dtypes: tuple[str, ...] = tuple(DTYPES)
+            ) -> list[dict[str, Any]]:
+    """Compiles one linear per shape, dtype and mma_k; writes its PTX and launch spec."""
+    import sparse_mlir as sm
+    from sparse_mlir.cuda import compile_cuda
+
+    directory.mkdir(parents=True, exist_ok=True)
+    specs = []
+    for dtype_name in dtypes:
+        dtype = DTYPES[dtype_name]
+        for mma_k, (tokens, depth, rows), tile in itertools.product(mma_ks, shapes, tiles or (None,)):
+            model = torch.nn.Linear(depth, rows, bias=False).to(dtype)
+            x = torch.zeros(tokens, depth, dtype=dtype)
+            fn = compile_cuda(model, {"weight": sm.NM(2, 4)}, (x,), cost_model=False, mma_k=mma_k,
+                              **({"tile": tile} if tile else {}))
+            (launch,) = fn.kernels()
+            name = f"{dtype_name}_k{mma_k}_{tokens}x{depth}x{rows}" + (f"_t{tile[0]}x{tile[1]}" if tile else "")
+            (directory / f"{name}.ptx").write_text(fn.ir("ptx"))
+            specs.append({"name": name, "tokens": tokens, "in": depth, "out": rows, "dtype": dtype_name,
+                          "mma_k": mma_k, "ptx": f"{name}.ptx", "launch": launch.to_json(),
+                          "compile_s": fn.compile_seconds})
+            print(f"prepared {name} ({fn.compile_seconds:.2f} s)", flush=True)
+    (directory / SPEC_FILE).write_text(json.dumps(specs, indent=1))
+    return specs
 
 
-def cuda_time(fn, repeat: int) -> float:
-    """Median seconds of `fn()` with the device synchronized around each call."""
-    fn()
+def prune_2_4(w: torch.Tensor) -> torch.Tensor:
+    """`w` with the two largest |w| of every group of four along rows kept."""
+    groups = w.reshape(w.shape[0], -1, 4)
+    keep = torch.zeros_like(groups, dtype=torch.bool).scatter_(-1, groups.abs().float().topk(2, dim=-1).indices, True)
+    return torch.where(keep, groups, torch.zeros((), dtype=w.dtype)).reshape(w.shape)
+
+
+def event_time(fn: Callable[[], Any], batch: int, rounds: int) -> float:
+    """Median seconds per call: CUDA events around `batch` back-to-back calls, `rounds` times."""
+    for _ in range(3):
+        fn()
     torch.cuda.synchronize()
     times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    times.sort()
-    return times[len(times) // 2]
+    for _ in range(rounds):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(batch):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / batch)
+    return statistics.median(times)
 
 
-def bench_shape(tokens: int, depth: int, rows: int, dtype: torch.dtype, repeat: int) -> dict:
-    torch.manual_seed(0)
-    model = torch.nn.Linear(depth, rows, bias=False).to(dtype)
-    x = torch.randn(tokens, depth, dtype=dtype)
-    fn = sm.compile(model, {"weight": sm.NM(2, 4)}, (x,), target="cuda", cost_model=False)
-    weight = fn.effective_state_dict()["weight"].cuda()
-    x_dev = x.cuda()
-    result = {"tokens": tokens, "in": depth, "out": rows, "dtype": str(dtype).removeprefix("torch.")}
-    result["torch_dense_s"] = cuda_time(lambda: torch.nn.functional.linear(x_dev, weight), repeat)
+def run_spec(spec: dict[str, Any], directory: Path, modules: dict[str, Any], batch: int, rounds: int) -> dict:
+    from sparse_mlir.cuda.launch import PtxModule
+    from sparse_mlir.cuda.nm24 import compress
+
+    dtype = DTYPES[spec["dtype"]]
+    tokens, depth, rows = spec["tokens"], spec["in"], spec["out"]
+    generator = torch.Generator().manual_seed(tokens * 7 + depth * 3 + rows)
+    weight = prune_2_4(torch.randn(rows, depth, generator=generator).to(dtype))
+    x = torch.randn(tokens, depth, generator=generator).to(dtype).cuda()
+    values, metadata = compress(weight.view(torch.int16).numpy(), spec["mma_k"], "weight")
+    buffers = {"nm24_values": torch.from_numpy(values).view(dtype).cuda(),
+               "nm24_metadata": torch.from_numpy(metadata).cuda(),
+               "x": x, "y": torch.full((tokens, rows), float("nan"), device="cuda")}
+    if spec["ptx"] not in modules:
+        modules[spec["ptx"]] = PtxModule((directory / spec["ptx"]).read_text())
+    module = modules[spec["ptx"]]
+    launch = spec["launch"]
+    module.launch(launch, buffers)
+    torch.cuda.synchronize()
+    w_dev = weight.cuda()
+    expected = x.float() @ w_dev.float().T   # fp32 (TF32 off), same pruned weight
+    error = float((buffers["y"] - expected).abs().max())
+    scale = float(expected.abs().max())
+    flops = 2 * tokens * depth * rows
+    result = {k: spec[k] for k in ("name", "tokens", "in", "out", "dtype", "mma_k")}
+    result.update(max_abs_error=error, reference_scale=scale,
+                  ok=bool(np.isfinite(error) and error <= 1e-5 * scale * max(1.0, depth / 256)))
+    result["ours_s"] = event_time(lambda: module.launch(launch, buffers), batch, rounds)
+    result["torch_dense_s"] = event_time(lambda: torch.nn.functional.linear(x, w_dev), batch, rounds)
     try:
-        semi = torch.sparse.to_sparse_semi_structured(weight)
-        result["torch_semi_structured_s"] = cuda_time(lambda: torch.nn.functional.linear(x_dev, semi), repeat)
-    except (RuntimeError, ValueError) as error:  # shape or dtype torch does not support
+        semi = torch.sparse.to_sparse_semi_structured(w_dev)
+        result["torch_semi_structured_s"] = event_time(lambda: torch.nn.functional.linear(x, semi), batch, rounds)
+    except (RuntimeError, ValueError, NotImplementedError) as error_:  # shapes or dtypes torch rejects
         result["torch_semi_structured_s"] = None
-        result["torch_semi_structured_error"] = str(error)[:200]
-    result["ours_with_copies_s"] = cuda_time(lambda: fn(x), repeat)
-    y_dev = torch.empty(tokens, rows, dtype=torch.float32, device="cuda")
-
-    def copies() -> None:  # what our host code copies per call: x in, the f32 y out
-        x.cuda()
-        y_dev.cpu()
-
-    result["copies_only_s"] = cuda_time(copies, repeat)
-    result["ours_estimated_kernel_s"] = max(result["ours_with_copies_s"] - result["copies_only_s"], 0.0)
-    expected = torch.nn.functional.linear(x_dev.float(), weight.float()).cpu()
-    result["max_abs_error"] = float((fn(x).float() - expected).abs().max())
-    result["plan"] = str(fn.sparsity_plan()[0])
+        result["torch_semi_structured_error"] = str(error_)[:300]
+    for key in ("ours", "torch_dense", "torch_semi_structured"):
+        seconds = result[f"{key}_s"]
+        result[f"{key}_tflops"] = flops / seconds / 1e12 if seconds else None
+    result["speedup_vs_dense"] = result["torch_dense_s"] / result["ours_s"]
+    if result["torch_semi_structured_s"]:
+        result["speedup_vs_semi_structured"] = result["torch_semi_structured_s"] / result["ours_s"]
     return result
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=50)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "gpu_nm.json")
-    args = parser.parse_args()
+def run(directory: Path, out: Path, batch: int, rounds: int, only: str | None) -> int:
+    from sparse_mlir.cuda.driver import CudaUnavailableError, require_device
+
     try:
         require_device()
     except CudaUnavailableError as error:
         print(f"gpu_nm: cannot run: {error}", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
-        print("gpu_nm: cannot run: this torch build has no CUDA (install a CUDA build of torch)", file=sys.stderr)
+        print("gpu_nm: cannot run: this torch build has no CUDA", file=sys.stderr)
         return 2
-    rows = [bench_shape(t, k, n, dtype, args.repeat) for dtype in (torch.float16, torch.bfloat16)
-            for t, k, n in SHAPES]
-    for r in rows:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    specs = json.loads((directory / SPEC_FILE).read_text())
+    modules: dict[str, Any] = {}
+    rows = []
+    for spec in specs:
+        if only and only not in spec["name"]:
+            continue
+        r = run_spec(spec, directory, modules, batch, rounds)
+        rows.append(r)
         semi = r["torch_semi_structured_s"]
-        print(f"{r['dtype']:8} {r['tokens']:5}x{r['in']:5}->{r['out']:5}  dense {r['torch_dense_s'] * 1e3:8.3f} ms  "
-              f"semi-structured {semi * 1e3 if semi else float('nan'):8.3f} ms  ours {r['ours_with_copies_s'] * 1e3:8.3f} "
-              f"ms (kernel ~{r['ours_estimated_kernel_s'] * 1e3:.3f} ms)  max|err| {r['max_abs_error']:.3g}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"device": torch.cuda.get_device_name(), "machine": platform.node(),
-                                    "torch": torch.__version__, "results": rows}, indent=2))
-    print(f"wrote {args.out}")
-    return 0
+        print(f"{r['name']:32} ours {r['ours_s'] * 1e3:8.3f} ms {r['ours_tflops']:6.1f} TF/s | dense "
+              f"{r['torch_dense_s'] * 1e3:8.3f} ms {r['torch_dense_tflops']:6.1f} | semi "
+              f"{semi * 1e3 if semi else float('nan'):8.3f} ms | x{r['speedup_vs_dense']:.2f} dense "
+              f"| err {r['max_abs_error']:.2e} / {r['reference_scale']:.1f} {'ok' if r['ok'] else 'WRONG'}",
+              flush=True)
+    props = torch.cuda.get_device_properties(0)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"device": props.name, "multiprocessors": props.multi_processor_count,
+                               "capability": list(torch.cuda.get_device_capability()),
+                               "torch": torch.__version__, "cuda": torch.version.cuda, "machine": platform.node(),
+                               "batch": batch, "rounds": rounds, "results": rows}, indent=2))
+    print(f"wrote {out}")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=("prepare", "run", "all"))
+    parser.add_argument("directory", type=Path, nargs="?")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "gpu_nm.json")
+    parser.add_argument("--batch", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--only", help="run the kernels whose name contains this")
+    parser.add_argument("--mma-k", type=int, nargs="+", default=list(MMA_K))
+    parser.add_argument("--tiles", nargs="+", help="prepare: block tiles to compare, as ROWSxTOKENS")
+    parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=list(DTYPES))
+    parser.add_argument("--shapes", nargs="+", help="prepare: TOKENSxINxOUT shapes instead of the suite's")
+    args = parser.parse_args()
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes] if args.shapes else SHAPES
+    tiles = tuple(tuple(int(v) for v in t.split("x")) for t in args.tiles) if args.tiles else None
+    if args.mode == "prepare":
+        prepare(args.directory, shapes, tuple(args.mma_k), tiles, tuple(args.dtypes))
+        return 0
+    if args.mode == "run":
+        return run(args.directory, args.out, args.batch, args.rounds, args.only)
+    with tempfile.TemporaryDirectory() as scratch:
+        prepare(Path(scratch), shapes, tuple(args.mma_k), tiles, tuple(args.dtypes))
+        return run(Path(scratch), args.out, args.batch, args.rounds, args.only)
 
 
 if __name__ == "__main__":

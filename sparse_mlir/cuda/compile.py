@@ -33,22 +33,28 @@ from .._memref import adopt, copy_out, descriptor_class, descriptor_for, row_maj
 from ..runtime import jit
 from ..weights import apply_sparsifier
 from .cost import choose_gpu
-from .driver import CUDA_RUNTIME, DeviceBuffer, require_device
+from .driver import DeviceBuffer, cuda_runtime_path, require_device
 from .nm24 import MMA_K, compress
 
 STAGES = ("linalg", "annotated", "gpu", "llvm", "ptx")
+# The largest thread-block tile (weight rows, tokens) a linear gets: on an H100,
+# 128 x 64 ran 4096^3 f16 at 383 TF/s, 128 x 128 at 282, 64 x 64 at 330
+# (benchmarks/gpu_nm.py --tiles).
+TILE = (128, 64)
 _BITS16 = (torch.float16, torch.bfloat16)
 _ELEMENT_DTYPES = {"f16": np.int16, "bf16": np.int16, "f32": np.float32, "i32": np.int32}
 
 
-def pipeline_for(mma_k: int, chip: str) -> str:
+def pipeline_for(mma_k: int, chip: str, tile: tuple[int, int] = TILE) -> str:
     """The pass pipeline compile(target="cuda") runs (sparse-mlir-opt reproduces it)."""
-    return f"builtin.module(smlir-nm-cuda-pipeline{{mma-k={mma_k} chip={chip}}})"
+    return (f"builtin.module(smlir-nm-cuda-pipeline{{mma-k={mma_k} chip={chip} tile-rows={tile[0]} "
+            f"tile-tokens={tile[1]}}})")
 
 
-def _lowering_passes(mma_k: int) -> str:
+def _lowering_passes(mma_k: int, tile: tuple[int, int]) -> str:
     """The smlir part alone, for the "gpu" stage (kernels and launches, before bufferization)."""
-    return f"builtin.module(smlir-hoist-argument-sparsifiers, smlir-lower-nm-to-nvgpu{{mma-k={mma_k}}})"
+    return (f"builtin.module(smlir-hoist-argument-sparsifiers, smlir-lower-nm-to-nvgpu{{mma-k={mma_k} "
+            f"tile-rows={tile[0]} tile-tokens={tile[1]}}})")
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,66 @@ class _Argument:
     tensor: str                # the parameter it comes from
     shape: tuple[int, ...]
     dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class KernelArgument:
+    """One memref argument of a kernel: its role, shape and element type."""
+
+    role: str                  # nm24_values | nm24_metadata | x | y
+    shape: tuple[int, ...]
+    element: str               # f16 | bf16 | i32 | f32
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """One sparse tensor-core kernel launch of a compiled model (its "gpu" stage):
+    what a caller needs to run the kernel from `fn.ir("ptx")` on its own buffers
+    (`sparse_mlir.cuda.launch`). Memref arguments are passed as MLIR's
+    descriptors (allocated, aligned, offset, sizes, strides)."""
+
+    kernel: str                # the PTX .entry name
+    tensor: str                # the 2:4 weight it reads
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    dynamic_shared_bytes: int
+    arguments: tuple[KernelArgument, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "tensor": self.tensor, "grid": list(self.grid), "block": list(self.block),
+                "dynamic_shared_bytes": self.dynamic_shared_bytes,
+                "arguments": [{"role": a.role, "shape": list(a.shape), "element": a.element}
+                              for a in self.arguments]}
+
+
+def _constant_index(value: ir.Value) -> int:
+    return ir.IntegerAttr(value.owner.attributes["value"]).value
+
+
+def _launches(module: ir.Module) -> list[KernelLaunch]:
+    """The gpu.launch_func ops of @main in the "gpu" stage, in program order."""
+    main = _main(module)
+    launches = []
+    for op in main.regions[0].blocks[0].operations:
+        if op.operation.name != "gpu.launch_func":
+            continue
+        arguments, tensor, scratch = [], "", 0
+        for operand in op.kernelOperands:
+            attrs = ir.DictAttr(main.arg_attrs[ir.BlockArgument(operand).arg_number])
+            role = ir.StringAttr(attrs["smlir.device"]).value
+            tensor = ir.StringAttr(attrs["smlir.tensor_name"]).value
+            if role == "scratch":
+                role, scratch = ("x", "y")[scratch], scratch + 1
+            shaped = ir.ShapedType(operand.type)
+            arguments.append(KernelArgument(role, tuple(shaped.shape), str(shaped.element_type)))
+        shared = op.dynamicSharedMemorySize
+        launches.append(KernelLaunch(
+            kernel=ir.SymbolRefAttr(op.kernel).value[-1], tensor=tensor,
+            grid=tuple(_constant_index(v) for v in (op.gridSizeX, op.gridSizeY, op.gridSizeZ)),
+            block=tuple(_constant_index(v) for v in (op.blockSizeX, op.blockSizeY, op.blockSizeZ)),
+            dynamic_shared_bytes=_constant_index(shared) if shared is not None else 0,
+            arguments=tuple(arguments)))
+    return launches
 
 
 def _as_array(t: torch.Tensor) -> np.ndarray:
@@ -101,7 +167,8 @@ class CudaCompiledModule(CompileReports, CheckedCallable):
                  host_arrays: dict[str, np.ndarray], device_arrays: dict[tuple[str, str], np.ndarray],
                  input_specs: list[InputSpec], result: tuple[int, torch.dtype],
                  effective: dict[str, torch.Tensor], stats: dict[str, TensorStats], plan: list[PlanEntry],
-                 stages: dict[str, str], pipeline: str, opt_level: int, compile_seconds: float) -> None:
+                 stages: dict[str, str], launches: list[KernelLaunch], pipeline: str, opt_level: int,
+                 compile_seconds: float) -> None:
         super().__init__(input_specs)
         self._module, self._context = module, context
         self._arguments = arguments
@@ -109,6 +176,7 @@ class CudaCompiledModule(CompileReports, CheckedCallable):
         self._device_arrays = device_arrays
         self._result_rank, self._result_dtype = result
         self._effective, self._stats, self._plan, self._stages = effective, stats, plan, stages
+        self._launches = launches
         self.pipeline = pipeline
         self.compile_seconds = compile_seconds
         self._opt_level = opt_level
@@ -139,7 +207,7 @@ class CudaCompiledModule(CompileReports, CheckedCallable):
     def _load(self) -> None:
         """JIT-compiles the host code and uploads the weights (first call only)."""
         with self._context:
-            self._engine = jit(self._module, opt_level=self._opt_level, shared_libs=[str(CUDA_RUNTIME)])
+            self._engine = jit(self._module, opt_level=self._opt_level, shared_libs=[str(cuda_runtime_path())])
         self._function = self._engine.lookup("main")
         for argument in self._arguments:
             if argument.role == "host":
@@ -151,6 +219,10 @@ class CudaCompiledModule(CompileReports, CheckedCallable):
             buffer = DeviceBuffer(nbytes, host)
             self._device.append(buffer)
             self._bound.append(_descriptor(buffer.address, argument.shape, argument.dtype))
+
+    def kernels(self) -> list[KernelLaunch]:
+        """The sparse tensor-core kernel launches, in call order (their code: `ir("ptx")`)."""
+        return list(self._launches)
 
     def ir(self, stage: str = "gpu") -> str:
         """linalg | annotated | gpu (kernels + launches) | llvm | ptx (the kernels' PTX)."""
@@ -206,12 +278,15 @@ def _arguments(module: ir.Module, param_names: Sequence[str], num_inputs: int) -
 
 
 def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = None,
-                 example_args: Sequence[torch.Tensor] = (), *, cost_model: bool = True, mma_k: int = 16,
-                 chip: str = "sm_80", opt_level: int = 2) -> CudaCompiledModule:
+                 example_args: Sequence[torch.Tensor] = (), *, cost_model: bool = True, mma_k: int = 32,
+                 chip: str = "sm_80", opt_level: int = 2, tile: tuple[int, int] = TILE) -> CudaCompiledModule:
     """Compiles `model` with its NM(2, 4) f16/bf16 weights on sparse tensor cores.
 
     `cost_model=False` keeps 2:4 wherever the kernel can run (whole tiles,
-    f16/bf16), however small; by default small linears stay dense.
+    f16/bf16), however small; by default small linears stay dense. `tile`
+    bounds a thread block's (weight rows, tokens): rows 64/128/256/512,
+    tokens a multiple of 32 up to 128; each linear gets the largest tile
+    within it that divides its shape.
     """
     start = time.perf_counter()
     if mma_k not in MMA_K:
@@ -236,7 +311,7 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
                                        tokens.get(name), check_size=cost_model)
     sparse = {name: encodings[name] for name, c in choices.items() if c.sparse}
 
-    pipeline = pipeline_for(mma_k, chip)
+    pipeline = pipeline_for(mma_k, chip, tile)
     reproducer = (f"{_tools.opt_path()} annotated.mlir --pass-pipeline='{pipeline}' "
                   "(annotated.mlir = fn.ir('annotated'))")
     stages = {"linalg": imported.text}
@@ -247,7 +322,7 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
         stages["annotated"] = str(module)
         lowered = ir.Module.parse(stages["annotated"])
         try:
-            passmanager.PassManager.parse(_lowering_passes(mma_k)).run(lowered.operation)
+            passmanager.PassManager.parse(_lowering_passes(mma_k, tile)).run(lowered.operation)
             stages["gpu"] = str(lowered)
             passmanager.PassManager.parse(pipeline).run(module.operation)
         except ir.MLIRError as error:
@@ -255,6 +330,7 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
         stages["llvm"] = str(module)
         stages["ptx"] = _ptx(module)
         arguments = _arguments(lowered, imported.param_names, imported.num_inputs)
+        launches = _launches(lowered)
         result = ir.RankedTensorType(ir.FunctionType(ir.TypeAttr(_main(lowered).attributes["function_type"])
                                                      .value).results[0])
 
@@ -282,5 +358,5 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
                               origin="user", fallbacks=()))
     input_specs = [(tuple(a.shape), a.dtype) for a in example_args]
     return CudaCompiledModule(module, context, arguments, host_arrays, device_arrays, input_specs,
-                              (result.rank, result_dtype), effective, stats, plan, stages, pipeline, opt_level,
+                              (result.rank, result_dtype), effective, stats, plan, stages, launches, pipeline, opt_level,
                               time.perf_counter() - start)

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 SPARSE_DTYPES = ("float16", "bfloat16")
 MIN_MACS = 1 << 27
-TILE_ROWS = 64      # smlir-lower-nm-to-nvgpu's tile-rows
-TILE_TOKENS = 64    # its tile-tokens
-STAGE_K = 32        # x columns per shared-memory stage
+TILE_ROWS = 64      # smlir-lower-nm-to-nvgpu's warp tile: rows
+TILE_TOKENS = 32    # and tokens (a block takes the largest multiple that divides the shape)
+STAGE_K = 64        # x columns per shared-memory stage
 
 
 @dataclass(frozen=True)

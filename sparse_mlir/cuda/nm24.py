@@ -2,9 +2,12 @@
 
 `compress(w, mma_k)` splits a 2:4-pruned `w[R, K]` into
 
-- `values[R, K/2]`: the two kept values of every group of four columns, in
-  column order (a group with fewer than two nonzeros also keeps its
-  lowest-index zeros, so the two indices always differ, as mma.sp requires);
+- `values[R/16, 8 K]`: the two kept values of every group of four columns
+  (a group with fewer than two nonzeros also keeps its lowest-index zeros,
+  so the two indices always differ, as mma.sp requires), in *fragment
+  order*: per 16-row tile and k-step, lane by lane, the A registers that
+  lane holds (`a_fragments`), so a kernel loads a lane's whole A fragment
+  with one 16-byte (m16n8k32) or 8-byte (m16n8k16) load;
 - `metadata[R/16, (K/mma_k) * Q]` (int32, Q = 8 for m16n8k16, 16 for
   m16n8k32): the 32-bit metadata register of every thread that supplies one,
   per 16-row tile and k-step of the MMA.
@@ -28,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SpecError
-from ..weights import nm_kept
+from ..nm_layout import nm_kept
 
 MMA_K = (16, 32)
 ROWS_PER_TILE = 16
@@ -39,8 +42,19 @@ def metadata_per_step(mma_k: int) -> int:
     return {16: 8, 32: 16}[mma_k]
 
 
+def a_fragments(compressed: np.ndarray, mma_k: int) -> np.ndarray:
+    """`compressed[R, K/2]` (kept values in column order) in fragment order,
+    `[R/16, 8 K]`: for 16-row tile f and k-step s, lane 4g + t holds registers
+    r = 2j + h (j < mma_k/16, h < 2) = compressed[16f + g + 8h][s mma_k/2 + 8j
+    + 2t .. +1] (PTX ISA, A fragment of mma.sp .f16/.bf16)."""
+    rows, half = compressed.shape
+    tiles = compressed.reshape(rows // 16, 2, 8, half * 2 // mma_k, mma_k // 16, 4, 2)  # f h g s j t e
+    return np.ascontiguousarray(tiles.transpose(0, 3, 2, 5, 4, 1, 6)).reshape(rows // 16, 8 * half * 2)
+
+
 def compress(w: np.ndarray, mma_k: int = 16, name: str = "tensor") -> tuple[np.ndarray, np.ndarray]:
-    """(values[R, K/2], metadata[R/16, (K/mma_k) * Q] int32) of a 2:4-pruned `w`.
+    """(values[R/16, 8 K] in fragment order, metadata[R/16, (K/mma_k) * Q] int32)
+    of a 2:4-pruned `w`.
 
     `w` may be any 2-byte dtype (bf16 is passed as its int16 bit pattern):
     only zero tests and copies are done on it.
@@ -65,4 +79,4 @@ def compress(w: np.ndarray, mma_k: int = 16, name: str = "tensor") -> tuple[np.n
     else:             # entry step * 16 + 2g + j, 16-column block 2 step + j
         metadata = registers.reshape(rows // 16, 8, cols // 32, 2).transpose(0, 2, 1, 3)
     metadata = np.ascontiguousarray(metadata.reshape(rows // 16, -1)).view(np.int32)
-    return np.ascontiguousarray(values.reshape(rows, cols // 2)), metadata
+    return a_fragments(values.reshape(rows, cols // 2), mma_k), metadata

@@ -132,10 +132,13 @@ def LowerNMToNVGPU : Pass<"smlir-lower-nm-to-nvgpu", "::mlir::ModuleOp"> {
   let options = [
     Option<"mmaK", "mma-k", "int64_t", /*default=*/"16",
            "K of the sparse MMA: 16 (m16n8k16) or 32 (m16n8k32)">,
-    Option<"tileRows", "tile-rows", "int64_t", /*default=*/"64",
-           "Weight rows per thread block (a multiple of 32)">,
+    Option<"tileRows", "tile-rows", "int64_t", /*default=*/"128",
+           "Most weight rows per thread block (64, 128, 256 or 512); each "
+           "linear gets the largest of these that divides its rows">,
     Option<"tileTokens", "tile-tokens", "int64_t", /*default=*/"64",
-           "Tokens per thread block (a multiple of 32)">,
+           "Most tokens per thread block (a multiple of 32 up to 128); each "
+           "linear gets the largest such multiple that divides its tokens "
+           "with at most 8 warps a block">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -83,10 +83,12 @@ struct NMCudaPipelineOptions
       llvm::cl::desc("K of the sparse MMA: 16 (m16n8k16) or 32 (m16n8k32)"),
       llvm::cl::init(16)};
   PassOptions::Option<int64_t> tileRows{
-      *this, "tile-rows", llvm::cl::desc("Weight rows per thread block"),
-      llvm::cl::init(64)};
+      *this, "tile-rows",
+      llvm::cl::desc("Most weight rows per thread block (64 .. 512)"),
+      llvm::cl::init(128)};
   PassOptions::Option<int64_t> tileTokens{
-      *this, "tile-tokens", llvm::cl::desc("Tokens per thread block"),
+      *this, "tile-tokens",
+      llvm::cl::desc("Most tokens per thread block (32 .. 128)"),
       llvm::cl::init(64)};
   PassOptions::Option<std::string> chip{
       *this, "chip", llvm::cl::desc("CUDA architecture (sm_80 or newer)"),

@@ -55,16 +55,23 @@ using namespace mlir::smlir;
 
 namespace {
 
-constexpr int64_t kWarpRows = 32;   // 2 fragments of 16 weight rows
-constexpr int64_t kWarpTokens = 32; // 4 fragments of 8 tokens
-constexpr int64_t kStageK = 32;     // x columns staged in shared memory
-constexpr int64_t kSmemPad = 8;     // breaks bank conflicts of B loads
+constexpr int64_t kWarpRows = 64;     // 4 fragments of 16 weight rows
+constexpr int64_t kWarpTokens = 32;   // 4 fragments of 8 tokens
+constexpr int64_t kStageK = 64;       // x columns per shared-memory stage
+constexpr int64_t kSmemPad = 8;       // row pitch of 72 elements (144 B):
+                                      // ldmatrix's 8 rows hit distinct banks
+constexpr int64_t kCopyElements = 8;  // 16-byte cp.async copies
+constexpr int64_t kMaxTileRows = 512; // >= 1 copy per thread and stage
+constexpr int64_t kMaxTileTokens = 128; // 2 stages fit 48 KB of static smem
+constexpr int64_t kMaxWarps = 8; // more (~128 registers a thread) cannot
+                                 // launch: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
 constexpr StringLiteral kKernelModule = "smlir_nm24_kernels";
 
 /// What one kernel computes: y[T, R] (f32) = x[T, K] * W[R, K]^T.
 struct LinearShape {
   Type element; // f16 or bf16
   int64_t rows, tokens, depth;
+  int64_t tileRows = 0, tileTokens = 0; // this linear's thread-block tile
 };
 
 /// A linear reading the weight: the matmul and its (f16/bf16) x operand.
@@ -129,20 +136,41 @@ struct IndexMath {
 /// Builds the kernels and their launches for one module.
 class NM24KernelBuilder {
 public:
-  NM24KernelBuilder(ModuleOp module, int64_t mmaK, int64_t tileRows,
-                    int64_t tileTokens)
-      : module(module), mmaK(mmaK), tileRows(tileRows),
-        tileTokens(tileTokens) {}
+  NM24KernelBuilder(ModuleOp module, int64_t mmaK, int64_t maxTileRows,
+                    int64_t maxTileTokens)
+      : module(module), mmaK(mmaK), maxTileRows(maxTileRows),
+        maxTileTokens(maxTileTokens) {}
 
-  /// Threads per block: one warp per 32 x 32 sub-tile.
-  int64_t warps() const {
-    return (tileRows / kWarpRows) * (tileTokens / kWarpTokens);
+  /// The largest thread-block tile within the pass options that divides the
+  /// linear: rows a power-of-two multiple of the warp's 64 (so every thread
+  /// issues the same number of x copies), then tokens a multiple of 32, with
+  /// at most 8 warps. False when the shape is not made of whole warp tiles.
+  bool chooseTile(LinearShape &s) const {
+    s.tileRows = 0;
+    for (int64_t r = kWarpRows; r <= maxTileRows; r *= 2)
+      if (s.rows % r == 0)
+        s.tileRows = r;
+    s.tileTokens = 0;
+    for (int64_t t = kWarpTokens; t <= maxTileTokens; t += kWarpTokens)
+      if (s.tokens % t == 0 && s.tileRows &&
+          (s.tileRows / kWarpRows) * (t / kWarpTokens) <= kMaxWarps)
+        s.tileTokens = t;
+    return s.tileRows && s.tileTokens;
+  }
+  /// Warps per block: one per 64 x 32 (rows x tokens) sub-tile.
+  static int64_t warps(const LinearShape &s) {
+    return (s.tileRows / kWarpRows) * (s.tileTokens / kWarpTokens);
   }
   /// Metadata registers per 16-row tile and k-step (see the file comment).
   int64_t metaPerStep() const { return mmaK == 16 ? 8 : 16; }
+  /// A-fragment elements one lane holds per 16-row tile and k-step.
+  int64_t aElements() const { return mmaK / 4; }
 
+  /// Values in fragment order (sparse_mlir/cuda/nm24.py): per 16-row tile
+  /// and k-step, lane by lane, the lane's A registers; one 16-row tile per
+  /// memref row.
   MemRefType valuesType(const LinearShape &s) const {
-    return MemRefType::get({s.rows, s.depth / 2}, s.element);
+    return MemRefType::get({s.rows / 16, 8 * s.depth}, s.element);
   }
   MemRefType metaType(const LinearShape &s) const {
     return MemRefType::get({s.rows / 16, s.depth / mmaK * metaPerStep()},
@@ -153,11 +181,11 @@ public:
 
 private:
   gpu::GPUModuleOp getOrCreateKernelModule();
-  Value mma(OpBuilder &b, Location loc, const LinearShape &s,
-            ArrayRef<Value> a, ArrayRef<Value> bFrag, Value acc, Value meta);
+  Value mma(OpBuilder &b, Location loc, const LinearShape &s, Value a,
+            Value bFrag, Value acc, Value meta);
 
   ModuleOp module;
-  int64_t mmaK, tileRows, tileTokens;
+  int64_t mmaK, maxTileRows, maxTileTokens;
   gpu::GPUModuleOp kernelModule;
   llvm::StringMap<gpu::GPUFuncOp> kernels;
 };
@@ -172,17 +200,6 @@ gpu::GPUModuleOp NM24KernelBuilder::getOrCreateKernelModule() {
   return kernelModule;
 }
 
-/// A vector<n x 2 x T> fragment from its 2-element registers.
-static Value fragment(OpBuilder &b, Location loc, ArrayRef<Value> regs) {
-  auto regType = cast<VectorType>(regs.front().getType());
-  auto type = VectorType::get({(int64_t)regs.size(), 2},
-                              regType.getElementType());
-  Value v = arith::ConstantOp::create(b, loc, type, b.getZeroAttr(type));
-  for (auto [i, r] : llvm::enumerate(regs))
-    v = vector::InsertOp::create(b, loc, r, v, ArrayRef<int64_t>{(int64_t)i});
-  return v;
-}
-
 /// An i32 holding the two 16-bit elements of a vector<2 x bf16> register.
 static Value asI32(OpBuilder &b, Location loc, Value reg) {
   Value v = vector::BitCastOp::create(
@@ -190,9 +207,19 @@ static Value asI32(OpBuilder &b, Location loc, Value reg) {
   return vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{0});
 }
 
+/// The rows of a vector<n x 2 x bf16> fragment as i32 registers.
+static SmallVector<Value> registersI32(OpBuilder &b, Location loc,
+                                       Value fragment) {
+  SmallVector<Value> regs;
+  for (int64_t i = 0, e = cast<VectorType>(fragment.getType()).getDimSize(0);
+       i < e; ++i)
+    regs.push_back(asI32(
+        b, loc, vector::ExtractOp::create(b, loc, fragment, ArrayRef<int64_t>{i})));
+  return regs;
+}
+
 Value NM24KernelBuilder::mma(OpBuilder &b, Location loc, const LinearShape &s,
-                             ArrayRef<Value> a, ArrayRef<Value> bRegs,
-                             Value acc, Value meta) {
+                             Value a, Value bFrag, Value acc, Value meta) {
   SmallVector<int64_t> shape = {16, 8, mmaK};
   if (s.element.isF16()) {
     Value meta2 = vector::BitCastOp::create(
@@ -200,16 +227,10 @@ Value NM24KernelBuilder::mma(OpBuilder &b, Location loc, const LinearShape &s,
         vector::BroadcastOp::create(b, loc,
                                     VectorType::get({1}, b.getI32Type()),
                                     meta));
-    return nvgpu::MmaSparseSyncOp::create(b, loc, fragment(b, loc, a),
-                                          fragment(b, loc, bRegs), acc, meta2,
-                                          shape);
+    return nvgpu::MmaSparseSyncOp::create(b, loc, a, bFrag, acc, meta2, shape);
   }
   // bf16: nvvm.mma.sp.sync on 32-bit registers.
-  SmallVector<Value> aI32, bI32, cF32;
-  for (Value r : a)
-    aI32.push_back(asI32(b, loc, r));
-  for (Value r : bRegs)
-    bI32.push_back(asI32(b, loc, r));
+  SmallVector<Value> cF32;
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t e = 0; e < 2; ++e)
       cF32.push_back(
@@ -220,7 +241,8 @@ Value NM24KernelBuilder::mma(OpBuilder &b, Location loc, const LinearShape &s,
   Value selector = arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0);
   std::array<NVVM::MMATypes, 2> types = {NVVM::MMATypes::bf16,
                                          NVVM::MMATypes::bf16};
-  Value d = NVVM::MmaSpOp::create(b, loc, resultType, aI32, bI32, cF32, meta,
+  Value d = NVVM::MmaSpOp::create(b, loc, resultType, registersI32(b, loc, a),
+                                  registersI32(b, loc, bFrag), cF32, meta,
                                   selector, shape, std::nullopt, types);
   Value out = acc;
   for (int64_t i = 0; i < 4; ++i) {
@@ -231,6 +253,14 @@ Value NM24KernelBuilder::mma(OpBuilder &b, Location loc, const LinearShape &s,
   return out;
 }
 
+// The kernel: a block computes a tileRows x tileTokens tile of y^T, each
+// warp 64 x 32 (4 x 4 fragments of 16 x 8). Along K, x moves through two
+// shared-memory stages of 64 columns filled by 16-byte cp.async copies: the
+// copy of stage c + 1 is in flight while stage c is multiplied. B fragments
+// come from shared memory through ldmatrix; A fragments (the compressed
+// weight, in fragment order) and metadata straight from global memory with
+// one 16-byte (8-byte for k16) load per lane, fragment and k-step, loaded
+// one stage ahead into registers.
 gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
   std::string name;
   llvm::raw_string_ostream os(name);
@@ -243,10 +273,12 @@ gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
   Location loc = module.getLoc();
   OpBuilder b = OpBuilder::atBlockEnd(getOrCreateKernelModule().getBody());
   Type f32 = b.getF32Type();
+  const int64_t tileTokens = s.tileTokens;
   auto xType = MemRefType::get({s.tokens, s.depth}, s.element);
   auto yType = MemRefType::get({s.tokens, s.rows}, f32);
   auto smemType = MemRefType::get(
-      {tileTokens, kStageK + kSmemPad}, s.element, MemRefLayoutAttrInterface{},
+      {2, tileTokens, kStageK + kSmemPad}, s.element,
+      MemRefLayoutAttrInterface{},
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
   auto funcType = b.getFunctionType(
       {valuesType(s), metaType(s), xType, yType}, {});
@@ -266,88 +298,124 @@ gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
   IndexMath im{b, loc, pool};
 
   const int64_t warpsTokens = tileTokens / kWarpTokens;
-  const int64_t threads = 32 * warps();
+  const int64_t threads = 32 * warps(s);
   const int64_t fragRows = kWarpRows / 16, fragTokens = kWarpTokens / 8;
+  const int64_t stepsPerStage = kStageK / mmaK;
+  const int64_t stages = s.depth / kStageK;
+  const int64_t copiesPerThread =
+      tileTokens * (kStageK / kCopyElements) / threads;
+  const int64_t bTiles = mmaK / 8; // ldmatrix 8x8 tiles per B fragment
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(ctx);
+  auto aType = VectorType::get({aElements()}, s.element);
+  auto aFragType = VectorType::get({aElements() / 2, 2}, s.element);
+  auto bFragType = VectorType::get({bTiles, 2}, s.element);
+
   Value warp = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::y);
   Value tid = im.add(im.mul(warp, 32), lane);
   Value g = im.div(lane, 4), t = im.rem(lane, 4);
-  Value tokenBase =
-      im.mul(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x), tileTokens);
+  // Blocks next to each other in launch order share their x tile and walk
+  // the (compressed, L2-resident) weight: x is read from DRAM about once.
   Value rowBase =
-      im.mul(gpu::BlockIdOp::create(b, loc, gpu::Dimension::y), tileRows);
+      im.mul(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x), s.tileRows);
+  Value tokenBase =
+      im.mul(gpu::BlockIdOp::create(b, loc, gpu::Dimension::y), tileTokens);
   Value warpTokens = im.mul(im.rem(warp, warpsTokens), kWarpTokens);
   Value row0 = im.add(rowBase, im.mul(im.div(warp, warpsTokens), kWarpRows));
+  Value tile0 = im.div(row0, 16);
   // The metadata register this thread loads within a k-step.
-  Value metaSlot =
-      mmaK == 16 ? g : im.add(im.mul(g, 2), im.rem(lane, 2));
+  Value metaSlot = mmaK == 16 ? g : im.add(im.mul(g, 2), im.rem(lane, 2));
+  // The row (token) and 8-column tile whose address this lane gives ldmatrix.
+  Value ldRow = im.rem(lane, 8);
+  Value ldCol = im.mul(im.rem(im.div(lane, 8), bTiles), 8);
+
+  // x[tokenBase + .., stage * kStageK + ..] -> smem[buffer]: one group.
+  auto copyStage = [&](OpBuilder &cb, Location l, Value stage,
+                       Value buffer) -> Value {
+    IndexMath m{cb, l, pool};
+    Value k0 = m.mul(stage, kStageK);
+    SmallVector<Value> tokens;
+    for (int64_t i = 0; i < copiesPerThread; ++i) {
+      Value index = m.add(tid, i * threads);
+      Value tok = m.div(index, kStageK / kCopyElements);
+      Value col = m.mul(m.rem(index, kStageK / kCopyElements), kCopyElements);
+      tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+          cb, l, tokenType, smem, ValueRange{buffer, tok, col}, x,
+          ValueRange{m.add(tokenBase, tok), m.add(k0, col)},
+          cb.getIndexAttr(kCopyElements), Value(), UnitAttr()));
+    }
+    return nvgpu::DeviceAsyncCreateGroupOp::create(cb, l, tokenType, tokens);
+  };
+  // The A fragments, then the metadata, of every k-step of `stage`, for the
+  // warp's 4 fragment rows.
+  auto loadA = [&](OpBuilder &lb, Location l, Value stage) {
+    IndexMath m{lb, l, pool};
+    SmallVector<Value> frags, metas;
+    for (int64_t ks = 0; ks < stepsPerStage; ++ks) {
+      Value step = m.add(m.mul(stage, stepsPerStage), ks);
+      Value col = m.mul(m.add(m.mul(step, 32), lane), aElements());
+      Value metaCol = m.add(m.mul(step, metaPerStep()), metaSlot);
+      for (int64_t fr = 0; fr < fragRows; ++fr) {
+        Value tile = m.add(tile0, fr);
+        Value a = vector::LoadOp::create(
+            lb, l, aType, values, ValueRange{tile, col}, /*nontemporal=*/false,
+            llvm::MaybeAlign(aElements() * 2));
+        frags.push_back(vector::ShapeCastOp::create(lb, l, aFragType, a));
+        metas.push_back(
+            memref::LoadOp::create(lb, l, meta, ValueRange{tile, metaCol}));
+      }
+    }
+    llvm::append_range(frags, metas);
+    return frags;
+  };
 
   auto accType = VectorType::get({2, 2}, f32);
   Value zeroAcc = arith::ConstantOp::create(b, loc, accType,
                                             b.getZeroAttr(accType));
-  SmallVector<Value> inits(fragRows * fragTokens, zeroAcc);
-  auto reg = VectorType::get({2}, s.element);
-  auto chunk = VectorType::get({8}, s.element);
+  const int64_t numAcc = fragRows * fragTokens;
+  const int64_t numA = stepsPerStage * fragRows;
+  Value prologue = copyStage(b, loc, im.c(0), im.c(0));
+  SmallVector<Value> inits(numAcc, zeroAcc);
+  llvm::append_range(inits, loadA(b, loc, im.c(0)));
 
   auto loop = scf::ForOp::create(
-      b, loc, im.c(0), im.c(s.depth), im.c(kStageK), inits,
-      [&](OpBuilder &lb, Location l, Value k0, ValueRange accs) {
+      b, loc, im.c(0), im.c(stages), im.c(1), inits,
+      [&](OpBuilder &lb, Location l, Value stage, ValueRange args) {
         IndexMath m{lb, l, pool};
-        // Stage x[tokenBase .. + tileTokens][k0 .. + kStageK] in shared
-        // memory, 8 elements per thread and step.
+        Value buffer = m.rem(stage, 2);
+        // The next stage's copy (the last stage's again at the end: same
+        // group count every iteration, and that buffer is not read).
+        Value next = arith::MinUIOp::create(lb, l, m.add(stage, 1),
+                                            m.c(stages - 1));
+        Value group = copyStage(lb, l, next, m.rem(m.add(stage, 1), 2));
+        // All but the newest group done: this stage is in shared memory.
+        nvgpu::DeviceAsyncWaitOp::create(lb, l, group,
+                                         lb.getI32IntegerAttr(1));
         gpu::BarrierOp::create(lb, l);
-        const int64_t chunksPerRow = kStageK / 8;
-        scf::ForOp::create(
-            lb, l, tid, m.c(tileTokens * chunksPerRow), m.c(threads),
-            ValueRange{},
-            [&](OpBuilder &cb, Location cl, Value i, ValueRange) {
-              IndexMath cm{cb, cl, pool};
-              Value tok = cm.div(i, chunksPerRow);
-              Value col = cm.mul(cm.rem(i, chunksPerRow), 8);
-              Value v = vector::LoadOp::create(
-                  cb, cl, chunk, x,
-                  ValueRange{cm.add(tokenBase, tok), cm.add(k0, col)});
-              vector::StoreOp::create(cb, cl, v, smem, ValueRange{tok, col});
-              scf::YieldOp::create(cb, cl);
-            });
-        gpu::BarrierOp::create(lb, l);
+        SmallVector<Value> nextA = loadA(lb, l, next);
 
-        SmallVector<Value> acc(accs.begin(), accs.end());
-        for (int64_t ks = 0; ks < kStageK / mmaK; ++ks) {
-          Value k = m.add(k0, ks * mmaK);
-          Value kc = m.div(k, 2);
-          Value step = m.div(k, mmaK);
-          SmallVector<SmallVector<Value>> aRegs(fragRows);
-          SmallVector<Value> metas;
-          for (int64_t fr = 0; fr < fragRows; ++fr) {
-            Value rowA = m.add(m.add(row0, 16 * fr), g);
-            for (int64_t j = 0; j < mmaK / 16; ++j) {
-              Value col = m.add(m.add(kc, 8 * j), m.mul(t, 2));
-              for (int64_t h = 0; h < 2; ++h)
-                aRegs[fr].push_back(vector::LoadOp::create(
-                    lb, l, reg, values,
-                    ValueRange{m.add(rowA, 8 * h), col}));
-            }
-            Value metaRow = m.div(m.add(row0, 16 * fr), 16);
-            Value metaCol =
-                m.add(m.mul(step, metaPerStep()), metaSlot);
-            metas.push_back(memref::LoadOp::create(
-                lb, l, meta, ValueRange{metaRow, metaCol}));
-          }
+        SmallVector<Value> acc(args.begin(), args.begin() + numAcc);
+        for (int64_t ks = 0; ks < stepsPerStage; ++ks) {
           for (int64_t ft = 0; ft < fragTokens; ++ft) {
-            Value tok = m.add(m.add(warpTokens, 8 * ft), g);
-            SmallVector<Value> bRegs;
-            for (int64_t i = 0; i < mmaK / 8; ++i)
-              bRegs.push_back(vector::LoadOp::create(
-                  lb, l, reg, smem,
-                  ValueRange{tok, m.add(m.mul(t, 2), ks * mmaK + 8 * i)}));
+            Value row = m.add(m.add(warpTokens, 8 * ft), ldRow);
+            Value col = m.add(ldCol, ks * mmaK);
+            Value bFrag = nvgpu::LdMatrixOp::create(
+                lb, l, bFragType, smem, ValueRange{buffer, row, col},
+                /*transpose=*/false, bTiles);
             for (int64_t fr = 0; fr < fragRows; ++fr) {
               Value &a = acc[fr * fragTokens + ft];
-              a = mma(lb, l, s, aRegs[fr], bRegs, a, metas[fr]);
+              a = mma(lb, l, s, args[numAcc + ks * fragRows + fr], bFrag, a,
+                      args[numAcc + numA + ks * fragRows + fr]);
             }
           }
         }
+        // Everyone is done with this buffer before it is refilled.
+        gpu::BarrierOp::create(lb, l);
+        llvm::append_range(acc, nextA);
         scf::YieldOp::create(lb, l, acc);
       });
+  // No copy may still be writing shared memory when the block exits (the
+  // wait counts groups; its token operand is only an anchor).
+  nvgpu::DeviceAsyncWaitOp::create(b, loc, prologue, b.getI32IntegerAttr(0));
 
   // y[token][row] = D[row][token]: element (h, e) of a fragment is row
   // g + 8h, token 2t + e.
@@ -379,10 +447,15 @@ struct LowerNMToNVGPUPass
           << static_cast<int64_t>(mmaK);
       return signalPassFailure();
     }
-    if (tileRows <= 0 || tileRows % kWarpRows || tileTokens <= 0 ||
-        tileTokens % kWarpTokens) {
-      getOperation().emitError("smlir-lower-nm-to-nvgpu: tile-rows and "
-                               "tile-tokens must be positive multiples of 32");
+    if (tileRows < kWarpRows || tileRows > kMaxTileRows ||
+        !llvm::isPowerOf2_64(tileRows / kWarpRows) ||
+        tileRows % kWarpRows || tileTokens < kWarpTokens ||
+        tileTokens > kMaxTileTokens || tileTokens % kWarpTokens) {
+      getOperation().emitError("smlir-lower-nm-to-nvgpu: tile-rows must be "
+                               "64, 128, 256 or 512 and tile-tokens a "
+                               "multiple of 32 up to 128, got ")
+          << static_cast<int64_t>(tileRows) << " and "
+          << static_cast<int64_t>(tileTokens);
       return signalPassFailure();
     }
     NM24KernelBuilder builder(getOperation(), mmaK, tileRows, tileTokens);
@@ -471,21 +544,22 @@ LogicalResult LowerNMToNVGPUPass::lowerWeight(func::FuncOp func,
   if (type.getRank() != 2 || !type.hasStaticShape())
     return fail("expected a matrix of static shape");
   LinearShape shape{element, type.getDimSize(0), 0, type.getDimSize(1)};
-  if (shape.rows % tileRows || shape.depth % kStageK)
-    return fail("expected rows to be a multiple of tile-rows (" +
-                Twine(static_cast<int64_t>(tileRows)) + ") and columns a multiple of " +
-                Twine(kStageK));
+  if (shape.rows % kWarpRows || shape.depth % kStageK)
+    return fail("expected rows to be a multiple of " + Twine(kWarpRows) +
+                " and columns a multiple of " + Twine(kStageK));
   FailureOr<SmallVector<WeightLinear>> linears =
       collectLinears(weight, name);
   if (failed(linears))
     return failure();
+  SmallVector<LinearShape> shapes;
   for (WeightLinear &linear : *linears) {
-    int64_t tokens = cast<RankedTensorType>(linear.x.getType()).getDimSize(0);
-    if (tokens % tileTokens)
+    LinearShape s = shape;
+    s.tokens = cast<RankedTensorType>(linear.x.getType()).getDimSize(0);
+    if (!builder.chooseTile(s))
       return linear.matmul.emitError("2:4 weight '")
-             << name << "' cannot run on sparse tensor cores: " << tokens
-             << " tokens are not a multiple of tile-tokens ("
-             << static_cast<int64_t>(tileTokens) << ")";
+             << name << "' cannot run on sparse tensor cores: " << s.tokens
+             << " tokens are not a multiple of " << kWarpTokens;
+    shapes.push_back(s);
   }
 
   // New arguments at the weight's position: values, metadata, then two
@@ -516,9 +590,7 @@ LogicalResult LowerNMToNVGPUPass::lowerWeight(func::FuncOp func,
     return failure();
 
   llvm::SetVector<Operation *> dead;
-  for (WeightLinear &linear : *linears) {
-    LinearShape s = shape;
-    s.tokens = cast<RankedTensorType>(linear.x.getType()).getDimSize(0);
+  for (auto [linear, s] : llvm::zip_equal(*linears, shapes)) {
     auto xType = MemRefType::get({s.tokens, s.depth}, element);
     auto yType = MemRefType::get({s.tokens, s.rows}, Float32Type::get(ctx));
     FailureOr<Value> dx = insert(xType, "scratch");
@@ -534,9 +606,10 @@ LogicalResult LowerNMToNVGPUPass::lowerWeight(func::FuncOp func,
     Value xBuffer = bufferization::ToBufferOp::create(b, l, xType, linear.x,
                                                       /*readOnly=*/true);
     gpu::MemcpyOp::create(b, l, Type(), ValueRange{}, *dx, xBuffer);
-    gpu::KernelDim3 grid{im.c(s.tokens / tileTokens), im.c(s.rows / tileRows),
-                         im.c(1)};
-    gpu::KernelDim3 block{im.c(32), im.c(builder.warps()), im.c(1)};
+    gpu::KernelDim3 grid{im.c(s.rows / s.tileRows),
+                         im.c(s.tokens / s.tileTokens), im.c(1)};
+    gpu::KernelDim3 block{im.c(32), im.c(NM24KernelBuilder::warps(s)),
+                          im.c(1)};
     gpu::LaunchFuncOp::create(b, l, kernel, grid, block, Value(),
                               ValueRange{*values, *meta, *dx, *dy});
     Value host = memref::AllocOp::create(b, l, yType);

@@ -34,19 +34,43 @@ def test_ptx_has_sparse_mma_for_every_2_4_linear(dtype: torch.dtype, ptx_type: s
     ptx = fn.ir("ptx")
     assert ".target sm_80" in ptx
     assert len(re.findall(r"\.entry nm24_linear_", ptx)) == 2
-    # 2 k-steps per stage x 2 x 4 fragments per warp
-    assert ptx.count(f"mma.sp.sync.aligned.m16n8k16.row.col.f32.{ptx_type}.{ptx_type}.f32") == 2 * 16
+    # per kernel: 2 k-steps of 32 per 64-column stage x 4 x 4 fragments per warp
+    assert ptx.count(f"mma.sp.sync.aligned.m16n8k32.row.col.f32.{ptx_type}.{ptx_type}.f32") == 2 * 32
+    # x through shared memory by cp.async and ldmatrix; A fragments in 16-byte loads
+    assert "cp.async.ca.shared.global" in ptx and "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
+    assert "ld.global.v4.b32" in ptx
     assert "nvgpu.mma.sp.sync" in fn.ir("gpu") if dtype == torch.float16 else "nvvm.mma.sp.sync" in fn.ir("gpu")
-    assert all("sparse tensor cores (mma.sp m16n8k16" in p.stored_as for p in fn.sparsity_plan())
+    assert all("sparse tensor cores (mma.sp m16n8k32" in p.stored_as for p in fn.sparsity_plan())
 
 
-def test_mma_k_32_and_three_dimensional_inputs() -> None:
+def test_mma_k_16_and_three_dimensional_inputs() -> None:
     from sparse_mlir.cuda import compile_cuda
 
     x = torch.randn(2, 32, 128, dtype=torch.float16)
-    fn = compile_cuda(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), cost_model=False, mma_k=32)
-    assert "mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32" in fn.ir("ptx")
-    assert 'smlir.mma_k = 32' in fn.ir("gpu")
+    fn = compile_cuda(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), cost_model=False, mma_k=16)
+    assert "mma.sp.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in fn.ir("ptx")
+    assert "ldmatrix.sync.aligned.m8n8.x2.shared.b16" in fn.ir("ptx")
+    assert 'smlir.mma_k = 16' in fn.ir("gpu")
+
+
+def test_kernels_describe_their_launches() -> None:
+    """fn.kernels(): what sparse_mlir.cuda.launch needs to run fn.ir("ptx") on
+    device buffers: the 256 x 128 linear at 64 tokens is 2 x 1 blocks of 128 x 64
+    (4 warps of 64 x 32), its arguments in fragment order."""
+    from sparse_mlir.cuda import compile_cuda
+
+    x = torch.randn(64, 128, dtype=torch.float16)
+    fn = compile_cuda(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), cost_model=False)
+    (launch,) = fn.kernels()
+    assert launch.tensor == "0.weight" and launch.kernel in fn.ir("ptx")
+    assert launch.grid == (2, 1, 1) and launch.block == (32, 4, 1) and launch.dynamic_shared_bytes == 0
+    assert [(a.role, a.shape, a.element) for a in launch.arguments] == [
+        ("nm24_values", (16, 1024), "f16"), ("nm24_metadata", (16, 64), "i32"),
+        ("x", (64, 128), "f16"), ("y", (64, 256), "f32")]
+    # A tile bound: 64 x 32 blocks of one warp each.
+    (small,) = compile_cuda(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), cost_model=False,
+                            tile=(64, 32)).kernels()
+    assert small.grid == (4, 2, 1) and small.block == (32, 1, 1)
 
 
 def test_cost_model_keeps_small_linears_dense_and_says_why() -> None:

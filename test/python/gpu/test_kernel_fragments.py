@@ -24,10 +24,15 @@ from sparse_mlir.weights import apply_sparsifier
 def kernel_registers(values, metadata, x, row0, tok0, k, mma_k, lane):
     """Lane `lane`'s registers for the fragment at weight rows row0.., tokens tok0.., k-step at k."""
     g, t = lane // 4, lane % 4
-    kc = k // 2
-    a = [values[row0 + g + 8 * h, kc + 8 * j + 2 * t: kc + 8 * j + 2 * t + 2]
-         for j in range(mma_k // 16) for h in range(2)]
-    b = [x[tok0 + g, k + 8 * i + 2 * t: k + 8 * i + 2 * t + 2] for i in range(mma_k // 8)]
+    # A: one load of the lane's mma_k / 4 values (fragment order), split into registers.
+    per_lane = mma_k // 4
+    start = ((k // mma_k) * 32 + lane) * per_lane
+    loaded = values[row0 // 16, start: start + per_lane]
+    a = [loaded[2 * r: 2 * r + 2] for r in range(per_lane // 2)]
+    # B: ldmatrix, tile i given by lanes 8i .. 8i + 7 at rows tok0 + lane % 8,
+    # columns k + 8i; lane 4g + t receives row g, columns 2t, 2t + 1 of tile i.
+    tiles = [[x[tok0 + r, k + 8 * i: k + 8 * i + 8] for r in range(8)] for i in range(mma_k // 8)]
+    b = [tiles[i][g][2 * t: 2 * t + 2] for i in range(mma_k // 8)]
     slot = g if mma_k == 16 else 2 * g + lane % 2
     meta = int(metadata.view(np.uint32)[row0 // 16, (k // mma_k) * (8 if mma_k == 16 else 16) + slot])
     return a, b, meta

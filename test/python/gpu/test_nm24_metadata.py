@@ -15,8 +15,29 @@ from sparse_mlir.cuda.nm24 import compress
 from sparse_mlir.weights import apply_sparsifier
 
 
+def column_order(values: np.ndarray, mma_k: int) -> np.ndarray:
+    """values[R/16, 8 K] (fragment order) back to [R, K/2], lane by lane from
+    the PTX ISA's A fragment of mma.sp .f16/.bf16: register r of lane 4g + t
+    holds row g + 8 (r % 2), columns 8 (r // 2) + 2t .. +1 of the k-step's
+    compressed half."""
+    tiles, per_tile = values.shape
+    cols = per_tile // 8
+    out = np.zeros((16 * tiles, cols // 2), dtype=values.dtype)
+    per_lane = mma_k // 4
+    for tile in range(tiles):
+        for step in range(cols // mma_k):
+            for lane in range(32):
+                g, t = lane // 4, lane % 4
+                for r in range(per_lane // 2):
+                    src = (step * 32 + lane) * per_lane + 2 * r
+                    col = step * mma_k // 2 + 8 * (r // 2) + 2 * t
+                    out[16 * tile + g + 8 * (r % 2), col: col + 2] = values[tile, src: src + 2]
+    return out
+
+
 def decode(values: np.ndarray, metadata: np.ndarray, mma_k: int, cols: int) -> np.ndarray:
-    """The dense matrix that mma.sp sees, from values[R, K/2] and the per-lane registers.
+    """The dense matrix that mma.sp sees, from `compress`'s values (fragment
+    order) and the per-lane metadata registers.
 
     For each 16-row tile and k-step, every lane whose register the hardware
     reads with sparsity selector 0 (m16n8k16: lane % 4 == 0; m16n8k32:
@@ -26,6 +47,7 @@ def decode(values: np.ndarray, metadata: np.ndarray, mma_k: int, cols: int) -> n
     16..31 of the step. Each 4 bits describe one group of four columns: two
     2-bit in-group indices, the first in the low bits.
     """
+    values = column_order(values, mma_k)
     rows = values.shape[0]
     dense = np.zeros((rows, cols), dtype=values.dtype)
     per_step = 8 if mma_k == 16 else 16
@@ -62,7 +84,7 @@ def test_decode_of_compress_is_the_pruned_weight(mma_k: int, shape: tuple[int, i
     rows, cols = shape
     w = pruned(rows, cols, seed=rows + cols)
     values, metadata = compress(w, mma_k)
-    assert values.shape == (rows, cols // 2) and metadata.shape == (rows // 16, cols // mma_k * (8 if mma_k == 16 else 16))
+    assert values.shape == (rows // 16, 8 * cols) and metadata.shape == (rows // 16, cols // mma_k * (8 if mma_k == 16 else 16))
     np.testing.assert_array_equal(decode(values, metadata, mma_k, cols), w)
 
 
@@ -76,6 +98,7 @@ def test_hand_worked_metadata_bits_k16() -> None:
     values, metadata = compress(w, 16)
     assert metadata.shape == (1, 8)
     assert [hex(v) for v in metadata.view(np.uint32)[0]] == ["0x4444e4d8"] * 8
+    values = column_order(values, 16)
     np.testing.assert_array_equal(values[0], np.arange(1, 9, dtype=np.float16))
     np.testing.assert_array_equal(values[8], np.full(8, 9, np.float16))
 
@@ -97,7 +120,7 @@ def test_group_with_one_nonzero_keeps_a_distinct_zero() -> None:
     w[:, 3] = 5
     values, metadata = compress(w, 16)
     assert hex(int(metadata.view(np.uint32)[0, 0]) & 0xF) == "0xc"
-    np.testing.assert_array_equal(values[0, :2], np.array([0, 5], np.float16))
+    np.testing.assert_array_equal(column_order(values, 16)[0, :2], np.array([0, 5], np.float16))
     np.testing.assert_array_equal(decode(values, metadata, 16, 16), w)
 
 
