@@ -6,6 +6,7 @@ reference on the same pruned weight.
     python benchmarks/gpu_nm.py prepare KERNELS_DIR      # compiler, no GPU needed: PTX + launch specs
     python benchmarks/gpu_nm.py run KERNELS_DIR [--out benchmarks/results/gpu_nm.json]   # GPU, no compiler
     python benchmarks/gpu_nm.py all                      # both, on a machine with the compiler and a GPU
+    python benchmarks/gpu_nm.py table [--out ...]        # the markdown table of a run's JSON
 
 `run` generates each weight on the spot (seeded), prunes it 2:4 by
 magnitude, packs it with `sparse_mlir.cuda.nm24.compress` (the layout the
@@ -54,10 +55,10 @@ def prepare(directory: Path, shapes: list[tuple[int, int, int]], mma_ks: tuple[i
         for mma_k, (tokens, depth, rows), tile in itertools.product(mma_ks, shapes, tiles or (None,)):
             model = torch.nn.Linear(depth, rows, bias=False).to(dtype)
             x = torch.zeros(tokens, depth, dtype=dtype)
-            fn = compile_cuda(model, {"weight": sm.NM(2, 4)}, (x,), cost_model=False, mma_k=mma_k,
-                              **({"tile": tile} if tile else {}))
+            options = {"tile": tile[:2], "warp_tokens": tile[2]} if tile else {}
+            fn = compile_cuda(model, {"weight": sm.NM(2, 4)}, (x,), cost_model=False, mma_k=mma_k, **options)
             (launch,) = fn.kernels()
-            name = f"{dtype_name}_k{mma_k}_{tokens}x{depth}x{rows}" + (f"_t{tile[0]}x{tile[1]}" if tile else "")
+            name = f"{dtype_name}_k{mma_k}_{tokens}x{depth}x{rows}" + (f"_t{tile[0]}x{tile[1]}w{tile[2]}" if tile else "")
             (directory / f"{name}.ptx").write_text(fn.ir("ptx"))
             specs.append({"name": name, "tokens": tokens, "in": depth, "out": rows, "dtype": dtype_name,
                           "mma_k": mma_k, "ptx": f"{name}.ptx", "launch": launch.to_json(),
@@ -163,24 +164,45 @@ def run(directory: Path, out: Path, batch: int, rounds: int, only: str | None) -
               flush=True)
     props = torch.cuda.get_device_properties(0)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"device": props.name, "multiprocessors": props.multi_processor_count,
-                               "capability": list(torch.cuda.get_device_capability()),
-                               "torch": torch.__version__, "cuda": torch.version.cuda, "machine": platform.node(),
-                               "batch": batch, "rounds": rounds, "results": rows}, indent=2))
-    print(f"wrote {out}")
+    report = {"device": props.name, "multiprocessors": props.multi_processor_count,
+              "capability": list(torch.cuda.get_device_capability()), "torch": torch.__version__,
+              "cuda": torch.version.cuda, "machine": platform.node(), "batch": batch, "rounds": rounds,
+              "results": rows}
+    out.write_text(json.dumps(report, indent=2))
+    out.with_suffix(".md").write_text(markdown(report))
+    print(f"wrote {out} and {out.with_suffix('.md')}")
     return 0 if all(r["ok"] for r in rows) else 1
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The results as a markdown table (ratios > 1: ours faster)."""
+    lines = [f"2:4 linears on {report['device']} (torch {report['torch']}, CUDA {report['cuda']}): kernel time, "
+             f"CUDA-event medians of {report['rounds']} rounds of {report['batch']} calls. TF/s counts the dense "
+             "2 T K N flops. vs dense: cuBLAS time / ours; vs semi: torch.sparse.to_sparse_semi_structured "
+             "(cuSPARSELt) time / ours. Every result checked against an fp32 reference on the same pruned weight.",
+             "", "| dtype | mma | T x K -> N | ours ms | ours TF/s | cuBLAS ms | cuBLAS TF/s | semi ms | vs dense "
+             "| vs semi | max abs err / scale |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in report["results"]:
+        semi = r["torch_semi_structured_s"]
+        semi_ms = f"{semi * 1e3:.3f}" if semi else "n/a"
+        vs_semi = f"{r['speedup_vs_semi_structured']:.2f}x" if semi else "n/a"
+        lines.append(f"| {r['dtype']} | k{r['mma_k']} | {r['tokens']} x {r['in']} -> {r['out']} | "
+                     f"{r['ours_s'] * 1e3:.3f} | {r['ours_tflops']:.0f} | {r['torch_dense_s'] * 1e3:.3f} | "
+                     f"{r['torch_dense_tflops']:.0f} | {semi_ms} | {r['speedup_vs_dense']:.2f}x | {vs_semi} | "
+                     f"{r['max_abs_error']:.1e} / {r['reference_scale']:.0f} |")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("prepare", "run", "all"))
+    parser.add_argument("mode", choices=("prepare", "run", "all", "table"))
     parser.add_argument("directory", type=Path, nargs="?")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "gpu_nm.json")
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--only", help="run the kernels whose name contains this")
     parser.add_argument("--mma-k", type=int, nargs="+", default=list(MMA_K))
-    parser.add_argument("--tiles", nargs="+", help="prepare: block tiles to compare, as ROWSxTOKENS")
+    parser.add_argument("--tiles", nargs="+", help="prepare: block tiles to compare, as ROWSxTOKENSxWARP_TOKENS")
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     parser.add_argument("--shapes", nargs="+", help="prepare: TOKENSxINxOUT shapes instead of the suite's")
     args = parser.parse_args()
@@ -188,6 +210,9 @@ def main() -> int:
     tiles = tuple(tuple(int(v) for v in t.split("x")) for t in args.tiles) if args.tiles else None
     if args.mode == "prepare":
         prepare(args.directory, shapes, tuple(args.mma_k), tiles, tuple(args.dtypes))
+        return 0
+    if args.mode == "table":   # the markdown table of an earlier run's JSON (--out)
+        args.out.with_suffix(".md").write_text(markdown(json.loads(args.out.read_text())))
         return 0
     if args.mode == "run":
         return run(args.directory, args.out, args.batch, args.rounds, args.only)

@@ -140,6 +140,7 @@ void mlir::smlir::buildNMCudaPipeline(OpPassManager &pm,
   tiling.mmaK = options.mmaK;
   tiling.tileRows = options.tileRows;
   tiling.tileTokens = options.tileTokens;
+  tiling.warpTokens = options.warpTokens;
   pm.addPass(createLowerNMToNVGPU(tiling));
   std::string target = "chip=" + options.chip +
                        " features=" + options.features + " O=3";

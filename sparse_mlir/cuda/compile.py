@@ -37,24 +37,28 @@ from .driver import DeviceBuffer, cuda_runtime_path, require_device
 from .nm24 import MMA_K, compress
 
 STAGES = ("linalg", "annotated", "gpu", "llvm", "ptx")
-# The largest thread-block tile (weight rows, tokens) a linear gets: on an H100,
-# 128 x 64 ran 4096^3 f16 at 383 TF/s, 128 x 128 at 282, 64 x 64 at 330
-# (benchmarks/gpu_nm.py --tiles).
+# The largest thread-block tile (weight rows, tokens) a linear gets: on an H100
+# with 64 x 64 warps, 128 x 64 ran 4096^3 f16 at 481 TF/s, 128 x 128 at 466,
+# 64 x 128 at 407, 256 x 64 at 370 (benchmarks/gpu_nm.py --tiles).
 TILE = (128, 64)
+WARP_TOKENS = 64    # tokens per warp (64 rows each): 32 or 64; 64 ran 4096^3 at 481 TF/s, 32 at 380
 _BITS16 = (torch.float16, torch.bfloat16)
 _ELEMENT_DTYPES = {"f16": np.int16, "bf16": np.int16, "f32": np.float32, "i32": np.int32}
 
 
-def pipeline_for(mma_k: int, chip: str, tile: tuple[int, int] = TILE) -> str:
+def _tiling(mma_k: int, tile: tuple[int, int], warp_tokens: int) -> str:
+    return f"mma-k={mma_k} tile-rows={tile[0]} tile-tokens={tile[1]} warp-tokens={warp_tokens}"
+
+
+def pipeline_for(mma_k: int, chip: str, tile: tuple[int, int] = TILE, warp_tokens: int = WARP_TOKENS) -> str:
     """The pass pipeline compile(target="cuda") runs (sparse-mlir-opt reproduces it)."""
-    return (f"builtin.module(smlir-nm-cuda-pipeline{{mma-k={mma_k} chip={chip} tile-rows={tile[0]} "
-            f"tile-tokens={tile[1]}}})")
+    return f"builtin.module(smlir-nm-cuda-pipeline{{{_tiling(mma_k, tile, warp_tokens)} chip={chip}}})"
 
 
-def _lowering_passes(mma_k: int, tile: tuple[int, int]) -> str:
+def _lowering_passes(mma_k: int, tile: tuple[int, int], warp_tokens: int) -> str:
     """The smlir part alone, for the "gpu" stage (kernels and launches, before bufferization)."""
-    return (f"builtin.module(smlir-hoist-argument-sparsifiers, smlir-lower-nm-to-nvgpu{{mma-k={mma_k} "
-            f"tile-rows={tile[0]} tile-tokens={tile[1]}}})")
+    return (f"builtin.module(smlir-hoist-argument-sparsifiers, "
+            f"smlir-lower-nm-to-nvgpu{{{_tiling(mma_k, tile, warp_tokens)}}})")
 
 
 @dataclass(frozen=True)
@@ -279,14 +283,16 @@ def _arguments(module: ir.Module, param_names: Sequence[str], num_inputs: int) -
 
 def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = None,
                  example_args: Sequence[torch.Tensor] = (), *, cost_model: bool = True, mma_k: int = 32,
-                 chip: str = "sm_80", opt_level: int = 2, tile: tuple[int, int] = TILE) -> CudaCompiledModule:
+                 chip: str = "sm_80", opt_level: int = 2, tile: tuple[int, int] = TILE,
+                 warp_tokens: int = WARP_TOKENS) -> CudaCompiledModule:
     """Compiles `model` with its NM(2, 4) f16/bf16 weights on sparse tensor cores.
 
     `cost_model=False` keeps 2:4 wherever the kernel can run (whole tiles,
     f16/bf16), however small; by default small linears stay dense. `tile`
     bounds a thread block's (weight rows, tokens): rows 64/128/256/512,
     tokens a multiple of 32 up to 128; each linear gets the largest tile
-    within it that divides its shape.
+    within it that divides its shape. `warp_tokens` (32 or 64): tokens per
+    warp, each warp computing 64 weight rows.
     """
     start = time.perf_counter()
     if mma_k not in MMA_K:
@@ -311,7 +317,7 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
                                        tokens.get(name), check_size=cost_model)
     sparse = {name: encodings[name] for name, c in choices.items() if c.sparse}
 
-    pipeline = pipeline_for(mma_k, chip, tile)
+    pipeline = pipeline_for(mma_k, chip, tile, warp_tokens)
     reproducer = (f"{_tools.opt_path()} annotated.mlir --pass-pipeline='{pipeline}' "
                   "(annotated.mlir = fn.ir('annotated'))")
     stages = {"linalg": imported.text}
@@ -322,7 +328,7 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
         stages["annotated"] = str(module)
         lowered = ir.Module.parse(stages["annotated"])
         try:
-            passmanager.PassManager.parse(_lowering_passes(mma_k, tile)).run(lowered.operation)
+            passmanager.PassManager.parse(_lowering_passes(mma_k, tile, warp_tokens)).run(lowered.operation)
             stages["gpu"] = str(lowered)
             passmanager.PassManager.parse(pipeline).run(module.operation)
         except ir.MLIRError as error:

@@ -139,6 +139,10 @@ def LowerNMToNVGPU : Pass<"smlir-lower-nm-to-nvgpu", "::mlir::ModuleOp"> {
            "Most tokens per thread block (a multiple of 32 up to 128); each "
            "linear gets the largest such multiple that divides its tokens "
            "with at most 8 warps a block">,
+    Option<"warpTokens", "warp-tokens", "int64_t", /*default=*/"64",
+           "Tokens per warp, 32 or 64 (linears whose tokens are not a "
+           "multiple of it take 32): each warp computes 64 weight rows x "
+           "this many tokens">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -90,6 +90,9 @@ struct NMCudaPipelineOptions
       *this, "tile-tokens",
       llvm::cl::desc("Most tokens per thread block (32 .. 128)"),
       llvm::cl::init(64)};
+  PassOptions::Option<int64_t> warpTokens{
+      *this, "warp-tokens", llvm::cl::desc("Tokens per warp (32 or 64)"),
+      llvm::cl::init(64)};
   PassOptions::Option<std::string> chip{
       *this, "chip", llvm::cl::desc("CUDA architecture (sm_80 or newer)"),
       llvm::cl::init("sm_80")};

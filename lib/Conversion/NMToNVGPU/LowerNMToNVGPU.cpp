@@ -56,7 +56,7 @@ using namespace mlir::smlir;
 namespace {
 
 constexpr int64_t kWarpRows = 64;     // 4 fragments of 16 weight rows
-constexpr int64_t kWarpTokens = 32;   // 4 fragments of 8 tokens
+constexpr int64_t kWarpTokens = 32;   // 4 fragments of 8 tokens (at least)
 constexpr int64_t kStageK = 64;       // x columns per shared-memory stage
 constexpr int64_t kSmemPad = 8;       // row pitch of 72 elements (144 B):
                                       // ldmatrix's 8 rows hit distinct banks
@@ -72,6 +72,7 @@ struct LinearShape {
   Type element; // f16 or bf16
   int64_t rows, tokens, depth;
   int64_t tileRows = 0, tileTokens = 0; // this linear's thread-block tile
+  int64_t warpTokens = kWarpTokens;      // tokens per warp: 32 or 64
 };
 
 /// A linear reading the weight: the matmul and its (f16/bf16) x operand.
@@ -137,9 +138,9 @@ struct IndexMath {
 class NM24KernelBuilder {
 public:
   NM24KernelBuilder(ModuleOp module, int64_t mmaK, int64_t maxTileRows,
-                    int64_t maxTileTokens)
+                    int64_t maxTileTokens, int64_t warpTokens)
       : module(module), mmaK(mmaK), maxTileRows(maxTileRows),
-        maxTileTokens(maxTileTokens) {}
+        maxTileTokens(maxTileTokens), warpTokens(warpTokens) {}
 
   /// The largest thread-block tile within the pass options that divides the
   /// linear: rows a power-of-two multiple of the warp's 64 (so every thread
@@ -150,16 +151,19 @@ public:
     for (int64_t r = kWarpRows; r <= maxTileRows; r *= 2)
       if (s.rows % r == 0)
         s.tileRows = r;
+    s.warpTokens = s.tokens % warpTokens == 0 && warpTokens <= maxTileTokens
+                       ? warpTokens
+                       : kWarpTokens;
     s.tileTokens = 0;
-    for (int64_t t = kWarpTokens; t <= maxTileTokens; t += kWarpTokens)
+    for (int64_t t = s.warpTokens; t <= maxTileTokens; t += s.warpTokens)
       if (s.tokens % t == 0 && s.tileRows &&
-          (s.tileRows / kWarpRows) * (t / kWarpTokens) <= kMaxWarps)
+          (s.tileRows / kWarpRows) * (t / s.warpTokens) <= kMaxWarps)
         s.tileTokens = t;
     return s.tileRows && s.tileTokens;
   }
   /// Warps per block: one per 64 x 32 (rows x tokens) sub-tile.
   static int64_t warps(const LinearShape &s) {
-    return (s.tileRows / kWarpRows) * (s.tileTokens / kWarpTokens);
+    return (s.tileRows / kWarpRows) * (s.tileTokens / s.warpTokens);
   }
   /// Metadata registers per 16-row tile and k-step (see the file comment).
   int64_t metaPerStep() const { return mmaK == 16 ? 8 : 16; }
@@ -185,7 +189,7 @@ private:
             Value bFrag, Value acc, Value meta);
 
   ModuleOp module;
-  int64_t mmaK, maxTileRows, maxTileTokens;
+  int64_t mmaK, maxTileRows, maxTileTokens, warpTokens;
   gpu::GPUModuleOp kernelModule;
   llvm::StringMap<gpu::GPUFuncOp> kernels;
 };
@@ -254,7 +258,7 @@ Value NM24KernelBuilder::mma(OpBuilder &b, Location loc, const LinearShape &s,
 }
 
 // The kernel: a block computes a tileRows x tileTokens tile of y^T, each
-// warp 64 x 32 (4 x 4 fragments of 16 x 8). Along K, x moves through two
+// warp 64 x warpTokens (4 x 4 or 4 x 8 fragments of 16 x 8). Along K, x moves through two
 // shared-memory stages of 64 columns filled by 16-byte cp.async copies: the
 // copy of stage c + 1 is in flight while stage c is multiplied. B fragments
 // come from shared memory through ldmatrix; A fragments (the compressed
@@ -297,9 +301,9 @@ gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
   ConstantPool pool{OpBuilder(lane.getDefiningOp()), {}};
   IndexMath im{b, loc, pool};
 
-  const int64_t warpsTokens = tileTokens / kWarpTokens;
+  const int64_t warpsTokens = tileTokens / s.warpTokens;
   const int64_t threads = 32 * warps(s);
-  const int64_t fragRows = kWarpRows / 16, fragTokens = kWarpTokens / 8;
+  const int64_t fragRows = kWarpRows / 16, fragTokens = s.warpTokens / 8;
   const int64_t stepsPerStage = kStageK / mmaK;
   const int64_t stages = s.depth / kStageK;
   const int64_t copiesPerThread =
@@ -319,7 +323,7 @@ gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
       im.mul(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x), s.tileRows);
   Value tokenBase =
       im.mul(gpu::BlockIdOp::create(b, loc, gpu::Dimension::y), tileTokens);
-  Value warpTokens = im.mul(im.rem(warp, warpsTokens), kWarpTokens);
+  Value warpTokens = im.mul(im.rem(warp, warpsTokens), s.warpTokens);
   Value row0 = im.add(rowBase, im.mul(im.div(warp, warpsTokens), kWarpRows));
   Value tile0 = im.div(row0, 16);
   // The metadata register this thread loads within a k-step.
@@ -450,15 +454,18 @@ struct LowerNMToNVGPUPass
     if (tileRows < kWarpRows || tileRows > kMaxTileRows ||
         !llvm::isPowerOf2_64(tileRows / kWarpRows) ||
         tileRows % kWarpRows || tileTokens < kWarpTokens ||
-        tileTokens > kMaxTileTokens || tileTokens % kWarpTokens) {
+        tileTokens > kMaxTileTokens || tileTokens % kWarpTokens ||
+        (warpTokens != 32 && warpTokens != 64)) {
       getOperation().emitError("smlir-lower-nm-to-nvgpu: tile-rows must be "
-                               "64, 128, 256 or 512 and tile-tokens a "
-                               "multiple of 32 up to 128, got ")
-          << static_cast<int64_t>(tileRows) << " and "
-          << static_cast<int64_t>(tileTokens);
+                               "64, 128, 256 or 512, tile-tokens a multiple "
+                               "of 32 up to 128 and warp-tokens 32 or 64, got ")
+          << static_cast<int64_t>(tileRows) << ", "
+          << static_cast<int64_t>(tileTokens) << " and "
+          << static_cast<int64_t>(warpTokens);
       return signalPassFailure();
     }
-    NM24KernelBuilder builder(getOperation(), mmaK, tileRows, tileTokens);
+    NM24KernelBuilder builder(getOperation(), mmaK, tileRows, tileTokens,
+                              warpTokens);
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (!func.isPublic() || func.isExternal())
         continue;

@@ -9,8 +9,8 @@
 
 /// The weight argument becomes values (fragment order: one 16-row tile per
 /// row), metadata and two scratch buffers (x and y on the device); the
-/// matmul becomes copy in, launch, copy out. 64 rows x 64 tokens: a 64 x 64
-/// block of two 64 x 32 warps.
+/// matmul becomes copy in, launch, copy out. 64 rows x 64 tokens: one block
+/// of one 64 x 64 warp.
 // CHECK-LABEL: func.func @linear_f16(
 // CHECK-SAME:      %[[V:[^:]*]]: memref<4x512xf16> {smlir.device = "nm24_values", smlir.tensor_name = "fc.weight"},
 // CHECK-SAME:      %[[M:[^:]*]]: memref<4x32xi32> {smlir.device = "nm24_metadata", smlir.mma_k = 16 : i64, smlir.tensor_name = "fc.weight"},

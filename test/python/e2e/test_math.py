@@ -57,6 +57,10 @@ def test_matches_eager_over_the_range(name: str) -> None:
     op = OPS[name]
     compiled = sm.compile(Apply(op), {}, (SWEEP,))
     got, want = compiled(SWEEP), op(SWEEP)
+    # torch's AVX-512 f32 gelu returns nan at +inf (its scalar and f64 kernels
+    # give inf): where eager f32 is nan and eager f64 is not, f64 is the reference.
+    want64 = op(SWEEP.double()).float()
+    want = torch.where(want.isnan() & ~want64.isnan(), want64, want)
     # A few ulp of float32, relative; absolute below 1e-37 (exp's polynomial
     # flushes results in the subnormal range to zero).
     atol = ABSOLUTE_TOLERANCE.get(name, 1e-37)

@@ -34,8 +34,8 @@ def test_ptx_has_sparse_mma_for_every_2_4_linear(dtype: torch.dtype, ptx_type: s
     ptx = fn.ir("ptx")
     assert ".target sm_80" in ptx
     assert len(re.findall(r"\.entry nm24_linear_", ptx)) == 2
-    # per kernel: 2 k-steps of 32 per 64-column stage x 4 x 4 fragments per warp
-    assert ptx.count(f"mma.sp.sync.aligned.m16n8k32.row.col.f32.{ptx_type}.{ptx_type}.f32") == 2 * 32
+    # per kernel: 2 k-steps of 32 per 64-column stage x 4 x 8 fragments per warp
+    assert ptx.count(f"mma.sp.sync.aligned.m16n8k32.row.col.f32.{ptx_type}.{ptx_type}.f32") == 2 * 64
     # x through shared memory by cp.async and ldmatrix; A fragments in 16-byte loads
     assert "cp.async.ca.shared.global" in ptx and "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
     assert "ld.global.v4.b32" in ptx
@@ -56,18 +56,18 @@ def test_mma_k_16_and_three_dimensional_inputs() -> None:
 def test_kernels_describe_their_launches() -> None:
     """fn.kernels(): what sparse_mlir.cuda.launch needs to run fn.ir("ptx") on
     device buffers: the 256 x 128 linear at 64 tokens is 2 x 1 blocks of 128 x 64
-    (4 warps of 64 x 32), its arguments in fragment order."""
+    (2 warps of 64 x 64), its arguments in fragment order."""
     from sparse_mlir.cuda import compile_cuda
 
     x = torch.randn(64, 128, dtype=torch.float16)
     fn = compile_cuda(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), cost_model=False)
     (launch,) = fn.kernels()
     assert launch.tensor == "0.weight" and launch.kernel in fn.ir("ptx")
-    assert launch.grid == (2, 1, 1) and launch.block == (32, 4, 1) and launch.dynamic_shared_bytes == 0
+    assert launch.grid == (2, 1, 1) and launch.block == (32, 2, 1) and launch.dynamic_shared_bytes == 0
     assert [(a.role, a.shape, a.element) for a in launch.arguments] == [
         ("nm24_values", (16, 1024), "f16"), ("nm24_metadata", (16, 64), "i32"),
         ("x", (64, 128), "f16"), ("y", (64, 256), "f32")]
-    # A tile bound: 64 x 32 blocks of one warp each.
+    # A tile bound: 64 x 32 blocks of one 64 x 32 warp each.
     (small,) = compile_cuda(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), cost_model=False,
                             tile=(64, 32)).kernels()
     assert small.grid == (4, 2, 1) and small.block == (32, 1, 1)
