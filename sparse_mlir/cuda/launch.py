@@ -21,6 +21,8 @@ from .driver import CudaUnavailableError, require_device
 
 TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "i32": torch.int32}
 _JIT_ERROR_LOG_BUFFER, _JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 5, 6  # CUjit_option values
+_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8                              # CUfunction_attribute
+_STATIC_SHARED_LIMIT = 48 * 1024   # more dynamic shared memory must be opted into per function
 _LOG_BYTES = 16384
 
 
@@ -32,6 +34,7 @@ def _driver() -> ctypes.CDLL:
                                         ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_void_p)]
     cuda.cuModuleGetFunction.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p]
     cuda.cuModuleUnload.argtypes = [ctypes.c_void_p]
+    cuda.cuFuncSetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
     return cuda
 
 
@@ -93,8 +96,15 @@ class PtxModule:
                      *(ctypes.c_int64(d) for d in shape), *(ctypes.c_int64(s) for s in strides)]
         params = (ctypes.c_void_p * len(keep))(*[ctypes.addressof(v) for v in keep])
         stream = torch.cuda.current_stream().cuda_stream
-        status = self._cuda.cuLaunchKernel(self.function(launch["kernel"]), *launch["grid"], *launch["block"],
-                                           launch["dynamic_shared_bytes"], ctypes.c_void_p(stream), params, None)
+        function = self.function(launch["kernel"])
+        shared = launch["dynamic_shared_bytes"]
+        if shared > _STATIC_SHARED_LIMIT:   # as MLIR's mgpuLaunchKernel does
+            status = self._cuda.cuFuncSetAttribute(function, _MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+            if status != 0:
+                raise RuntimeError(f"{launch['kernel']}: {shared} bytes of shared memory refused "
+                                   f"({_error_name(self._cuda, status)})")
+        status = self._cuda.cuLaunchKernel(function, *launch["grid"], *launch["block"], shared,
+                                           ctypes.c_void_p(stream), params, None)
         if status != 0:
             raise RuntimeError(f"cuLaunchKernel({launch['kernel']}) failed: {_error_name(self._cuda, status)}")
 

@@ -32,6 +32,7 @@
 /// memory one stage ahead, B fragments by ldmatrix, m16n8k16 sparse MMAs.
 // CHECK:       gpu.module @smlir_nm24_kernels
 // CHECK:         gpu.func @nm24_linear_f16_k16_64x64x64(%[[KV:.*]]: memref<4x512xf16>, %[[KM:.*]]: memref<4x32xi32>, %[[KX:.*]]: memref<64x64xf16>, %[[KY:.*]]: memref<64x64xf32>) workgroup(%[[SMEM:.*]] : memref<2x64x72xf16, #gpu.address_space<workgroup>>) kernel
+// CHECK-SAME:        attributes {nvvm.maxntid = array<i32: 32, 1, 1>}
 // CHECK:           %[[LANE:.*]] = gpu.thread_id x
 // CHECK:           nvgpu.device_async_copy %[[KX]][%{{.*}}, %{{.*}}], %[[SMEM]][%{{.*}}, %{{.*}}, %{{.*}}], 8 : memref<64x64xf16> to memref<2x64x72xf16, #gpu.address_space<workgroup>>
 // CHECK:           %[[PROLOGUE:.*]] = nvgpu.device_async_create_group
