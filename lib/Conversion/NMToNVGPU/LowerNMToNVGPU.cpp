@@ -10,9 +10,13 @@
 // selector 0; g = lane / 4, t = lane % 4):
 //   A (compressed values Wc[R, K/2], two kept values per group of four):
 //     register 2j + h holds Wc[16 f + g + 8 h][kc + 8 j + 2 t .. +1] for
-//     h in {0, 1} and j < mmaK / 16 (kc = k / 2 of the k-step).
+//     h in {0, 1} and j < mmaK / 16 (kc = k / 2 of the k-step). Python
+//     stores Wc in that order (per 16-row tile and k-step, lane by lane), so
+//     a lane's A fragment is one contiguous mmaK / 4 elements.
 //   B (x, "column major" B[k][n] = x[n][k]): register i holds
-//     x[8 f + g][k + 8 i + 2 t .. +1], i < mmaK / 8.
+//     x[8 f + g][k + 8 i + 2 t .. +1], i < mmaK / 8: what ldmatrix gives
+//     lane 4g + t for 8x8 tile i when lanes 8i .. 8i + 7 address rows
+//     8 f .. 8 f + 7 at column k + 8 i of x in shared memory.
 //   C/D (f32): element (h, e) is y^T[16 f + g + 8 h][8 f' + 2 t + e].
 //   Metadata: one 32-bit register per supplying thread; the low half holds
 //     row g's 2-bit indices, the high half row g + 8's; each group of four
