@@ -113,24 +113,28 @@ def copy_out(descriptor: ctypes.Structure, dtype: np.dtype) -> np.ndarray:
 
 
 class _Allocation:
-    """Owns a buffer the kernel malloc'ed: freed when the last array using it goes."""
+    """Owns a buffer the kernel malloc'ed: freed (by `free`, default the
+    allocation cache's) when the last array using it goes."""
 
-    def __init__(self, address: int) -> None:
+    def __init__(self, address: int, free: Callable[[int], None] | None = None) -> None:
         self.address = address
+        self.free = free or release
 
     def __del__(self) -> None:
-        release(self.address)
+        self.free(self.address)
 
 
-def adopt(descriptor: ctypes.Structure, dtype: np.dtype) -> np.ndarray | None:
+def adopt(descriptor: ctypes.Structure, dtype: np.dtype,
+          free: Callable[[int], None] | None = None) -> np.ndarray | None:
     """The kernel's fresh result buffer as an array, without a copy (None if
-    it is not a dense row-major block of its own)."""
+    it is not a dense row-major block of its own); `free` releases it (code
+    that allocates with plain malloc passes libc's)."""
     dtype = np.dtype(dtype)
     rank = len(descriptor.shape) if hasattr(descriptor, "shape") else 0
     shape = tuple(descriptor.shape) if rank else ()
     if rank == 0 or 0 in shape or tuple(descriptor.strides) != row_major_strides(shape):
         return None
-    owner = _Allocation(descriptor.allocated)
+    owner = _Allocation(descriptor.allocated, free)
     view = _ArrayView({"shape": shape, "typestr": dtype.str, "version": 3,
                        "data": (descriptor.aligned + descriptor.offset * dtype.itemsize, False)})
     view.owner = owner  # the array's base keeps the allocation alive

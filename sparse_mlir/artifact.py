@@ -37,11 +37,12 @@ import torch
 
 from . import threads
 from ._memref import ALLOCATOR_LIBRARY, Kernel, allocator
-from .callable import InputSpec, ModelCallable
+from .callable import CheckedCallable, InputSpec, ModelCallable
 from .errors import SparseMLIRError
 
 if TYPE_CHECKING:
     from .compiler import CompiledModule
+    from .cuda.compile import CudaCompiledModule
 
 FORMAT_VERSION = 1
 MAGIC = b"SMLIRART"
@@ -57,6 +58,8 @@ CPU_FLAGS_BYTES = 512
 _HEADER = struct.Struct(f"<8sIIIIIIQ{CPU_FLAGS_BYTES}s")
 _RECORD = struct.Struct(f"<II{MAX_RANK}qQQ")  # dtype code, rank, shape, offset, bytes
 _FLAG_CALL_NUMBER = 1
+_FLAG_CUDA = 2        # host code of a target="cuda" model: its buffers go to the GPU (Python loader only)
+CUDA_RUNTIME_NAME = "libsparse_mlir_cuda_runtime.so"
 
 _DTYPE_CODES = {np.dtype(np.float32): 1, np.dtype(np.float64): 2, np.dtype(np.float16): 3,
                 np.dtype(np.int8): 4, np.dtype(np.int16): 5, np.dtype(np.int32): 6, np.dtype(np.int64): 7}
@@ -69,8 +72,11 @@ _NUMPY_DTYPES = {t: n for n, t in _TORCH_DTYPES.items()}
 
 # ISA extensions (as /proc/cpuinfo names them) that LLVM may use when it
 # compiles for the host: an artifact needs every one its compiling host had.
+# AMD's sse4a is not among them: LLVM emits its instructions only for
+# intrinsics and nontemporal scalar stores, which no sparse_mlir pipeline
+# produces, and requiring it refused AMD-built artifacts on Intel hosts.
 _ISA_FLAGS = frozenset("""
-    sse sse2 sse3 pni ssse3 sse4_1 sse4_2 sse4a popcnt avx avx2 fma fma4 f16c bmi1 bmi2 abm lzcnt movbe
+    sse sse2 sse3 pni ssse3 sse4_1 sse4_2 popcnt avx avx2 fma fma4 f16c bmi1 bmi2 abm lzcnt movbe
     adx aes pclmulqdq sha_ni xsave avx_vnni avx512f avx512dq avx512cd avx512bw avx512vl avx512ifma
     avx512vbmi avx512_vbmi2 avx512_vnni avx512_bitalg avx512_vpopcntdq avx512_bf16 avx512_fp16
     amx_tile amx_bf16 amx_int8
@@ -124,16 +130,34 @@ def _cpu_model() -> str:
 # --------------------------------------------------------------------------- export
 
 
-def export(fn: "CompiledModule", path: str | os.PathLike, *, linker: str | None = None) -> Path:
-    """Writes `fn` as an artifact directory at `path` (see the module docstring)."""
+def _export_target(path: str | os.PathLike) -> Path:
     target = Path(path)
     if target.exists() and not (target.is_dir() and (not any(target.iterdir()) or (target / MANIFEST).is_file())):
         raise ArtifactError(f"{target} exists and is not a sparse_mlir artifact: choose a new path "
                             "(an existing artifact directory is replaced)")
+    return target
+
+
+def _linker(linker: str | None) -> str:
     cc = linker or os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         raise ArtifactError("export() links the compiled code into a shared library and needs a C compiler "
                             "driver (cc, gcc or clang) on PATH, or CC=...")
+    return cc
+
+
+def _publish(staging: Path, target: Path) -> Path:
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.move(str(staging), str(target))
+    target.chmod(0o755)
+    return target
+
+
+def export(fn: "CompiledModule", path: str | os.PathLike, *, linker: str | None = None) -> Path:
+    """Writes `fn` as an artifact directory at `path` (see the module docstring)."""
+    target = _export_target(path)
+    cc = _linker(linker)
     engine, bound = fn._export_parts()
     result = TensorRecord(np.dtype(fn._result_dtype), tuple(fn._result_shape))
     inputs = [TensorRecord(_NUMPY_DTYPES[dtype], tuple(shape)) for shape, dtype in fn.input_specs]
@@ -150,11 +174,53 @@ def export(fn: "CompiledModule", path: str | os.PathLike, *, linker: str | None 
         weights = _write_weights(staging / WEIGHTS, result, inputs, bound, fn._counts_calls, library_crc)
         manifest = _manifest(fn, result, inputs, bound, staging, weights)
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        shutil.move(str(staging), str(target))
-        target.chmod(0o755)
-    return target
+        return _publish(staging, target)
+
+
+def export_cuda(fn: "CudaCompiledModule", path: str | os.PathLike, *, linker: str | None = None) -> Path:
+    """Writes a target="cuda" model as an artifact: model.so holds the host code
+    with the kernels' PTX (the driver JIT-compiles it at load), lib/ the CUDA
+    runtime library, weights.bin the host parameters and the compressed 2:4
+    values and metadata (scratch buffers are recorded by shape only)."""
+    from .cuda.driver import cuda_runtime_path
+    from .cuda.host import numpy_dtype
+
+    target = _export_target(path)
+    cc = _linker(linker)
+    engine = fn._jit()
+    result = TensorRecord(np.dtype(numpy_dtype(fn._result_dtype)), tuple(fn._result_shape))
+    inputs = [TensorRecord(np.dtype(numpy_dtype(dtype)), tuple(shape)) for shape, dtype in fn.input_specs]
+    bound, stored = [], []
+    for argument in fn._arguments:
+        array = fn._data.get((argument.role, argument.tensor))
+        if array is None:   # scratch: a shape, no contents
+            array = np.lib.stride_tricks.as_strided(np.zeros(1, argument.dtype), argument.shape,
+                                                    (0,) * len(argument.shape))
+        bound.append(array)
+        stored.append(argument.role != "scratch")
+    with tempfile.TemporaryDirectory(prefix=".smlir-export-", dir=target.parent if target.parent.exists() else None) \
+            as staging_name:
+        staging = Path(staging_name)
+        (staging / LIB_DIR).mkdir()
+        shutil.copy2(cuda_runtime_path(), staging / LIB_DIR / CUDA_RUNTIME_NAME)
+        object_file = staging / "model.o"
+        engine.dump_to_object_file(str(object_file))
+        _link(cc, object_file, staging / LIBRARY, [CUDA_RUNTIME_NAME], _orc_initializers(object_file))
+        object_file.unlink()
+        library_crc = zlib.crc32((staging / LIBRARY).read_bytes())
+        weights = _write_weights(staging / WEIGHTS, result, inputs, bound, False, library_crc, _FLAG_CUDA, stored)
+        manifest = _manifest(fn, result, inputs, bound, staging, weights)
+        manifest["signature"]["inputs"] = [{"shape": list(shape), "dtype": str(dtype).removeprefix("torch.")}
+                                           for shape, dtype in fn.input_specs]
+        manifest["signature"]["output"]["dtype"] = str(fn._result_dtype).removeprefix("torch.")
+        manifest["cuda"] = {
+            "chip": fn.chip,
+            "arguments": [{"role": a.role, "tensor": a.tensor, "shape": list(a.shape), "dtype": str(a.dtype)}
+                          for a in fn._arguments],
+            "kernels": [launch.to_json() for launch in fn.kernels()],
+        }
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        return _publish(staging, target)
 
 
 def _copy_runtime_libs(lib_dir: Path, openmp: bool) -> list[str]:
@@ -170,12 +236,13 @@ def _copy_runtime_libs(lib_dir: Path, openmp: bool) -> list[str]:
     return [ALLOCATOR_LIBRARY.name, name]
 
 
-def _link(cc: str, object_file: Path, library: Path, runtime_libs: Sequence[str]) -> None:
+def _link(cc: str, object_file: Path, library: Path, runtime_libs: Sequence[str],
+          extra: Sequence[str] = ()) -> None:
     # The JIT's object uses the large code model with absolute relocations:
     # the library carries text relocations, which the dynamic loader applies.
     command = [cc, "-shared", "-o", str(library), str(object_file), "-Wl,-z,notext", "-Wl,--no-undefined",
                "-Wl,-rpath,$ORIGIN/" + LIB_DIR, "-L", str(library.parent / LIB_DIR),
-               *[f"-l:{name}" for name in runtime_libs], "-lm"]
+               *[f"-l:{name}" for name in runtime_libs], "-lm", *extra]
     try:
         done = subprocess.run(command, capture_output=True, text=True)
     except OSError as error:
@@ -185,17 +252,41 @@ def _link(cc: str, object_file: Path, library: Path, runtime_libs: Sequence[str]
                             "Code that calls MLIR's runner-utils libraries cannot be exported yet.")
 
 
+# The JIT hands the module's constructors (here: loading the kernels' PTX)
+# to ORC, which calls them through these local functions instead of
+# .init_array; a library made of its object must call them itself.
+_ORC_INIT, _ORC_DEINIT = "__orc_init_func.", "__orc_deinit_func."
+
+
+def _orc_initializers(object_file: Path) -> list[str]:
+    """Linker flags making the JIT object's ORC init/deinit functions the library's
+    DT_INIT/DT_FINI (made global first: the linker resolves only global names)."""
+    tools = [shutil.which("nm"), shutil.which("objcopy")]
+    if None in tools:
+        raise ArtifactError("exporting a target='cuda' model needs nm and objcopy (binutils) on PATH")
+    listing = subprocess.run([tools[0], str(object_file)], capture_output=True, text=True, check=True).stdout
+    names = {prefix: name for line in listing.splitlines() for name in line.split()[-1:]
+             for prefix in (_ORC_INIT, _ORC_DEINIT) if name.startswith(prefix)}
+    if not names:
+        return []
+    subprocess.run([tools[1], *[f"--globalize-symbol={n}" for n in names.values()], str(object_file)], check=True)
+    flags = [f"-Wl,-init={names[_ORC_INIT]}"] if _ORC_INIT in names else []
+    return flags + ([f"-Wl,-fini={names[_ORC_DEINIT]}"] if _ORC_DEINIT in names else [])
+
+
 def _write_weights(path: Path, result: TensorRecord, inputs: Sequence[TensorRecord], bound: Sequence[np.ndarray],
-                   counts_calls: bool, library_crc: int) -> list[TensorRecord]:
+                   counts_calls: bool, library_crc: int, extra_flags: int = 0,
+                   stored: Sequence[bool] | None = None) -> list[TensorRecord]:
+    """The header and the buffers; a buffer not `stored` is recorded by dtype and shape only."""
     tables = _HEADER.size + _RECORD.size * (1 + len(inputs) + len(bound))
     offset = _align(tables)
     records = []
-    for array in bound:
-        records.append(TensorRecord(array.dtype, array.shape, offset, array.nbytes))
-        offset = _align(offset + array.nbytes)
+    for array, keep in zip(bound, stored or [True] * len(bound)):
+        records.append(TensorRecord(array.dtype, array.shape, offset, array.nbytes if keep else 0))
+        offset = _align(offset + records[-1].nbytes)
     flags = " ".join(host_isa_flags()).encode()
-    header = _HEADER.pack(MAGIC, 0, FORMAT_VERSION, _FLAG_CALL_NUMBER if counts_calls else 0, len(inputs),
-                          len(bound), library_crc, _align(tables), flags)
+    header = _HEADER.pack(MAGIC, 0, FORMAT_VERSION, (_FLAG_CALL_NUMBER if counts_calls else 0) | extra_flags,
+                          len(inputs), len(bound), library_crc, _align(tables), flags)
     body = bytearray(offset)
     body[:_HEADER.size] = header
     position = _HEADER.size
@@ -203,7 +294,8 @@ def _write_weights(path: Path, result: TensorRecord, inputs: Sequence[TensorReco
         body[position:position + _RECORD.size] = _pack_record(record)
         position += _RECORD.size
     for record, array in zip(records, bound):
-        body[record.offset:record.offset + record.nbytes] = np.ascontiguousarray(array).tobytes()
+        if record.nbytes:
+            body[record.offset:record.offset + record.nbytes] = np.ascontiguousarray(array).tobytes()
     struct.pack_into("<I", body, 8, zlib.crc32(memoryview(body)[12:]))
     path.write_bytes(body)
     return records
@@ -268,8 +360,9 @@ class LoadedModule(ModelCallable):
         return f"LoadedModule({str(self.path)!r}, inputs={self.manifest['signature']['inputs']})"
 
 
-def load(path: str | os.PathLike) -> LoadedModule:
-    """Loads an artifact written by `CompiledModule.export()` (no compiler needed)."""
+def load(path: str | os.PathLike) -> "LoadedModule | LoadedCudaModule":
+    """Loads an artifact written by `export()` of a compiled model (no compiler
+    needed; a target="cuda" one needs its GPU and driver)."""
     root = Path(path)
     if not root.is_dir():
         raise ArtifactError(f"{root}: not a sparse_mlir artifact; pass the directory fn.export() wrote "
@@ -293,6 +386,8 @@ def load(path: str | os.PathLike) -> LoadedModule:
                             "copy the artifact again or export it again")
     records = [_unpack_record(blob, _HEADER.size + i * _RECORD.size) for i in range(1 + num_inputs + num_buffers)]
     result, inputs, buffers = records[0], records[1:1 + num_inputs], records[1 + num_inputs:]
+    if flags & _FLAG_CUDA:
+        return _load_cuda(root, blob, buffers, manifest)
     bound = [np.frombuffer(blob, dtype=r.dtype, count=r.nbytes // r.dtype.itemsize, offset=r.offset).reshape(r.shape)
              for r in buffers]
     library = _open_library(root)
@@ -301,6 +396,66 @@ def load(path: str | os.PathLike) -> LoadedModule:
     kernel = Kernel(function, bound, len(result.shape), result.dtype, owner=library)
     specs = [(r.shape, _TORCH_DTYPES[r.dtype]) for r in inputs]
     return LoadedModule(kernel, specs, bool(flags & _FLAG_CALL_NUMBER), manifest, root)
+
+
+class LoadedCudaModule(CheckedCallable):
+    """A target="cuda" artifact's model: inputs on the CPU or a CUDA device, the
+    result on the first input's device (as `CudaCompiledModule`)."""
+
+    _input_devices = ("cpu", "cuda")
+
+    def __init__(self, program: Any, input_specs: Sequence[InputSpec], manifest: dict[str, Any],
+                 path: Path) -> None:
+        super().__init__(input_specs)
+        self._program = program
+        self.manifest = manifest
+        self.path = path
+
+    def _run(self, tensors: list[torch.Tensor]) -> torch.Tensor:
+        return self._program(tensors)
+
+    def __repr__(self) -> str:
+        return f"LoadedCudaModule({str(self.path)!r}, inputs={self.manifest['signature']['inputs']})"
+
+
+def _load_cuda(root: Path, blob: bytearray, buffers: Sequence[TensorRecord],
+               manifest: dict[str, Any]) -> LoadedCudaModule:
+    """The host program of a CUDA artifact; the GPU is first needed at the first call."""
+    from .cuda.driver import require_device, runtime
+    from .cuda.host import Argument, HostProgram
+
+    try:
+        arguments = [Argument(a["role"], a["tensor"], tuple(a["shape"]), np.dtype(a["dtype"]))
+                     for a in manifest["cuda"]["arguments"]]
+        specs = [(tuple(i["shape"]), getattr(torch, i["dtype"])) for i in manifest["signature"]["inputs"]]
+        output = manifest["signature"]["output"]
+        result = (len(output["shape"]), getattr(torch, output["dtype"]))
+    except (KeyError, TypeError, AttributeError) as error:
+        raise ArtifactError(f"{root / MANIFEST}: incomplete CUDA manifest ({error!r}); export the model again") \
+            from None
+    if len(arguments) != len(buffers):
+        raise ArtifactError(f"{root}: the manifest lists {len(arguments)} arguments, {WEIGHTS} {len(buffers)}; "
+                            "export the model again")
+    data = {}
+    for argument, record in zip(arguments, buffers):
+        if argument.role != "scratch":
+            data[(argument.role, argument.tensor)] = np.frombuffer(
+                blob, dtype=record.dtype, count=record.nbytes // record.dtype.itemsize,
+                offset=record.offset).reshape(record.shape)
+    # model.so loads the kernels' PTX when it is loaded: the GPU is needed now.
+    require_device()
+    # The artifact's runtime first, so that model.so's dependency binds to it.
+    runtime_library = root / LIB_DIR / CUDA_RUNTIME_NAME
+    try:
+        runtime(str(runtime_library))
+        library = ctypes.CDLL(str(root / LIBRARY))
+    except OSError as error:
+        raise ArtifactError(f"{root / LIBRARY}: cannot be loaded ({error}); export the model again on "
+                            "this kind of machine") from None
+    function = getattr(library, ENTRY_POINT)
+    function.argtypes, function.restype = [ctypes.c_void_p], None
+    program = HostProgram(function, arguments, data, result, runtime_library, owner=library)
+    return LoadedCudaModule(program, specs, manifest, root)
 
 
 def _read_weights(path: Path) -> bytearray:

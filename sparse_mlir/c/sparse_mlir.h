@@ -17,7 +17,9 @@
  *   char     magic[8]        "SMLIRART"
  *   uint32   crc32           CRC-32 (zlib's) of every byte after this field
  *   uint32   format_version  SMLIR_FORMAT_VERSION
- *   uint32   flags           bit 0: @main takes a trailing i64 call number
+ *   uint32   flags           bit 0: @main takes a trailing i64 call number;
+ *                            bit 1: target="cuda" host code (Python loader only;
+ *                            buffers with bytes == 0 are device scratch)
  *   uint32   num_inputs
  *   uint32   num_buffers     packed weights, passed before the inputs
  *   uint32   library_crc32   CRC-32 of model.so

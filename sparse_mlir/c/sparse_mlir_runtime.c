@@ -21,6 +21,7 @@
 #define RECORD_BYTES (4 + 4 + 8 * SMLIR_MAX_RANK + 8 + 8)
 #define ENTRY_POINT "_mlir__mlir_ciface_main"
 #define FLAG_CALL_NUMBER 1u
+#define FLAG_CUDA 2u /* target="cuda" host code: loaded from Python only */
 
 typedef struct record {
   int32_t dtype;
@@ -206,6 +207,11 @@ smlir_model *smlir_load(const char *path, char *error, size_t error_size) {
   }
   uint32_t crc = u32_at(blob + 8), version = u32_at(blob + 12);
   model->flags = u32_at(blob + 16);
+  if (model->flags & FLAG_CUDA) {
+    fail(error, error_size, "%s: a target=\"cuda\" artifact; its GPU buffers are set up by the Python loader "
+                            "(sparse_mlir.load), which this C loader does not do yet", file);
+    goto failed;
+  }
   model->num_inputs = (int)u32_at(blob + 20);
   model->num_buffers = (int)u32_at(blob + 24);
   uint32_t library_crc = u32_at(blob + 28);

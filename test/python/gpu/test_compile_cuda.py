@@ -121,3 +121,78 @@ def test_f32_weights_stay_dense_on_the_gpu_path() -> None:
     fn = sm.compile(ffn(torch.float32), {"0.weight": sm.NM(2, 4)}, (x,), target="cuda", cost_model=False)
     (entry,) = fn.sparsity_plan()
     assert "float16/bfloat16, the weight is float32" in entry.stored_as
+
+
+# ------------------------------------------------- CUDA artifacts (no GPU needed to export)
+
+
+@pytest.fixture(scope="module")
+def cuda_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    x = torch.randn(64, 128, dtype=torch.float16)
+    fn = sm.compile(ffn(torch.float16), {"0.weight": sm.NM(2, 4), "2.weight": sm.NM(2, 4)}, (x,), target="cuda",
+                    cost_model=False)
+    return fn.export(tmp_path_factory.mktemp("cuda") / "ffn.smlir")
+
+
+def test_export_writes_host_code_weights_and_the_cuda_runtime(cuda_artifact: Path) -> None:
+    import json
+
+    assert sorted(p.name for p in cuda_artifact.iterdir()) == ["lib", "manifest.json", "model.so", "weights.bin"]
+    assert [p.name for p in (cuda_artifact / "lib").iterdir()] == ["libsparse_mlir_cuda_runtime.so"]
+    manifest = json.loads((cuda_artifact / "manifest.json").read_text())
+    roles = [(a["role"], a["tensor"]) for a in manifest["cuda"]["arguments"]]
+    assert roles == [("nm24_values", "0.weight"), ("nm24_metadata", "0.weight"), ("scratch", "0.weight"),
+                     ("scratch", "0.weight"), ("host", "0.bias"), ("nm24_values", "2.weight"),
+                     ("nm24_metadata", "2.weight"), ("scratch", "2.weight"), ("scratch", "2.weight")]
+    assert manifest["signature"]["inputs"] == [{"shape": [64, 128], "dtype": "float16"}]
+    assert [k["kernel"] for k in manifest["cuda"]["kernels"]] == ["nm24_linear_f16_k32_64x256x128",
+                                                                  "nm24_linear_f16_k32_64x128x256"]
+    # Scratch buffers are recorded by shape only: weights.bin holds values, metadata and the bias.
+    stored = sum(np.prod(a["shape"]) * np.dtype(a["dtype"]).itemsize for a in manifest["cuda"]["arguments"]
+                 if a["role"] != "scratch")
+    assert stored <= (cuda_artifact / "weights.bin").stat().st_size < stored + 64 * 1024
+    # Only our runtime (which opens libcuda.so.1 itself) and libc/libm are needed.
+    needed = subprocess.run(["readelf", "-d", str(cuda_artifact / "model.so")], capture_output=True,
+                            text=True).stdout
+    libraries = set(re.findall(r"Shared library: \[(.*?)\]", needed))
+    assert "libsparse_mlir_cuda_runtime.so" in libraries
+    assert libraries <= {"libc.so.6", "libm.so.6", "libsparse_mlir_cuda_runtime.so"}
+
+
+def test_exported_library_loads_its_kernels_when_loaded(cuda_artifact: Path) -> None:
+    """The JIT hands module constructors to ORC; the export makes them model.so's
+    DT_INIT, so loading the library loads the kernels' PTX (here, without a
+    driver, the runtime says it cannot)."""
+    import os
+    import sys
+
+    code = (f"import ctypes; ctypes.CDLL({str(cuda_artifact / 'lib' / 'libsparse_mlir_cuda_runtime.so')!r}, "
+            f"mode=ctypes.RTLD_GLOBAL); ctypes.CDLL({str(cuda_artifact / 'model.so')!r})")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "SPARSE_MLIR_CUDA_TRACE": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "mgpuModuleLoadJIT(" in done.stderr
+
+
+@pytest.mark.skipif(cuda_unavailable_reason() is None, reason="a GPU is present: the artifact loads")
+def test_loading_a_cuda_artifact_without_a_gpu_says_why(cuda_artifact: Path) -> None:
+    with pytest.raises(CudaUnavailableError, match="libcuda.so.1|no CUDA device|cuInit"):
+        sm.load(cuda_artifact)
+
+
+def test_c_loader_refuses_cuda_artifacts(cuda_artifact: Path, tmp_path: Path) -> None:
+    import ctypes
+    import shutil
+
+    from sparse_mlir import artifact
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    library = tmp_path / "libsparse_mlir_runtime.so"
+    subprocess.run([cc, "-O1", "-std=c11", "-shared", "-fPIC", f"-I{artifact.c_dir()}", "-o", str(library),
+                    str(artifact.c_dir() / "sparse_mlir_runtime.c"), "-ldl", "-lm"], check=True)
+    runtime = ctypes.CDLL(str(library))
+    runtime.smlir_load.restype = ctypes.c_void_p
+    runtime.smlir_load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    error = ctypes.create_string_buffer(1024)
+    assert runtime.smlir_load(str(cuda_artifact).encode(), error, len(error)) is None
+    assert 'a target="cuda" artifact' in error.value.decode() and "sparse_mlir.load" in error.value.decode()
