@@ -55,10 +55,10 @@ def prepare(directory: Path, shapes: list[tuple[int, int, int]], mma_ks: tuple[i
         for mma_k, (tokens, depth, rows), tile in itertools.product(mma_ks, shapes, tiles or (None,)):
             model = torch.nn.Linear(depth, rows, bias=False).to(dtype)
             x = torch.zeros(tokens, depth, dtype=dtype)
-            options = {"tile": tile[:2], "warp_tokens": tile[2]} if tile else {}
+            options = {"tile": tile[:2], "warp_tokens": tile[2], "pipeline_stages": tile[3]} if tile else {}
             fn = compile_cuda(model, {"weight": sm.NM(2, 4)}, (x,), cost_model=False, mma_k=mma_k, **options)
             (launch,) = fn.kernels()
-            name = f"{dtype_name}_k{mma_k}_{tokens}x{depth}x{rows}" + (f"_t{tile[0]}x{tile[1]}w{tile[2]}" if tile else "")
+            name = f"{dtype_name}_k{mma_k}_{tokens}x{depth}x{rows}" + (f"_t{tile[0]}x{tile[1]}w{tile[2]}s{tile[3]}" if tile else "")
             (directory / f"{name}.ptx").write_text(fn.ir("ptx"))
             specs.append({"name": name, "tokens": tokens, "in": depth, "out": rows, "dtype": dtype_name,
                           "mma_k": mma_k, "ptx": f"{name}.ptx", "launch": launch.to_json(),
@@ -202,7 +202,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--only", help="run the kernels whose name contains this")
     parser.add_argument("--mma-k", type=int, nargs="+", default=list(MMA_K))
-    parser.add_argument("--tiles", nargs="+", help="prepare: block tiles to compare, as ROWSxTOKENSxWARP_TOKENS")
+    parser.add_argument("--tiles", nargs="+", help="prepare: kernel variants to compare, as ROWSxTOKENSxWARP_TOKENSxSTAGES "
+                        "(block tile, tokens per warp, shared-memory stages)")
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     parser.add_argument("--shapes", nargs="+", help="prepare: TOKENSxINxOUT shapes instead of the suite's")
     args = parser.parse_args()

@@ -141,6 +141,7 @@ void mlir::smlir::buildNMCudaPipeline(OpPassManager &pm,
   tiling.tileRows = options.tileRows;
   tiling.tileTokens = options.tileTokens;
   tiling.warpTokens = options.warpTokens;
+  tiling.pipelineStages = options.pipelineStages;
   pm.addPass(createLowerNMToNVGPU(tiling));
   std::string target = "chip=" + options.chip +
                        " features=" + options.features + " O=3";

@@ -44,22 +44,25 @@ STAGES = ("linalg", "annotated", "gpu", "llvm", "ptx")
 # 64 x 128 at 407, 256 x 64 at 370 (benchmarks/gpu_nm.py --tiles).
 TILE = (128, 64)
 WARP_TOKENS = 64    # tokens per warp (64 rows each): 32 or 64; 64 ran 4096^3 at 481 TF/s, 32 at 380
+PIPELINE_STAGES = 2  # shared-memory stages of x (2 or 3)
 _ELEMENT_DTYPES = {"f16": np.int16, "bf16": np.int16, "f32": np.float32, "i32": np.int32}
 
 
-def _tiling(mma_k: int, tile: tuple[int, int], warp_tokens: int) -> str:
-    return f"mma-k={mma_k} tile-rows={tile[0]} tile-tokens={tile[1]} warp-tokens={warp_tokens}"
+def _tiling(mma_k: int, tile: tuple[int, int], warp_tokens: int, stages: int) -> str:
+    return (f"mma-k={mma_k} tile-rows={tile[0]} tile-tokens={tile[1]} warp-tokens={warp_tokens} "
+            f"pipeline-stages={stages}")
 
 
-def pipeline_for(mma_k: int, chip: str, tile: tuple[int, int] = TILE, warp_tokens: int = WARP_TOKENS) -> str:
+def pipeline_for(mma_k: int, chip: str, tile: tuple[int, int] = TILE, warp_tokens: int = WARP_TOKENS,
+                 stages: int = PIPELINE_STAGES) -> str:
     """The pass pipeline compile(target="cuda") runs (sparse-mlir-opt reproduces it)."""
-    return f"builtin.module(smlir-nm-cuda-pipeline{{{_tiling(mma_k, tile, warp_tokens)} chip={chip}}})"
+    return f"builtin.module(smlir-nm-cuda-pipeline{{{_tiling(mma_k, tile, warp_tokens, stages)} chip={chip}}})"
 
 
-def _lowering_passes(mma_k: int, tile: tuple[int, int], warp_tokens: int) -> str:
+def _lowering_passes(mma_k: int, tile: tuple[int, int], warp_tokens: int, stages: int) -> str:
     """The smlir part alone, for the "gpu" stage (kernels and launches, before bufferization)."""
     return (f"builtin.module(smlir-hoist-argument-sparsifiers, "
-            f"smlir-lower-nm-to-nvgpu{{{_tiling(mma_k, tile, warp_tokens)}}})")
+            f"smlir-lower-nm-to-nvgpu{{{_tiling(mma_k, tile, warp_tokens, stages)}}})")
 
 
 @dataclass(frozen=True)
@@ -248,7 +251,7 @@ def _arguments(module: ir.Module, param_names: Sequence[str], num_inputs: int) -
 def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = None,
                  example_args: Sequence[torch.Tensor] = (), *, cost_model: bool = True, mma_k: int = 32,
                  chip: str = "sm_80", opt_level: int = 2, tile: tuple[int, int] = TILE,
-                 warp_tokens: int = WARP_TOKENS) -> CudaCompiledModule:
+                 warp_tokens: int = WARP_TOKENS, pipeline_stages: int = PIPELINE_STAGES) -> CudaCompiledModule:
     """Compiles `model` with its NM(2, 4) f16/bf16 weights on sparse tensor cores.
 
     `cost_model=False` keeps 2:4 wherever the kernel can run (whole tiles,
@@ -281,7 +284,7 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
                                        tokens.get(name), check_size=cost_model)
     sparse = {name: encodings[name] for name, c in choices.items() if c.sparse}
 
-    pipeline = pipeline_for(mma_k, chip, tile, warp_tokens)
+    pipeline = pipeline_for(mma_k, chip, tile, warp_tokens, pipeline_stages)
     reproducer = (f"{_tools.opt_path()} annotated.mlir --pass-pipeline='{pipeline}' "
                   "(annotated.mlir = fn.ir('annotated'))")
     stages = {"linalg": imported.text}
@@ -292,7 +295,7 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
         stages["annotated"] = str(module)
         lowered = ir.Module.parse(stages["annotated"])
         try:
-            passmanager.PassManager.parse(_lowering_passes(mma_k, tile, warp_tokens)).run(lowered.operation)
+            passmanager.PassManager.parse(_lowering_passes(mma_k, tile, warp_tokens, pipeline_stages)).run(lowered.operation)
             stages["gpu"] = str(lowered)
             passmanager.PassManager.parse(pipeline).run(module.operation)
         except ir.MLIRError as error:

@@ -116,15 +116,16 @@ def LowerNMToNVGPU : Pass<"smlir-lower-nm-to-nvgpu", "::mlir::ModuleOp"> {
     or 4 x 8 fragments of 16 x 8, f32 accumulators in registers); a block
     the largest tile within `tile-rows` x `tile-tokens` that divides the
     linear (at most 8 warps); blocks adjacent in launch order walk the
-    weight and share an x tile. Along K, x moves through two shared-memory
-    stages of 64 columns filled by 16-byte `nvgpu.device_async_copy`
-    (cp.async), the next stage's copy in flight while the current one is
-    multiplied; B fragments come from shared memory by `nvgpu.ldmatrix`; A
+    weight and share an x tile. Along K, x moves through `pipeline-stages`
+    shared-memory stages of 64 columns filled by 16-byte
+    `nvgpu.device_async_copy` (cp.async), the next stages' copies in flight
+    while the current one is multiplied; B fragments come from shared memory by `nvgpu.ldmatrix`; A
     fragments and metadata from global memory, loaded one stage ahead into
     registers. Measured on an H100 (benchmarks/gpu_nm.py, m16n8k32):
     ~480 TF/s at 4096^3, against 49 TF/s for the first (32 x 32 warps,
-    scalar loads) version; staging A through shared memory as well, or
-    capping registers for more blocks per SM, ran slower.
+    scalar loads) version; staging A through shared memory as well, a
+    third x stage (`pipeline-stages=3`: 466 TF/s) or capping registers for
+    more blocks per SM ran slower.
 
     ```mlir
     %t = linalg.transpose ins(%w : tensor<64x64xf16, #NM24>) ... [1, 0]
@@ -158,6 +159,9 @@ def LowerNMToNVGPU : Pass<"smlir-lower-nm-to-nvgpu", "::mlir::ModuleOp"> {
            "Tokens per warp, 32 or 64 (linears whose tokens are not a "
            "multiple of it take 32): each warp computes 64 weight rows x "
            "this many tokens">,
+    Option<"pipelineStages", "pipeline-stages", "int64_t", /*default=*/"2",
+           "Shared-memory stages of x (2 or 3): copies run this many minus "
+           "one stages ahead of the multiplication">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

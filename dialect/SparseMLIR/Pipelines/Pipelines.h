@@ -93,6 +93,9 @@ struct NMCudaPipelineOptions
   PassOptions::Option<int64_t> warpTokens{
       *this, "warp-tokens", llvm::cl::desc("Tokens per warp (32 or 64)"),
       llvm::cl::init(64)};
+  PassOptions::Option<int64_t> pipelineStages{
+      *this, "pipeline-stages",
+      llvm::cl::desc("Shared-memory stages of x (2 or 3)"), llvm::cl::init(2)};
   PassOptions::Option<std::string> chip{
       *this, "chip", llvm::cl::desc("CUDA architecture (sm_80 or newer)"),
       llvm::cl::init("sm_80")};

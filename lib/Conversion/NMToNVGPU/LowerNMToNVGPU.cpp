@@ -142,9 +142,11 @@ struct IndexMath {
 class NM24KernelBuilder {
 public:
   NM24KernelBuilder(ModuleOp module, int64_t mmaK, int64_t maxTileRows,
-                    int64_t maxTileTokens, int64_t warpTokens)
+                    int64_t maxTileTokens, int64_t warpTokens,
+                    int64_t pipelineStages)
       : module(module), mmaK(mmaK), maxTileRows(maxTileRows),
-        maxTileTokens(maxTileTokens), warpTokens(warpTokens) {}
+        maxTileTokens(maxTileTokens), warpTokens(warpTokens),
+        pipelineStages(pipelineStages) {}
 
   /// The largest thread-block tile within the pass options that divides the
   /// linear: rows a power-of-two multiple of the warp's 64 (so every thread
@@ -193,7 +195,7 @@ private:
             Value bFrag, Value acc, Value meta);
 
   ModuleOp module;
-  int64_t mmaK, maxTileRows, maxTileTokens, warpTokens;
+  int64_t mmaK, maxTileRows, maxTileTokens, warpTokens, pipelineStages;
   gpu::GPUModuleOp kernelModule;
   llvm::StringMap<gpu::GPUFuncOp> kernels;
 };
@@ -262,13 +264,13 @@ Value NM24KernelBuilder::mma(OpBuilder &b, Location loc, const LinearShape &s,
 }
 
 // The kernel: a block computes a tileRows x tileTokens tile of y^T, each
-// warp 64 x warpTokens (4 x 4 or 4 x 8 fragments of 16 x 8). Along K, x moves through two
-// shared-memory stages of 64 columns filled by 16-byte cp.async copies: the
-// copy of stage c + 1 is in flight while stage c is multiplied. B fragments
-// come from shared memory through ldmatrix; A fragments (the compressed
-// weight, in fragment order) and metadata straight from global memory with
-// one 16-byte (8-byte for k16) load per lane, fragment and k-step, loaded
-// one stage ahead into registers.
+// warp 64 x warpTokens (4 x 4 or 4 x 8 fragments of 16 x 8). Along K, x
+// moves through pipelineStages shared-memory stages of 64 columns filled by
+// 16-byte cp.async copies: the copies of the next stages are in flight while
+// stage c is multiplied. B fragments come from shared memory through
+// ldmatrix; A fragments (the compressed weight, in fragment order) and
+// metadata straight from global memory with one 16-byte (8-byte for k16)
+// load per lane, fragment and k-step, loaded one stage ahead into registers.
 gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
   std::string name;
   llvm::raw_string_ostream os(name);
@@ -285,7 +287,7 @@ gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
   auto xType = MemRefType::get({s.tokens, s.depth}, s.element);
   auto yType = MemRefType::get({s.tokens, s.rows}, f32);
   auto smemType = MemRefType::get(
-      {2, tileTokens, kStageK + kSmemPad}, s.element,
+      {pipelineStages, tileTokens, kStageK + kSmemPad}, s.element,
       MemRefLayoutAttrInterface{},
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
   auto funcType = b.getFunctionType(
@@ -293,6 +295,8 @@ gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
   auto kernel =
       gpu::GPUFuncOp::create(b, loc, name, funcType, TypeRange{smemType});
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  // cp.async and ldmatrix address 16-byte rows of x in shared memory.
+  kernel.setWorkgroupAttributionAttr(0, "llvm.align", b.getI64IntegerAttr(16));
   // The block size, for ptxas's register allocation (.maxntid). Capping
   // registers further (.minnctapersm 5, 6 or 8 blocks of 2 warps) spilled
   // the 128 accumulator registers: 494 -> 183 TF/s on an H100.
@@ -386,7 +390,12 @@ gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
                                             b.getZeroAttr(accType));
   const int64_t numAcc = fragRows * fragTokens;
   const int64_t numA = stepsPerStage * fragRows;
-  Value prologue = copyStage(b, loc, im.c(0), im.c(0));
+  // The first pipelineStages - 1 stages in flight before the loop.
+  Value prologue;
+  for (int64_t i = 0; i < pipelineStages - 1; ++i) {
+    Value group = copyStage(b, loc, im.c(std::min(i, stages - 1)), im.c(i));
+    prologue = prologue ? prologue : group;
+  }
   SmallVector<Value> inits(numAcc, zeroAcc);
   llvm::append_range(inits, loadA(b, loc, im.c(0)));
 
@@ -394,15 +403,20 @@ gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
       b, loc, im.c(0), im.c(stages), im.c(1), inits,
       [&](OpBuilder &lb, Location l, Value stage, ValueRange args) {
         IndexMath m{lb, l, pool};
-        Value buffer = m.rem(stage, 2);
-        // The next stage's copy (the last stage's again at the end: same
-        // group count every iteration, and that buffer is not read).
+        Value buffer = m.rem(stage, pipelineStages);
+        // The copy pipelineStages - 1 stages ahead (the last stage's again
+        // at the end: same group count every iteration, and those buffers
+        // are not read any more).
+        const int64_t ahead = pipelineStages - 1;
         Value next = arith::MinUIOp::create(lb, l, m.add(stage, 1),
                                             m.c(stages - 1));
-        Value group = copyStage(lb, l, next, m.rem(m.add(stage, 1), 2));
-        // All but the newest group done: this stage is in shared memory.
+        Value far = arith::MinUIOp::create(lb, l, m.add(stage, ahead),
+                                           m.c(stages - 1));
+        Value group = copyStage(lb, l, far,
+                                m.rem(m.add(stage, ahead), pipelineStages));
+        // All but the newest groups done: this stage is in shared memory.
         nvgpu::DeviceAsyncWaitOp::create(lb, l, group,
-                                         lb.getI32IntegerAttr(1));
+                                         lb.getI32IntegerAttr(ahead));
         gpu::BarrierOp::create(lb, l);
         SmallVector<Value> nextA = loadA(lb, l, next);
 
@@ -473,8 +487,14 @@ struct LowerNMToNVGPUPass
           << static_cast<int64_t>(warpTokens);
       return signalPassFailure();
     }
+    if (pipelineStages != 2 && pipelineStages != 3) {
+      getOperation().emitError("smlir-lower-nm-to-nvgpu: pipeline-stages "
+                               "must be 2 or 3, got ")
+          << static_cast<int64_t>(pipelineStages);
+      return signalPassFailure();
+    }
     NM24KernelBuilder builder(getOperation(), mmaK, tileRows, tileTokens,
-                              warpTokens);
+                              warpTokens, pipelineStages);
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (!func.isPublic() || func.isExternal())
         continue;

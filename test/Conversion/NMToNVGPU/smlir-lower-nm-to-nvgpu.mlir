@@ -1,5 +1,6 @@
 // RUN: sparse-mlir-opt %s -smlir-lower-nm-to-nvgpu -split-input-file | FileCheck %s
 // RUN: sparse-mlir-opt %s -smlir-lower-nm-to-nvgpu=mma-k=32 -split-input-file | FileCheck %s --check-prefix=K32
+// RUN: sparse-mlir-opt %s -smlir-lower-nm-to-nvgpu=pipeline-stages=3 -split-input-file | FileCheck %s --check-prefix=S3
 
 // A hoisted 2:4 weight read as x @ W^T (torch-mlir's F.linear without bias:
 // f16 operands, zero-filled f32 accumulator) becomes a kernel launch on its
@@ -31,7 +32,7 @@
 /// cp.async, one group per stage), A fragments and metadata from global
 /// memory one stage ahead, B fragments by ldmatrix, m16n8k16 sparse MMAs.
 // CHECK:       gpu.module @smlir_nm24_kernels
-// CHECK:         gpu.func @nm24_linear_f16_k16_64x64x64(%[[KV:.*]]: memref<4x512xf16>, %[[KM:.*]]: memref<4x32xi32>, %[[KX:.*]]: memref<64x64xf16>, %[[KY:.*]]: memref<64x64xf32>) workgroup(%[[SMEM:.*]] : memref<2x64x72xf16, #gpu.address_space<workgroup>>) kernel
+// CHECK:         gpu.func @nm24_linear_f16_k16_64x64x64(%[[KV:.*]]: memref<4x512xf16>, %[[KM:.*]]: memref<4x32xi32>, %[[KX:.*]]: memref<64x64xf16>, %[[KY:.*]]: memref<64x64xf32>) workgroup(%[[SMEM:.*]] : memref<2x64x72xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
 // CHECK-SAME:        attributes {nvvm.maxntid = array<i32: 32, 1, 1>}
 // CHECK:           %[[LANE:.*]] = gpu.thread_id x
 // CHECK:           nvgpu.device_async_copy %[[KX]][%{{.*}}, %{{.*}}], %[[SMEM]][%{{.*}}, %{{.*}}, %{{.*}}], 8 : memref<64x64xf16> to memref<2x64x72xf16, #gpu.address_space<workgroup>>
@@ -53,6 +54,15 @@
 // CHECK:           nvgpu.device_async_wait %[[PROLOGUE]] {numGroups = 0 : i32}
 // CHECK:           memref.store %{{.*}}, %[[KY]][%{{.*}}, %{{.*}}] : memref<64x64xf32>
 // CHECK:           gpu.return
+
+/// Three shared-memory stages: two copies in flight while one stage is
+/// multiplied.
+// S3-LABEL:    func.func @linear_f16(
+// S3:          gpu.func @nm24_linear_f16_k16_64x64x64({{.*}}) workgroup(%[[SMEM:.*]] : memref<3x64x72xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
+// S3-COUNT-2:    nvgpu.device_async_create_group
+// S3:            scf.for
+// S3:              %[[GROUP:.*]] = nvgpu.device_async_create_group
+// S3-NEXT:         nvgpu.device_async_wait %[[GROUP]] {numGroups = 2 : i32}
 
 /// m16n8k32: 16 metadata registers per step, entry 2g + lane % 2; one
 /// 16-byte A load per lane and fragment; four ldmatrix tiles per B fragment.
