@@ -12,9 +12,7 @@ needs it: a process that only runs `load()`ed artifacts never loads it.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from ._lazy import lazy_getattr
 from .artifact import ArtifactError, LoadedModule, load
 from .errors import CompileError, SparseMLIRError, SpecError
 from .memory import cached_bytes, release_cached_memory
@@ -40,13 +38,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'sparse_mlir' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

@@ -7,8 +7,7 @@ PTX kernels on torch CUDA tensors) need neither MLIR nor torch-mlir.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_getattr
 
 _LAZY = {"CudaCompiledModule": "compile", "compile_cuda": "compile", "KernelLaunch": "compile",
          "CudaUnavailableError": "driver"}
@@ -16,10 +15,4 @@ _LAZY = {"CudaCompiledModule": "compile", "compile_cuda": "compile", "KernelLaun
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'sparse_mlir.cuda' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
