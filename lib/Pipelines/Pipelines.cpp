@@ -154,6 +154,9 @@ void mlir::smlir::buildNMCudaPipeline(OpPassManager &pm,
       // Synchronous gpu ops -> one stream with a wait before host reads.
       "func.func(gpu-async-region),"
       "func.func(convert-linalg-to-loops),"
+      // Host-side activations (GELU's erf) as polynomials LLVM vectorizes,
+      // not one libm call per element.
+      "func.func(smlir-approximate-math),"
       // Host loops and the kernels' loops alike.
       "convert-scf-to-cf,"
       "nvvm-attach-target{" + target + "},"
