@@ -69,7 +69,7 @@ def _lowering_passes(mma_k: int, tile: tuple[int, int], warp_tokens: int, stages
 class KernelArgument:
     """One memref argument of a kernel: its role, shape and element type."""
 
-    role: str                  # nm24_values | nm24_metadata | x | y
+    role: str                  # nm24_values | nm24_metadata | x | y | bias
     shape: tuple[int, ...]
     element: str               # f16 | bf16 | i32 | f32
 
@@ -106,13 +106,13 @@ def _launches(module: ir.Module) -> list[KernelLaunch]:
     for op in main.regions[0].blocks[0].operations:
         if op.operation.name != "gpu.launch_func":
             continue
-        arguments, tensor, scratch = [], "", 0
+        arguments, tensor = [], ""
         for operand in op.kernelOperands:
             attrs = ir.DictAttr(main.arg_attrs[ir.BlockArgument(operand).arg_number])
             role = ir.StringAttr(attrs["smlir.device"]).value
             tensor = ir.StringAttr(attrs["smlir.tensor_name"]).value
-            if role == "scratch":
-                role, scratch = ("x", "y")[scratch], scratch + 1
+            if role == "scratch":   # which of the kernel's x, y, bias
+                role = ir.StringAttr(attrs["smlir.kernel_operand"]).value
             shaped = ir.ShapedType(operand.type)
             arguments.append(KernelArgument(role, tuple(shaped.shape), str(shaped.element_type)))
         shared = op.dynamicSharedMemorySize

@@ -8,11 +8,11 @@
 /// f16, with a bias: the host adds it after copying the f32 result back.
 // CHECK-LABEL: llvm.func @main(
 // CHECK:         llvm.call @mgpuMemcpy
-// CHECK:         gpu.launch_func <%{{.*}} : !llvm.ptr> @smlir_nm24_kernels::@nm24_linear_f16_k16_64x64x64
+// CHECK:         gpu.launch_func <%{{.*}} : !llvm.ptr> @smlir_nm24_kernels::@nm24_linear_f16_k16_64x64x64_f32
 // CHECK:         llvm.call @mgpuMemcpy
 // CHECK:       gpu.binary @smlir_nm24_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_80", features = "+ptx71">
 // CHECK-SAME:    .target sm_80
-// CHECK-SAME:    .visible .entry nm24_linear_f16_k16_64x64x64(
+// CHECK-SAME:    .visible .entry nm24_linear_f16_k16_64x64x64_f32(
 // CHECK-SAME:    mma.sp.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // K32:         gpu.binary @smlir_nm24_kernels
 // K32-SAME:      mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32

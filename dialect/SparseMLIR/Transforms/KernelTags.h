@@ -45,6 +45,8 @@ constexpr llvm::StringLiteral kFallbackAttrName = "smlir.fallback";
 /// (smlir-lower-nm-to-nvgpu).
 constexpr llvm::StringLiteral kDeviceAttrName = "smlir.device";
 constexpr llvm::StringLiteral kMmaKAttrName = "smlir.mma_k";
+/// Which kernel operand a scratch argument is: "x", "y" or "bias".
+constexpr llvm::StringLiteral kKernelOperandAttrName = "smlir.kernel_operand";
 
 // On scf.execute_region.
 /// A kernel's loops, named by what they compute and their shape;

@@ -77,13 +77,78 @@ struct LinearShape {
   int64_t rows, tokens, depth;
   int64_t tileRows = 0, tileTokens = 0; // this linear's thread-block tile
   int64_t warpTokens = kWarpTokens;      // tokens per warp: 32 or 64
+  bool bias = false;                     // y += bias[row] in the epilogue
+  Type output;                           // y's element: f32, or the weight's
 };
 
 /// A linear reading the weight: the matmul and its (f16/bf16) x operand.
 struct WeightLinear {
   linalg::MatmulOp matmul;
   Value x;
+  // The element-wise ops after it that the kernel's epilogue computes:
+  // `+ bias[j]` (bias: a 1-d f32 tensor) and the truncation to the weight's
+  // element type (torch-mlir's F.linear in f16/bf16). Either may be absent.
+  linalg::GenericOp biasAdd, truncate;
+  Value bias;
 };
+
+/// `op` is an all-parallel generic with one output whose body is the single
+/// op `T` yielded.
+template <typename T>
+static T singleBodyOp(linalg::GenericOp op) {
+  if (!op || op.getNumDpsInits() != 1 ||
+      op.getNumParallelLoops() != op.getNumLoops())
+    return nullptr;
+  Block &body = op.getRegion().front();
+  auto inner = dyn_cast<T>(&body.front());
+  if (!inner || body.getTerminator()->getOperand(0) != inner->getResult(0))
+    return nullptr;
+  return inner;
+}
+
+/// The single reader of `v`, as a generic op.
+static linalg::GenericOp singleGenericUser(Value v) {
+  return v.hasOneUse() ? dyn_cast<linalg::GenericOp>(*v.getUsers().begin())
+                       : nullptr;
+}
+
+/// Fills `linear`'s epilogue: y + bias[j] (identity map for y, (i, j) -> (j)
+/// for the bias), then truncf to `element`, each only as the one reader of
+/// the value before it.
+static void matchEpilogue(WeightLinear &linear, Type element) {
+  Value y = linear.matmul->getResult(0);
+  MLIRContext *ctx = y.getContext();
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(2, ctx);
+  AffineMap column = AffineMap::get(2, 0, getAffineDimExpr(1, ctx));
+  linalg::GenericOp add = singleGenericUser(y);
+  if (auto addf = singleBodyOp<arith::AddFOp>(add);
+      addf && add.getNumDpsInputs() == 2 && add.getDpsInputs()[0] == y &&
+      add.getIndexingMapsArray() ==
+          SmallVector<AffineMap>{identity, column, identity} &&
+      getElementTypeOrSelf(add.getResult(0).getType()).isF32()) {
+    Block &body = add.getRegion().front();
+    // The launch copies the bias in where the matmul is: it must exist there.
+    Operation *biasDef = add.getDpsInputs()[1].getDefiningOp();
+    bool available = !biasDef || (biasDef->getBlock() == add->getBlock() &&
+                                  biasDef->isBeforeInBlock(linear.matmul));
+    if (available && ((addf.getLhs() == body.getArgument(0) &&
+                       addf.getRhs() == body.getArgument(1)) ||
+                      (addf.getLhs() == body.getArgument(1) &&
+                       addf.getRhs() == body.getArgument(0)))) {
+      linear.biasAdd = add;
+      linear.bias = add.getDpsInputs()[1];
+      y = add.getResult(0);
+    }
+  }
+  linalg::GenericOp trunc = singleGenericUser(y);
+  auto truncf = singleBodyOp<arith::TruncFOp>(trunc);
+  if (truncf && trunc.getNumDpsInputs() == 1 &&
+      truncf.getIn() == trunc.getRegion().front().getArgument(0) &&
+      truncf.getType() == element &&
+      llvm::all_of(trunc.getIndexingMapsArray(),
+                   [&](AffineMap m) { return m == identity; }))
+    linear.truncate = trunc;
+}
 
 /// `v` with an element-wise `arith.extf` generic looked through.
 static Value stripExtF(Value v) {
@@ -275,7 +340,8 @@ gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
   std::string name;
   llvm::raw_string_ostream os(name);
   os << "nm24_linear_" << s.element << "_k" << mmaK << "_" << s.tokens << "x"
-     << s.rows << "x" << s.depth;
+     << s.rows << "x" << s.depth << (s.bias ? "_bias" : "") << "_"
+     << s.output;
   if (gpu::GPUFuncOp existing = kernels.lookup(name))
     return existing;
 
@@ -285,15 +351,17 @@ gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
   Type f32 = b.getF32Type();
   const int64_t tileTokens = s.tileTokens;
   auto xType = MemRefType::get({s.tokens, s.depth}, s.element);
-  auto yType = MemRefType::get({s.tokens, s.rows}, f32);
+  auto yType = MemRefType::get({s.tokens, s.rows}, s.output);
   auto smemType = MemRefType::get(
       {pipelineStages, tileTokens, kStageK + kSmemPad}, s.element,
       MemRefLayoutAttrInterface{},
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
-  auto funcType = b.getFunctionType(
-      {valuesType(s), metaType(s), xType, yType}, {});
-  auto kernel =
-      gpu::GPUFuncOp::create(b, loc, name, funcType, TypeRange{smemType});
+  SmallVector<Type> operands = {valuesType(s), metaType(s), xType, yType};
+  if (s.bias)
+    operands.push_back(MemRefType::get({s.rows}, f32));
+  auto kernel = gpu::GPUFuncOp::create(b, loc, name,
+                                       b.getFunctionType(operands, {}),
+                                       TypeRange{smemType});
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   // cp.async and ldmatrix address 16-byte rows of x in shared memory.
   kernel.setWorkgroupAttributionAttr(0, "llvm.align", b.getI64IntegerAttr(16));
@@ -456,6 +524,12 @@ gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
           Value row = im.add(im.add(row0, 16 * fr + 8 * h), g);
           Value tok = im.add(im.add(tokenBase, warpTokens),
                              im.add(im.mul(t, 2), 8 * ft + e));
+          if (s.bias)
+            v = arith::AddFOp::create(
+                b, loc, v,
+                memref::LoadOp::create(b, loc, entry.getArgument(4), row));
+          if (s.output != f32)
+            v = arith::TruncFOp::create(b, loc, s.output, v);
           memref::StoreOp::create(b, loc, v, y, ValueRange{tok, row});
         }
     }
@@ -549,7 +623,8 @@ collectLinears(Value weight, StringRef name) {
           !xType.hasStaticShape() || sparse_tensor::getSparseTensorEncoding(xType))
         return fail(matmul, "expected a dense, static x of the weight's "
                             "element type");
-      linears.push_back({matmul, x});
+      linears.push_back({matmul, x, {}, {}, {}});
+      matchEpilogue(linears.back(), getElementTypeOrSelf(weight.getType()));
     }
   }
   return linears;
@@ -591,6 +666,8 @@ LogicalResult LowerNMToNVGPUPass::lowerWeight(func::FuncOp func,
   for (WeightLinear &linear : *linears) {
     LinearShape s = shape;
     s.tokens = cast<RankedTensorType>(linear.x.getType()).getDimSize(0);
+    s.bias = static_cast<bool>(linear.biasAdd);
+    s.output = linear.truncate ? element : Float32Type::get(&getContext());
     if (!builder.chooseTile(s))
       return linear.matmul.emitError("2:4 weight '")
              << name << "' cannot run on sparse tensor cores: " << s.tokens
@@ -602,7 +679,7 @@ LogicalResult LowerNMToNVGPUPass::lowerWeight(func::FuncOp func,
   // scratch buffers per linear.
   MLIRContext *ctx = &getContext();
   Location loc = weight.getLoc();
-  auto attrs = [&](StringRef role) {
+  auto attrs = [&](StringRef role, StringRef operand) {
     SmallVector<NamedAttribute> a = {
         NamedAttribute(StringAttr::get(ctx, kDeviceAttrName),
                        StringAttr::get(ctx, role)),
@@ -612,11 +689,15 @@ LogicalResult LowerNMToNVGPUPass::lowerWeight(func::FuncOp func,
       a.push_back(NamedAttribute(StringAttr::get(ctx, kMmaKAttrName),
                                  IntegerAttr::get(IntegerType::get(ctx, 64),
                                                   mmaK)));
+    if (!operand.empty())
+      a.push_back(NamedAttribute(StringAttr::get(ctx, kKernelOperandAttrName),
+                                 StringAttr::get(ctx, operand)));
     return DictionaryAttr::get(ctx, a);
   };
   unsigned next = index + 1;
-  auto insert = [&](Type t, StringRef role) -> FailureOr<Value> {
-    if (failed(func.insertArgument(next, t, attrs(role), loc)))
+  auto insert = [&](Type t, StringRef role,
+                    StringRef operand = "") -> FailureOr<Value> {
+    if (failed(func.insertArgument(next, t, attrs(role, operand), loc)))
       return failure();
     return func.getArgument(next++);
   };
@@ -628,10 +709,13 @@ LogicalResult LowerNMToNVGPUPass::lowerWeight(func::FuncOp func,
   llvm::SetVector<Operation *> dead;
   for (auto [linear, s] : llvm::zip_equal(*linears, shapes)) {
     auto xType = MemRefType::get({s.tokens, s.depth}, element);
-    auto yType = MemRefType::get({s.tokens, s.rows}, Float32Type::get(ctx));
-    FailureOr<Value> dx = insert(xType, "scratch");
-    FailureOr<Value> dy = insert(yType, "scratch");
-    if (failed(dx) || failed(dy))
+    auto yType = MemRefType::get({s.tokens, s.rows}, s.output);
+    auto biasType = MemRefType::get({s.rows}, Float32Type::get(ctx));
+    FailureOr<Value> dx = insert(xType, "scratch", "x");
+    FailureOr<Value> dy = insert(yType, "scratch", "y");
+    FailureOr<Value> dbias =
+        s.bias ? insert(biasType, "scratch", "bias") : FailureOr<Value>(Value());
+    if (failed(dx) || failed(dy) || failed(dbias))
       return failure();
     gpu::GPUFuncOp kernel = builder.getOrCreateKernel(s);
 
@@ -642,18 +726,34 @@ LogicalResult LowerNMToNVGPUPass::lowerWeight(func::FuncOp func,
     Value xBuffer = bufferization::ToBufferOp::create(b, l, xType, linear.x,
                                                       /*readOnly=*/true);
     gpu::MemcpyOp::create(b, l, Type(), ValueRange{}, *dx, xBuffer);
+    SmallVector<Value> operands = {*values, *meta, *dx, *dy};
+    if (s.bias) {
+      Value biasBuffer = bufferization::ToBufferOp::create(
+          b, l, biasType, linear.bias, /*readOnly=*/true);
+      gpu::MemcpyOp::create(b, l, Type(), ValueRange{}, *dbias, biasBuffer);
+      operands.push_back(*dbias);
+    }
     gpu::KernelDim3 grid{im.c(s.rows / s.tileRows),
                          im.c(s.tokens / s.tileTokens), im.c(1)};
     gpu::KernelDim3 block{im.c(32), im.c(NM24KernelBuilder::warps(s)),
                           im.c(1)};
-    gpu::LaunchFuncOp::create(b, l, kernel, grid, block, Value(),
-                              ValueRange{*values, *meta, *dx, *dy});
+    gpu::LaunchFuncOp::create(b, l, kernel, grid, block, Value(), operands);
     Value host = memref::AllocOp::create(b, l, yType);
     gpu::MemcpyOp::create(b, l, Type(), ValueRange{}, host, *dy);
+    // The kernel's y stands for the last op it computed: the matmul, its
+    // bias add or the truncation (which may sit after the matmul in the
+    // block: the bias operand then still dominates the launch).
+    Operation *last = linear.truncate   ? linear.truncate.getOperation()
+                      : linear.biasAdd ? linear.biasAdd.getOperation()
+                                       : linear.matmul.getOperation();
     Value y = bufferization::ToTensorOp::create(
-        b, l, linear.matmul.getResultTypes()[0], host, /*restrict=*/true,
+        b, l, last->getResult(0).getType(), host, /*restrict=*/true,
         /*writable=*/true);
-    linear.matmul->getResult(0).replaceAllUsesWith(y);
+    last->getResult(0).replaceAllUsesWith(y);
+    for (Operation *op : {linear.truncate.getOperation(),
+                          linear.biasAdd.getOperation()})
+      if (op)
+        dead.insert(op);
     dead.insert(linear.matmul);
     for (Value v : linear.matmul->getOperands())
       if (Operation *def = v.getDefiningOp())

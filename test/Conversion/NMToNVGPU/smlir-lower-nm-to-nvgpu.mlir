@@ -15,13 +15,13 @@
 // CHECK-LABEL: func.func @linear_f16(
 // CHECK-SAME:      %[[V:[^:]*]]: memref<4x512xf16> {smlir.device = "nm24_values", smlir.tensor_name = "fc.weight"},
 // CHECK-SAME:      %[[M:[^:]*]]: memref<4x32xi32> {smlir.device = "nm24_metadata", smlir.mma_k = 16 : i64, smlir.tensor_name = "fc.weight"},
-// CHECK-SAME:      %[[DX:[^:]*]]: memref<64x64xf16> {smlir.device = "scratch", smlir.tensor_name = "fc.weight"},
-// CHECK-SAME:      %[[DY:[^:]*]]: memref<64x64xf32> {smlir.device = "scratch", smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[DX:[^:]*]]: memref<64x64xf16> {smlir.device = "scratch", smlir.kernel_operand = "x", smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[DY:[^:]*]]: memref<64x64xf32> {smlir.device = "scratch", smlir.kernel_operand = "y", smlir.tensor_name = "fc.weight"},
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<64x64xf16>)
 // CHECK-NOT:     linalg.matmul
 // CHECK:         %[[XB:.*]] = bufferization.to_buffer %[[X]] read_only
 // CHECK:         gpu.memcpy %[[DX]], %[[XB]]
-// CHECK:         gpu.launch_func @smlir_nm24_kernels::@nm24_linear_f16_k16_64x64x64 blocks in (%[[C1:.*]], %[[C1]], %[[C1]]) threads in (%{{.*}}, %{{.*}}, %[[C1]])
+// CHECK:         gpu.launch_func @smlir_nm24_kernels::@nm24_linear_f16_k16_64x64x64_f32 blocks in (%[[C1:.*]], %[[C1]], %[[C1]]) threads in (%{{.*}}, %{{.*}}, %[[C1]])
 // CHECK-SAME:        args(%[[V]] : memref<4x512xf16>, %[[M]] : memref<4x32xi32>, %[[DX]] : memref<64x64xf16>, %[[DY]] : memref<64x64xf32>)
 // CHECK:         %[[HY:.*]] = memref.alloc() : memref<64x64xf32>
 // CHECK:         gpu.memcpy %[[HY]], %[[DY]]
@@ -32,7 +32,7 @@
 /// cp.async, one group per stage), A fragments and metadata from global
 /// memory one stage ahead, B fragments by ldmatrix, m16n8k16 sparse MMAs.
 // CHECK:       gpu.module @smlir_nm24_kernels
-// CHECK:         gpu.func @nm24_linear_f16_k16_64x64x64(%[[KV:.*]]: memref<4x512xf16>, %[[KM:.*]]: memref<4x32xi32>, %[[KX:.*]]: memref<64x64xf16>, %[[KY:.*]]: memref<64x64xf32>) workgroup(%[[SMEM:.*]] : memref<2x64x72xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
+// CHECK:         gpu.func @nm24_linear_f16_k16_64x64x64_f32(%[[KV:.*]]: memref<4x512xf16>, %[[KM:.*]]: memref<4x32xi32>, %[[KX:.*]]: memref<64x64xf16>, %[[KY:.*]]: memref<64x64xf32>) workgroup(%[[SMEM:.*]] : memref<2x64x72xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
 // CHECK-SAME:        attributes {nvvm.maxntid = array<i32: 32, 1, 1>}
 // CHECK:           %[[LANE:.*]] = gpu.thread_id x
 // CHECK:           nvgpu.device_async_copy %[[KX]][%{{.*}}, %{{.*}}], %[[SMEM]][%{{.*}}, %{{.*}}, %{{.*}}], 8 : memref<64x64xf16> to memref<2x64x72xf16, #gpu.address_space<workgroup>>
@@ -58,7 +58,7 @@
 /// Three shared-memory stages: two copies in flight while one stage is
 /// multiplied.
 // S3-LABEL:    func.func @linear_f16(
-// S3:          gpu.func @nm24_linear_f16_k16_64x64x64({{.*}}) workgroup(%[[SMEM:.*]] : memref<3x64x72xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
+// S3:          gpu.func @nm24_linear_f16_k16_64x64x64_f32({{.*}}) workgroup(%[[SMEM:.*]] : memref<3x64x72xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
 // S3-COUNT-2:    nvgpu.device_async_create_group
 // S3:            scf.for
 // S3:              %[[GROUP:.*]] = nvgpu.device_async_create_group
@@ -68,7 +68,7 @@
 /// 16-byte A load per lane and fragment; four ldmatrix tiles per B fragment.
 // K32-LABEL:   func.func @linear_f16(
 // K32-SAME:        memref<4x32xi32> {smlir.device = "nm24_metadata", smlir.mma_k = 32 : i64
-// K32:         gpu.func @nm24_linear_f16_k32_64x64x64
+// K32:         gpu.func @nm24_linear_f16_k32_64x64x64_f32
 // K32-DAG:       %[[C2:.*]] = arith.constant 2 : index
 // K32-DAG:       %[[C4:.*]] = arith.constant 4 : index
 // K32:           %[[LANE:.*]] = gpu.thread_id x
@@ -102,7 +102,7 @@ func.func @linear_f16(%w: tensor<64x64xf16, #NM24> {smlir.encoding = #smlir.nm<n
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<64x64xf16>)
 // CHECK-NOT:     arith.extf
 // CHECK:         bufferization.to_buffer %[[X]] read_only
-// CHECK:         gpu.launch_func @smlir_nm24_kernels::@nm24_linear_f16_k16_64x64x64
+// CHECK:         gpu.launch_func @smlir_nm24_kernels::@nm24_linear_f16_k16_64x64x64_f32
 // CHECK-NOT:     linalg.matmul
 // CHECK:         return
 func.func @linear_through_extf(%w: tensor<64x64xf16, #NM24> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.tensor_name = "fc.weight"}, %x: tensor<64x64xf16>) -> tensor<64x64xf32> {
@@ -125,6 +125,52 @@ func.func @linear_through_extf(%w: tensor<64x64xf16, #NM24> {smlir.encoding = #s
   %z = linalg.fill ins(%zero : f32) outs(%o : tensor<64x64xf32>) -> tensor<64x64xf32>
   %y = linalg.matmul ins(%x32, %t32 : tensor<64x64xf32>, tensor<64x64xf32>) outs(%z : tensor<64x64xf32>) -> tensor<64x64xf32>
   return %y : tensor<64x64xf32>
+}
+
+// -----
+
+#NM24 = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+
+/// torch-mlir's F.linear in f16 with a bias: + bias[j] in f32, then truncf.
+/// Both become the kernel's epilogue: the bias is copied to the device, the
+/// kernel writes f16 y, which replaces the truncation.
+// CHECK-LABEL: func.func @linear_bias_truncf(
+// CHECK-SAME:      memref<64x64xf16> {smlir.device = "scratch", smlir.kernel_operand = "y", smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[DB:[^:]*]]: memref<64xf32> {smlir.device = "scratch", smlir.kernel_operand = "bias", smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<64x64xf16>, %[[B:[^:]*]]: tensor<64xf32>)
+// CHECK:         %[[BB:.*]] = bufferization.to_buffer %[[B]] read_only
+// CHECK:         gpu.memcpy %[[DB]], %[[BB]] : memref<64xf32>, memref<64xf32>
+// CHECK:         gpu.launch_func @smlir_nm24_kernels::@nm24_linear_f16_k16_64x64x64_bias_f16
+// CHECK-SAME:        %[[DB]] : memref<64xf32>)
+// CHECK:         %[[HY:.*]] = memref.alloc() : memref<64x64xf16>
+// CHECK:         %[[Y:.*]] = bufferization.to_tensor %[[HY]] restrict writable : memref<64x64xf16> to tensor<64x64xf16>
+// CHECK-NOT:     linalg.generic
+// CHECK:         return %[[Y]]
+// CHECK:       gpu.func @nm24_linear_f16_k16_64x64x64_bias_f16({{.*}}, %[[KY:.*]]: memref<64x64xf16>, %[[KB:.*]]: memref<64xf32>)
+// CHECK:           %[[BIAS:.*]] = memref.load %[[KB]][%[[ROW:.*]]] : memref<64xf32>
+// CHECK-NEXT:      %[[SUM:.*]] = arith.addf %{{.*}}, %[[BIAS]] : f32
+// CHECK-NEXT:      %[[H:.*]] = arith.truncf %[[SUM]] : f32 to f16
+// CHECK-NEXT:      memref.store %[[H]], %[[KY]][%{{.*}}, %[[ROW]]] : memref<64x64xf16>
+func.func @linear_bias_truncf(%w: tensor<64x64xf16, #NM24> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.tensor_name = "fc.weight"}, %x: tensor<64x64xf16>, %b: tensor<64xf32>) -> tensor<64x64xf16> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64x64xf16>
+  %t = linalg.transpose ins(%w : tensor<64x64xf16, #NM24>) outs(%e : tensor<64x64xf16>) permutation = [1, 0]
+  %o = tensor.empty() : tensor<64x64xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%o : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %y = linalg.matmul ins(%x, %t : tensor<64x64xf16>, tensor<64x64xf16>) outs(%z : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %yb = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]} ins(%y, %b : tensor<64x64xf32>, tensor<64xf32>) outs(%o : tensor<64x64xf32>) {
+  ^bb0(%in: f32, %bias: f32, %out: f32):
+    %s = arith.addf %in, %bias : f32
+    linalg.yield %s : f32
+  } -> tensor<64x64xf32>
+  %yh = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%yb : tensor<64x64xf32>) outs(%e : tensor<64x64xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %h = arith.truncf %in : f32 to f16
+    linalg.yield %h : f16
+  } -> tensor<64x64xf16>
+  return %yh : tensor<64x64xf16>
 }
 
 // -----

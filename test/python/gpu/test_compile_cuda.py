@@ -56,7 +56,8 @@ def test_mma_k_16_and_three_dimensional_inputs() -> None:
 def test_kernels_describe_their_launches() -> None:
     """fn.kernels(): what sparse_mlir.cuda.launch needs to run fn.ir("ptx") on
     device buffers: the 256 x 128 linear at 64 tokens is 2 x 1 blocks of 128 x 64
-    (2 warps of 64 x 64), its arguments in fragment order."""
+    (2 warps of 64 x 64), its arguments in fragment order; its bias and the
+    truncation to f16 are the kernel's epilogue."""
     from sparse_mlir.cuda import compile_cuda
 
     x = torch.randn(64, 128, dtype=torch.float16)
@@ -66,7 +67,8 @@ def test_kernels_describe_their_launches() -> None:
     assert launch.grid == (2, 1, 1) and launch.block == (32, 2, 1) and launch.dynamic_shared_bytes == 0
     assert [(a.role, a.shape, a.element) for a in launch.arguments] == [
         ("nm24_values", (16, 1024), "f16"), ("nm24_metadata", (16, 64), "i32"),
-        ("x", (64, 128), "f16"), ("y", (64, 256), "f32")]
+        ("x", (64, 128), "f16"), ("y", (64, 256), "f16"), ("bias", (256,), "f32")]
+    assert launch.kernel == "nm24_linear_f16_k32_64x256x128_bias_f16"
     # A tile bound: 64 x 32 blocks of one 64 x 32 warp each.
     (small,) = compile_cuda(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), cost_model=False,
                             tile=(64, 32)).kernels()
@@ -142,11 +144,12 @@ def test_export_writes_host_code_weights_and_the_cuda_runtime(cuda_artifact: Pat
     manifest = json.loads((cuda_artifact / "manifest.json").read_text())
     roles = [(a["role"], a["tensor"]) for a in manifest["cuda"]["arguments"]]
     assert roles == [("nm24_values", "0.weight"), ("nm24_metadata", "0.weight"), ("scratch", "0.weight"),
-                     ("scratch", "0.weight"), ("host", "0.bias"), ("nm24_values", "2.weight"),
-                     ("nm24_metadata", "2.weight"), ("scratch", "2.weight"), ("scratch", "2.weight")]
+                     ("scratch", "0.weight"), ("scratch", "0.weight"), ("host", "0.bias"),
+                     ("nm24_values", "2.weight"), ("nm24_metadata", "2.weight"), ("scratch", "2.weight"),
+                     ("scratch", "2.weight")]
     assert manifest["signature"]["inputs"] == [{"shape": [64, 128], "dtype": "float16"}]
-    assert [k["kernel"] for k in manifest["cuda"]["kernels"]] == ["nm24_linear_f16_k32_64x256x128",
-                                                                  "nm24_linear_f16_k32_64x128x256"]
+    assert [k["kernel"] for k in manifest["cuda"]["kernels"]] == ["nm24_linear_f16_k32_64x256x128_bias_f16",
+                                                                  "nm24_linear_f16_k32_64x128x256_f16"]
     # Scratch buffers are recorded by shape only: weights.bin holds values, metadata and the bias.
     stored = sum(np.prod(a["shape"]) * np.dtype(a["dtype"]).itemsize for a in manifest["cuda"]["arguments"]
                  if a["role"] != "scratch")
