@@ -131,6 +131,8 @@ static void matchEpilogue(WeightLinear &linear, Type element) {
     Operation *biasDef = add.getDpsInputs()[1].getDefiningOp();
     bool available = !biasDef || (biasDef->getBlock() == add->getBlock() &&
                                   biasDef->isBeforeInBlock(linear.matmul));
+    available &= cast<ShapedType>(add.getDpsInputs()[1].getType())
+                     .hasStaticShape();
     if (available && ((addf.getLhs() == body.getArgument(0) &&
                        addf.getRhs() == body.getArgument(1)) ||
                       (addf.getLhs() == body.getArgument(1) &&
