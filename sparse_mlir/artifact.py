@@ -420,7 +420,8 @@ class LoadedCudaModule(CheckedCallable):
 
 def _load_cuda(root: Path, blob: bytearray, buffers: Sequence[TensorRecord],
                manifest: dict[str, Any]) -> LoadedCudaModule:
-    """The host program of a CUDA artifact; the GPU is first needed at the first call."""
+    """The host program of a CUDA artifact. The GPU is needed at once: loading
+    model.so loads the kernels' PTX; the weights go to the GPU at the first call."""
     from .cuda.driver import require_device, runtime
     from .cuda.host import Argument, HostProgram
 

@@ -188,8 +188,8 @@ class CudaCompiledModule(CompileReports, CheckedCallable):
         return self._engine
 
     def _run(self, tensors: list[torch.Tensor]) -> torch.Tensor:
-        require_device()
         if self._program is None:
+            require_device()   # once: the program keeps its device buffers
             engine = self._jit()
             # Runs the module's constructors, which load the kernels' PTX: the
             # JIT does not run them by itself (an export links them as DT_INIT).

@@ -2,8 +2,8 @@
 
 @main's leading arguments are, in order, the parameters that run on the
 host (host arrays) and, for each 2:4 weight, its compressed values and
-metadata (device buffers filled once) and two scratch buffers per linear
-(device buffers for x and y). `HostProgram` binds them at the first call,
+metadata (device buffers filled once) and scratch buffers per linear
+(device buffers for x, y and, when the kernel adds it, the bias). `HostProgram` binds them at the first call,
 then calls the packed C interface on host copies of the inputs; the host
 code copies x to the device, launches and copies y back. Shared by compiled
 models (`CudaCompiledModule`) and loaded CUDA artifacts.

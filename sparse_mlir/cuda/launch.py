@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 import torch
 
+from .._memref import row_major_strides
 from ..errors import SpecError
 from .driver import CudaUnavailableError, require_device
 
@@ -88,12 +89,10 @@ class PtxModule:
                                 f"{TORCH_DTYPES[element]} tensor of shape {shape}, got {tensor.dtype} "
                                 f"{tuple(tensor.shape)} on {tensor.device}"
                                 f"{'' if tensor.is_contiguous() else ' (not contiguous)'}")
-            strides = [1] * len(shape)
-            for i in range(len(shape) - 2, -1, -1):
-                strides[i] = strides[i + 1] * shape[i + 1]
             # MLIR's memref descriptor, flattened: allocated, aligned, offset, sizes, strides.
             keep += [ctypes.c_void_p(tensor.data_ptr()), ctypes.c_void_p(tensor.data_ptr()), ctypes.c_int64(0),
-                     *(ctypes.c_int64(d) for d in shape), *(ctypes.c_int64(s) for s in strides)]
+                     *(ctypes.c_int64(d) for d in shape),
+                     *(ctypes.c_int64(st) for st in row_major_strides(shape))]
         params = (ctypes.c_void_p * len(keep))(*[ctypes.addressof(v) for v in keep])
         stream = torch.cuda.current_stream().cuda_stream
         function = self.function(launch["kernel"])
