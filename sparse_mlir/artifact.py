@@ -38,6 +38,7 @@ import torch
 from . import threads
 from ._memref import ALLOCATOR_LIBRARY, Kernel, allocator
 from .callable import CheckedCallable, InputSpec, ModelCallable
+from .cpu import ISA_FLAGS, cpu_model, host_isa_flags
 from .errors import SparseMLIRError
 
 if TYPE_CHECKING:
@@ -70,20 +71,6 @@ _TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torc
                  np.dtype(np.int64): torch.int64}
 _NUMPY_DTYPES = {t: n for n, t in _TORCH_DTYPES.items()}
 
-# ISA extensions (as /proc/cpuinfo names them) that LLVM may use when it
-# compiles for the host: an artifact needs every one its compiling host had.
-# AMD's sse4a is not among them: LLVM emits its instructions only for
-# intrinsics and nontemporal scalar stores, which no sparse_mlir pipeline
-# produces, and requiring it refused AMD-built artifacts on Intel hosts.
-_ISA_FLAGS = frozenset("""
-    sse sse2 sse3 pni ssse3 sse4_1 sse4_2 popcnt avx avx2 fma fma4 f16c bmi1 bmi2 abm lzcnt movbe
-    adx aes pclmulqdq sha_ni xsave avx_vnni avx512f avx512dq avx512cd avx512bw avx512vl avx512ifma
-    avx512vbmi avx512_vbmi2 avx512_vnni avx512_bitalg avx512_vpopcntdq avx512_bf16 avx512_fp16
-    amx_tile amx_bf16 amx_int8
-    fp asimd asimdhp asimddp asimdfhm sve sve2 bf16 i8mm sme
-""".split())
-
-
 class ArtifactError(SparseMLIRError):
     """An artifact could not be written or loaded; the message says what to do."""
 
@@ -101,30 +88,6 @@ class TensorRecord:
 def c_dir() -> Path:
     """The directory of the C header and loader (`sparse_mlir.h`, `sparse_mlir_runtime.c`)."""
     return Path(__file__).resolve().parent / "c"
-
-
-def host_isa_flags() -> list[str]:
-    """The ISA extensions of this machine's CPU that compiled code may use."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return []
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return sorted(set(value.split()) & _ISA_FLAGS)
-    return []
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 # --------------------------------------------------------------------------- export
@@ -325,7 +288,7 @@ def _manifest(fn: "CompiledModule", result: TensorRecord, inputs: Sequence[Tenso
         "format": "sparse_mlir artifact",
         "format_version": FORMAT_VERSION,
         "versions": {"sparse_mlir": __version__, "mlir": fn._mlir_version, "torch": torch.__version__},
-        "target": {"machine": platform.machine(), "cpu": _cpu_model(), "isa_flags": host_isa_flags(),
+        "target": {"machine": platform.machine(), "cpu": cpu_model(), "isa_flags": host_isa_flags(),
                    "threads": "openmp" if fn._openmp else "single"},
         "signature": {
             "inputs": [{"shape": list(r.shape), "dtype": str(r.dtype)} for r in inputs],
@@ -500,7 +463,7 @@ def _check_cpu(root: Path, needed: Sequence[str], manifest: dict[str, Any]) -> N
     if missing:
         cpu = manifest.get("target", {}).get("cpu", "another CPU")
         raise ArtifactError(f"{root}: compiled for {cpu}, whose CPU features {', '.join(missing)} this CPU "
-                            f"({_cpu_model()}) lacks; running it could crash with an illegal instruction. "
+                            f"({cpu_model()}) lacks; running it could crash with an illegal instruction. "
                             "Export the model again on this machine (or one with the same features)")
 
 

@@ -34,36 +34,43 @@ from ._memref import Kernel
 from .callable import InputSpec, ModelCallable
 from .runtime import jit, kernel as jit_kernel
 from .sparsifiers import RandomFraction
+from .cpu import vector_lanes as host_vector_lanes
 from .threads import libomp_path, openmp_available
 from .weights import apply_sparsifier, pack
 
 MLIR_VERSION = "22.1.8"  # the pinned xtc-mlir wheels (pyproject.toml)
 STAGES = ("linalg", "annotated", "sparse", "llvm")
 FALLBACK_POLICIES = ("warn", "error")
+VECTOR_LANES = (8, 16)
 
 
 class SparseFallbackWarning(UserWarning):
     """A sparse tensor is read densely because its reader has no sparse lowering."""
 
 
-def _pipeline_options(on_fallback: str, fuse_sparsifiers: bool, openmp: bool) -> str:
+def _pipeline_options(on_fallback: str, fuse_sparsifiers: bool, openmp: bool, lanes: int) -> str:
     fail = "true" if on_fallback == "error" else "false"
     fuse = "" if fuse_sparsifiers else " fuse-sparsifiers=false"
     threads = " openmp=true" if openmp else ""
-    return f"{{fail-on-fallback={fail}{fuse}{threads}}}"
+    return f"{{fail-on-fallback={fail}{fuse}{threads} lanes={lanes}}}"
 
 
-def pipeline_for(on_fallback: str, fuse_sparsifiers: bool = True, openmp: bool = False) -> str:
-    """The pass pipeline compile() runs (sparse-mlir-opt reproduces it)."""
-    return f"builtin.module(smlir-sparse-cpu-pipeline{_pipeline_options(on_fallback, fuse_sparsifiers, openmp)})"
+def pipeline_for(on_fallback: str, fuse_sparsifiers: bool = True, openmp: bool = False,
+                 lanes: int | None = None) -> str:
+    """The pass pipeline compile() runs (sparse-mlir-opt reproduces it).
+    `lanes`: f32 lanes per micro-kernel vector, by default the host's
+    (`cpu.vector_lanes()`)."""
+    options = _pipeline_options(on_fallback, fuse_sparsifiers, openmp, lanes or host_vector_lanes())
+    return f"builtin.module(smlir-sparse-cpu-pipeline{options})"
 
 
-def pipeline_pieces(on_fallback: str, fuse_sparsifiers: bool = True, openmp: bool = False) -> tuple[str, str, str]:
+def pipeline_pieces(on_fallback: str, fuse_sparsifiers: bool = True, openmp: bool = False,
+                    lanes: int | None = None) -> tuple[str, str, str]:
     """`pipeline_for`'s pipeline in the three pieces compile() runs one after
     the other: the smlir frontend (whose sparsifier fusion decisions the plan
     reports), convert-smlir-to-sparse-tensor (then the "sparse" IR stage),
     and the lowering to the LLVM dialect."""
-    options = _pipeline_options(on_fallback, fuse_sparsifiers, openmp)
+    options = _pipeline_options(on_fallback, fuse_sparsifiers, openmp, lanes or host_vector_lanes())
     return (f"builtin.module(smlir-sparse-cpu-frontend{options})",
             "builtin.module(convert-smlir-to-sparse-tensor)",
             f"builtin.module(smlir-sparse-cpu-lowering{options})")
@@ -162,7 +169,7 @@ class CompiledModule(CompileReports, ModelCallable):
 def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = None,
             example_args: Sequence[torch.Tensor] = (), *, on_fallback: str = "warn",
             opt_level: int = 2, fuse_sparsifiers: bool = True, cost_model: bool = True,
-            target: str = "cpu") -> CompiledModule:
+            target: str = "cpu", vector_lanes: int | None = None) -> CompiledModule:
     """Compiles `model` with the weights named in `encodings` stored sparsely.
 
     `on_fallback="warn"` computes readers without a sparse lowering densely
@@ -176,6 +183,8 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     `opt_level` is LLVM's: 2 by default, since the kernels arrive vectorized
     and register-tiled (O3 ran the BERT layer no faster and took 1.4 s longer
     to compile).
+    `vector_lanes` (8 or 16): f32 lanes per micro-kernel vector; by default
+    16 where the host has AVX-512F, else 8 (`fn.pipeline` records it).
     """
     if target == "cuda":
         from .cuda import compile_cuda
@@ -186,8 +195,11 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     start_importer()  # its interpreter starts while the weights are pruned here
     if on_fallback not in FALLBACK_POLICIES:
         raise SpecError(f"on_fallback must be one of {FALLBACK_POLICIES}, got {on_fallback!r}")
+    if vector_lanes not in (None, *VECTOR_LANES):
+        raise SpecError(f"vector_lanes must be one of {VECTOR_LANES} (or None: the host's), got {vector_lanes!r}")
+    lanes = vector_lanes or host_vector_lanes()
     openmp = openmp_available(warn=True)
-    pipeline = pipeline_for(on_fallback, fuse_sparsifiers, openmp)
+    pipeline = pipeline_for(on_fallback, fuse_sparsifiers, openmp, lanes)
     all_encodings = dict(encodings or {})
     for name, encoding in all_encodings.items():
         if not isinstance(encoding, Encoding):
@@ -227,7 +239,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         _annotate_intermediates(module, imported.nodes, intermediates)
         counts_calls = _add_call_number(module, intermediates)
         stages["annotated"] = str(module)
-        frontend, convert, lowering = pipeline_pieces(on_fallback, fuse_sparsifiers, openmp)
+        frontend, convert, lowering = pipeline_pieces(on_fallback, fuse_sparsifiers, openmp, lanes)
         with _Diagnostics(context) as diagnostics:
             # The module keeps its locations: the plan names inferred tensors
             # by their torch.fx node.

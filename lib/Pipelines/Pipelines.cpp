@@ -100,6 +100,10 @@ void mlir::smlir::buildSparseCPUFrontend(
     tiling.lanes = options.lanes;
     tiling.rows = options.tileRows;
     tiling.vectors = options.tileVectors;
+    tiling.nmRows = options.nmTileRows;
+    tiling.nmVectors = options.nmTileVectors;
+    tiling.denseRows = options.denseTileRows;
+    tiling.denseVectors = options.denseTileVectors;
     pm.addNestedPass<func::FuncOp>(createLowerSparseLinear(tiling));
     // Identical kernels (BERT's q/k/v/o projections) share one function.
     pm.addPass(createOutlineKernels());

@@ -236,10 +236,13 @@ private:
                             [&](OpBuilder &, Location, ValueRange ivs) {
                               pack(slabs, ivs[0]);
                             });
-    if (lin.layout.kind == WeightLayout::CSR &&
-        mBlocks >= kInterleaveMinTokenBlocks &&
-        lin.K * MB < (int64_t{1} << 31))
-      interleaveRows();
+    if (mBlocks >= kInterleaveMinTokenBlocks && lin.K * MB < (int64_t{1} << 31)) {
+      if (lin.layout.kind == WeightLayout::CSR)
+        interleaveRows();
+      else if (lin.layout.kind == WeightLayout::NOutOfM &&
+               lin.layout.sharedRows == 1)
+        interleaveGroups();
+    }
     // n:m over a slab larger than L1: k in slices of whole groups, every
     // row block of the thread per slice, the R x MB partial sums of a row
     // block kept in `partial` (yT's layout per token block) between slices.
@@ -253,16 +256,23 @@ private:
         ValueRange{idx(1), idx(1)},
         [&](OpBuilder &, Location, ValueRange ivs) {
           Value m0 = mul(ivs[0], idx(MB));
-          Value slabOffset = mul(ivs[0], idx(lin.K * MB));
+          // The token block's slab as its own memref: its base pointer is
+          // computed once, not added to every stored entry's offset.
+          Value slab = memref::SubViewOp::create(
+              b, loc, slabs,
+              ArrayRef<OpFoldResult>{mul(ivs[0], idx(lin.K * MB))},
+              ArrayRef<OpFoldResult>{b.getIndexAttr(lin.K * MB)},
+              ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+          Value slabOffset = idx(0);
           Value first = mul(ivs[1], idx(blocksPerChunk));
           Value last = arith::MinSIOp::create(
               b, loc, add(first, idx(blocksPerChunk)), idx(nBlocks));
           if (slices > 1) {
-            slicedRowBlocks(slabs, slabOffset, partial, ivs[0], m0, first, last);
+            slicedRowBlocks(slab, slabOffset, partial, ivs[0], m0, first, last);
           } else {
             scf::ForOp::create(b, loc, first, last, idx(1), ValueRange{},
                                [&](OpBuilder &, Location, Value nb, ValueRange) {
-                                 rowBlock(slabs, slabOffset, m0, nb);
+                                 rowBlock(slab, slabOffset, m0, nb);
                                  scf::YieldOp::create(b, loc);
                                });
           }
@@ -293,32 +303,36 @@ private:
   }
 
   /// Block mb of `slabs`: slab[k * MB + j] = x[mb * MB + j, k], zero past
-  /// the last token. With 8 lanes, 8 x 8 tiles are transposed in registers
-  /// (8 row loads, 24 shuffles, 8 slab-row stores per 64 values); the last
-  /// K mod 8 features one value at a time.
+  /// the last token. 8 x 8 tiles are transposed in registers whatever the
+  /// lanes (8-lane vectors: 8 row loads, 24 shuffles, 8 slab-row stores per
+  /// 64 values; MB is a multiple of 8); the last K mod 8 features one value
+  /// at a time.
   void pack(Value slabs, Value mb) {
     Value m0 = mul(mb, idx(MB));
     Value slab = mul(mb, idx(lin.K * MB));
     Value zero = arith::ConstantOp::create(b, loc, f32, b.getF32FloatAttr(0));
     bool partialBlocks = lin.M % MB != 0;
-    int64_t vectorK = V == 8 ? lin.K / 8 * 8 : 0;
+    auto octType = VectorType::get({8}, f32);
+    Value zeroOct = arith::ConstantOp::create(
+        b, loc, octType, DenseElementsAttr::get(octType, 0.0f));
+    int64_t vectorK = MB % 8 == 0 ? lin.K / 8 * 8 : 0;
     if (vectorK > 0)
       scf::ForOp::create(
           b, loc, idx(0), idx(vectorK), idx(8), ValueRange{},
           [&](OpBuilder &, Location, Value k0, ValueRange) {
-            for (int64_t g = 0; g < U; ++g) {
+            for (int64_t g = 0; g < MB / 8; ++g) {
               SmallVector<Value> rows;
               for (int64_t i = 0; i < 8; ++i) {
                 Value m = add(m0, idx(g * 8 + i));
                 Value mClamped = arith::MinUIOp::create(b, loc, m, idx(lin.M - 1));
-                Value row = vector::LoadOp::create(b, loc, vecType, x,
+                Value row = vector::LoadOp::create(b, loc, octType, x,
                                                    ValueRange{mClamped, k0});
                 if (partialBlocks)
                   row = arith::SelectOp::create(
                       b, loc,
                       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, m,
                                             idx(lin.M)),
-                      row, zeroVector());
+                      row, zeroOct);
                 rows.push_back(row);
               }
               SmallVector<Value> columns = transpose8x8(rows);
@@ -488,8 +502,12 @@ private:
   void rowExtents(Value n0, SmallVectorImpl<Value> &starts,
                   SmallVectorImpl<Value> &lengths) {
     for (int64_t r = 0; r < R; ++r) {
+      // Unclamped where R divides N: the rows' starts are then one base plus
+      // constants, one register for all R rows.
       Value nClamped =
-          arith::MinUIOp::create(b, loc, add(n0, idx(r)), idx(lin.N - 1));
+          lin.N % R == 0
+              ? add(n0, idx(r))
+              : arith::MinUIOp::create(b, loc, add(n0, idx(r)), idx(lin.N - 1));
       Value start, length;
       if (lin.layout.kind == WeightLayout::Dense) {
         start = nClamped;
@@ -526,10 +544,12 @@ private:
   /// A CSR weight read by many token blocks, re-laid out once per call:
   /// the R rows of row block nb interleaved entry by entry and padded with
   /// zero values to the block's longest row, entry p of row r at
-  /// (blockStarts[nb] + p) * R + r, as its slab offset k * MB (i32) and its
-  /// value. The token loop then walks one index per block: no per-row
-  /// pointers, tails or coordinate scaling (4 instructions per entry, not
-  /// 10), at the price of the padding (~10% more FMAs at 90% sparsity).
+  /// (blockStarts[nb] + p) * R + r, as one i64: its slab offset k * MB
+  /// above its value's bits. The token loop then walks one index per
+  /// block: no per-row pointers, tails or coordinate scaling, and one load
+  /// per entry besides the slab's (the load ports are what bounds it: a
+  /// separate offset and value load cost ~25% at 90% sparsity), at the
+  /// price of the padding (~10% more FMAs at 90% sparsity).
   void interleaveRows() {
     int64_t nBlocks = llvm::divideCeil(lin.N, R);
     Type indexType = b.getIndexType();
@@ -561,14 +581,12 @@ private:
     memref::StoreOp::create(b, loc, prefix.getResult(0), blockStarts,
                             ValueRange{idx(nBlocks)});
     Value size = mul(prefix.getResult(0), idx(R));
-    packedOffsets = memref::AllocOp::create(
-        b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI32Type()),
-        ValueRange{size}, b.getI64IntegerAttr(64));
-    packedValues = memref::AllocOp::create(
-        b, loc, MemRefType::get({ShapedType::kDynamic}, f32), ValueRange{size},
+    Type i64 = b.getI64Type();
+    packedEntries = memref::AllocOp::create(
+        b, loc, MemRefType::get({ShapedType::kDynamic}, i64), ValueRange{size},
         b.getI64IntegerAttr(64));
-    Value zeroOffset = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
-    Value zeroValue = arith::ConstantOp::create(b, loc, f32, b.getF32FloatAttr(0));
+    // Padding: value 0.0 (all bits zero) at offset 0.
+    Value padding = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0));
     scf::ParallelOp::create(
         b, loc, ValueRange{idx(0)}, ValueRange{idx(nBlocks)}, ValueRange{idx(1)},
         [&](OpBuilder &, Location, ValueRange ivs) {
@@ -585,27 +603,83 @@ private:
                 [&](OpBuilder &, Location, Value p, ValueRange) {
                   Value stored = arith::CmpIOp::create(
                       b, loc, arith::CmpIPredicate::ult, p, rowLen);
-                  auto entry = scf::IfOp::create(
-                      b, loc, TypeRange{b.getI32Type(), f32}, stored,
-                      /*withElseRegion=*/true);
+                  auto entry = scf::IfOp::create(b, loc, TypeRange{i64}, stored,
+                                                 /*withElseRegion=*/true);
                   b.setInsertionPointToStart(&entry.getThenRegion().front());
                   Value at = add(start, p);
                   Value k = toIndex(load(coordinates, {at}));
-                  Value offset = arith::IndexCastUIOp::create(
-                      b, loc, b.getI32Type(), mul(k, idx(MB)));
-                  scf::YieldOp::create(b, loc, ValueRange{offset, load(values, {at})});
+                  scf::YieldOp::create(
+                      b, loc, ValueRange{packEntry(mul(k, idx(MB)), load(values, {at}))});
                   b.setInsertionPointToStart(&entry.getElseRegion().front());
-                  scf::YieldOp::create(b, loc, ValueRange{zeroOffset, zeroValue});
+                  scf::YieldOp::create(b, loc, ValueRange{padding});
                   b.setInsertionPointAfter(entry);
                   Value q = add(mul(add(base, p), idx(R)), idx(r));
-                  memref::StoreOp::create(b, loc, entry.getResult(0), packedOffsets,
-                                          ValueRange{q});
-                  memref::StoreOp::create(b, loc, entry.getResult(1), packedValues,
+                  memref::StoreOp::create(b, loc, entry.getResult(0), packedEntries,
                                           ValueRange{q});
                   scf::YieldOp::create(b, loc);
                 });
           }
         });
+  }
+
+  /// An n:m weight read by many token blocks, re-laid out once per call as
+  /// interleaveRows does for CSR (no padding: its rows are all as long):
+  /// entry e of group g of row r of row block nb at
+  /// ((nb * groups + g) * n + e) * R + r, its slab offset (g * m + crd) * MB
+  /// above its value's bits, so a k-slice of groups is one contiguous range
+  /// per row block. Rows past N are zero.
+  void interleaveGroups() {
+    int64_t nBlocks = llvm::divideCeil(lin.N, R);
+    int64_t groups = lin.K / lin.layout.m, n = lin.layout.n;
+    Type i64 = b.getI64Type();
+    packedEntries = memref::AllocOp::create(
+        b, loc, MemRefType::get({nBlocks * groups * n * R}, i64),
+        b.getI64IntegerAttr(64));
+    scf::ParallelOp::create(
+        b, loc, ValueRange{idx(0)}, ValueRange{idx(nBlocks)}, ValueRange{idx(1)},
+        [&](OpBuilder &, Location, ValueRange ivs) {
+          Value nb = ivs[0];
+          SmallVector<Value> starts, lengths;
+          rowExtents(mul(nb, idx(R)), starts, lengths);
+          Value base = mul(nb, idx(groups * n * R));
+          scf::ForOp::create(
+              b, loc, idx(0), idx(groups * n), idx(1), ValueRange{},
+              [&](OpBuilder &, Location, Value j, ValueRange) {
+                // Entry j of a row: group j / n, at k = (j / n) * m + crd.
+                Value kBase = mul(arith::DivUIOp::create(b, loc, j, idx(n)),
+                                  idx(lin.layout.m));
+                for (int64_t r = 0; r < R; ++r) {
+                  Value at = add(starts[r], j);
+                  Value k = add(kBase, toIndex(load(coordinates, {at})));
+                  Value entry = packEntry(mul(k, idx(MB)), load(values, {at}));
+                  if (lin.N % R)
+                    entry = arith::SelectOp::create(
+                        b, loc,
+                        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                              add(mul(nb, idx(R)), idx(r)),
+                                              idx(lin.N)),
+                        entry,
+                        arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)));
+                  memref::StoreOp::create(b, loc, entry, packedEntries,
+                                          ValueRange{add(base, add(mul(j, idx(R)), idx(r)))});
+                }
+                scf::YieldOp::create(b, loc);
+              });
+        });
+  }
+
+  /// An interleaved entry: slab offset (index, < 2^31) << 32 | value bits.
+  Value packEntry(Value offset, Value value) {
+    Type i32 = b.getI32Type(), i64 = b.getI64Type();
+    Value high = arith::ExtUIOp::create(
+        b, loc, i64, arith::IndexCastUIOp::create(b, loc, i32, offset));
+    Value low = arith::ExtUIOp::create(b, loc, i64,
+                                       arith::BitcastOp::create(b, loc, i32, value));
+    return arith::OrIOp::create(
+        b, loc,
+        arith::ShLIOp::create(
+            b, loc, high, arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32))),
+        low);
   }
 
   /// Row block nb of an interleaved CSR weight (interleaveRows): all R rows
@@ -614,15 +688,31 @@ private:
                        SmallVectorImpl<Value> &acc) {
     Value lo = mul(load(blockStarts, {nb}), idx(R));
     Value hi = mul(load(blockStarts, {add(nb, idx(1))}), idx(R));
+    interleavedEntries(lo, hi, slabs, acc);
+  }
+
+  /// Interleaved entries [lo, hi) (a multiple of R apart): R at a time, one
+  /// per row, each one i64 load, a broadcast and U FMAs on the token
+  /// block's slab `slabs`.
+  void interleavedEntries(Value lo, Value hi, Value slabs,
+                          SmallVectorImpl<Value> &acc) {
     auto loop = scf::ForOp::create(
         b, loc, lo, hi, idx(R), acc,
         [&](OpBuilder &, Location, Value q, ValueRange carried) {
           SmallVector<Value> next(carried.begin(), carried.end());
           for (int64_t r = 0; r < R; ++r) {
             Value at = add(q, idx(r));
-            Value row = add(slab, toIndex(load(packedOffsets, {at})));
-            Value w = vector::BroadcastOp::create(b, loc, vecType,
-                                                  load(packedValues, {at}));
+            Value packed = load(packedEntries, {at});
+            // Low half: the value's bits (a broadcast from a GPR); high
+            // half: the offset (one shift, no masking).
+            Value bits = arith::TruncIOp::create(b, loc, b.getI32Type(), packed);
+            Value row = arith::IndexCastUIOp::create(
+                b, loc, b.getIndexType(),
+                arith::ShRUIOp::create(
+                    b, loc, packed,
+                    arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32))));
+            Value w = vector::BroadcastOp::create(
+                b, loc, vecType, arith::BitcastOp::create(b, loc, f32, bits));
             for (int64_t u = 0; u < U; ++u) {
               Value xv = vector::LoadOp::create(b, loc, vecType, slabs,
                                                 ValueRange{add(row, idx(u * V))});
@@ -641,6 +731,10 @@ private:
     SmallVector<Value> acc(R * U, zeroVector());
     if (blockStarts) {
       interleavedRows(nb, slabs, slab, acc);
+    } else if (packedEntries) { // n:m, one k-slice
+      int64_t blockEntries = lin.K / lin.layout.m * lin.layout.n * R;
+      Value lo = mul(nb, idx(blockEntries));
+      interleavedEntries(lo, add(lo, idx(blockEntries)), slabs, acc);
     } else if (lin.layout.kind == WeightLayout::Dense) {
       SmallVector<Value> rows, lengths;
       rowExtents(n0, rows, lengths);
@@ -696,13 +790,21 @@ private:
                 SmallVector<Value> acc(init.getResults().begin(), init.getResults().end());
                 SmallVector<Value> rowStarts, rowLengths;
                 rowExtents(n0, rowStarts, rowLengths);
-                if (lin.layout.sharedRows > 1)
+                if (lin.layout.sharedRows > 1) {
                   sharedEntryLoop(g0, g1, rowStarts, acc, slabs, slab);
-                else
+                } else if (packedEntries) {
+                  // Groups [g0, g1) of row block nb (interleaveGroups).
+                  Value blockBase = mul(nb, idx(groups));
+                  int64_t groupEntries = lin.layout.n * R;
+                  interleavedEntries(mul(add(blockBase, g0), idx(groupEntries)),
+                                     mul(add(blockBase, g1), idx(groupEntries)),
+                                     slabs, acc);
+                } else {
                   entryLoop(g0, g1, rowStarts, U, acc,
                             [&](Value kBase, Value p, MutableArrayRef<Value> a) {
                               accumulateEntry(slabs, slab, kBase, p, a);
                             });
+                }
                 scf::IfOp::create(
                     b, loc, isLast,
                     [&](OpBuilder &, Location) {
@@ -916,41 +1018,66 @@ private:
           b, loc, VectorType::get({R}, b.getI1Type()), ValueRange{valid});
     }
     for (int64_t u = 0; u < U; ++u) {
-      // 4 rows x 8 tokens: two shuffle stages give each token's 4 values
-      // as half a vector (token i and i + 4 share one).
-      SmallVector<Value> quads;
-      if (R == 4 && V == 8) {
-        auto shuffle = [&](Value l, Value r, ArrayRef<int64_t> mask) -> Value {
+      // 4 rows x V tokens (V a multiple of 4): two shuffle stages within
+      // each 128-bit lane give each token's 4 values as a quarter of a
+      // vector (tokens i, i + 4, i + 8, ... share one). R = 4g rows: g
+      // groups of 4, each token's row of y written in g 4-wide pieces.
+      bool shuffled = R % 4 == 0 && V % 4 == 0;
+      SmallVector<SmallVector<Value>> quads; // [group][i % 4]
+      if (shuffled) {
+        auto shuffle = [&](Value l, Value r, int64_t a, int64_t c) -> Value {
+          // Per 128-bit lane q: {l[a], r[a], l[a+1], r[a+1]} (unpack, c = 0)
+          // or {l[a], l[a+1], r[a], r[a+1]} (pairs of pairs, c = 1).
+          SmallVector<int64_t> mask;
+          for (int64_t q = 0; q < V; q += 4) {
+            if (c == 0)
+              mask.append({q + a, V + q + a, q + a + 1, V + q + a + 1});
+            else
+              mask.append({q + a, q + a + 1, V + q + a, V + q + a + 1});
+          }
           return vector::ShuffleOp::create(b, loc, l, r, mask);
         };
-        ArrayRef<Value> rowsAcc = acc;
-        Value ab0 = shuffle(rowsAcc[0 * U + u], rowsAcc[1 * U + u], {0, 8, 1, 9, 4, 12, 5, 13});
-        Value ab1 = shuffle(rowsAcc[0 * U + u], rowsAcc[1 * U + u], {2, 10, 3, 11, 6, 14, 7, 15});
-        Value cd0 = shuffle(rowsAcc[2 * U + u], rowsAcc[3 * U + u], {0, 8, 1, 9, 4, 12, 5, 13});
-        Value cd1 = shuffle(rowsAcc[2 * U + u], rowsAcc[3 * U + u], {2, 10, 3, 11, 6, 14, 7, 15});
-        quads = {shuffle(ab0, cd0, {0, 1, 8, 9, 4, 5, 12, 13}),
-                 shuffle(ab0, cd0, {2, 3, 10, 11, 6, 7, 14, 15}),
-                 shuffle(ab1, cd1, {0, 1, 8, 9, 4, 5, 12, 13}),
-                 shuffle(ab1, cd1, {2, 3, 10, 11, 6, 7, 14, 15})};
+        for (int64_t g = 0; g < R / 4; ++g) {
+          auto rowAcc = [&](int64_t r) { return acc[(4 * g + r) * U + u]; };
+          Value ab0 = shuffle(rowAcc(0), rowAcc(1), 0, 0);
+          Value ab1 = shuffle(rowAcc(0), rowAcc(1), 2, 0);
+          Value cd0 = shuffle(rowAcc(2), rowAcc(3), 0, 0);
+          Value cd1 = shuffle(rowAcc(2), rowAcc(3), 2, 0);
+          quads.push_back({shuffle(ab0, cd0, 0, 1), shuffle(ab0, cd0, 2, 1),
+                           shuffle(ab1, cd1, 0, 1), shuffle(ab1, cd1, 2, 1)});
+        }
       }
       for (int64_t i = 0; i < V; ++i) {
-        Value row;
-        if (!quads.empty()) {
-          row = vector::ExtractStridedSliceOp::create(
-              b, loc, quads[i % 4], ArrayRef<int64_t>{i / 4 * 4},
-              ArrayRef<int64_t>{4}, ArrayRef<int64_t>{1});
+        // (offset along n, 4 or R values) pieces of token i's row of y.
+        SmallVector<std::pair<int64_t, Value>> pieces;
+        if (shuffled) {
+          for (int64_t g = 0; g < R / 4; ++g)
+            pieces.push_back(
+                {4 * g, vector::ExtractStridedSliceOp::create(
+                            b, loc, quads[g][i % 4], ArrayRef<int64_t>{i / 4 * 4},
+                            ArrayRef<int64_t>{4}, ArrayRef<int64_t>{1})});
         } else {
           SmallVector<Value> lanes;
           for (int64_t r = 0; r < R; ++r)
             lanes.push_back(vector::ExtractOp::create(b, loc, acc[r * U + u], i));
-          row = vector::FromElementsOp::create(b, loc, rowType, lanes);
+          pieces.push_back({0, vector::FromElementsOp::create(b, loc, rowType, lanes)});
         }
         Value m = add(m0, idx(u * V + i));
         auto write = [&] {
-          if (mask)
-            vector::MaskedStoreOp::create(b, loc, y, ValueRange{m, n0}, mask, row);
-          else
-            vector::StoreOp::create(b, loc, row, y, ValueRange{m, n0});
+          for (auto [offset, piece] : pieces) {
+            Value n = add(n0, idx(offset));
+            if (!mask) {
+              vector::StoreOp::create(b, loc, piece, y, ValueRange{m, n});
+              continue;
+            }
+            auto pieceMask = mask;
+            if (pieces.size() > 1)
+              pieceMask = vector::ExtractStridedSliceOp::create(
+                  b, loc, mask, ArrayRef<int64_t>{offset}, ArrayRef<int64_t>{4},
+                  ArrayRef<int64_t>{1});
+            vector::MaskedStoreOp::create(b, loc, y, ValueRange{m, n}, pieceMask,
+                                          piece);
+          }
         };
         if (lin.M % MB == 0) {
           write();
@@ -975,7 +1102,7 @@ private:
   VectorType vecType;
   Value x, y, positions, coordinates, values;
   // A CSR weight interleaved by row blocks (interleaveRows), else null.
-  Value blockStarts, packedOffsets, packedValues;
+  Value blockStarts, packedEntries;
 };
 
 /// y[b] = A[b] * B[b] with static dense f32 operands, default maps and a
@@ -1123,7 +1250,31 @@ struct LowerSparseLinearPass
     : public smlir::impl::LowerSparseLinearBase<LowerSparseLinearPass> {
   using LowerSparseLinearBase::LowerSparseLinearBase;
 
+  /// A tile option, or (0) the default measured for `lanes`: 8 (AVX2,
+  /// 16 registers) on a Zen 3, 16 (AVX-512, 32 registers) on a Zen 4.
+  int64_t tile(int64_t option, int64_t avx2, int64_t avx512) const {
+    return option > 0 ? option : lanes >= 16 ? avx512 : avx2;
+  }
+
   void runOnOperation() override {
+    if (lanes < 1 || rows < 0 || vectors < 0 || nmRows < 0 || nmVectors < 0 ||
+        denseRows < 0 || denseVectors < 0) {
+      getOperation().emitError(
+          "smlir-lower-sparse-linear: lanes must be positive, tile sizes "
+          "positive or 0 (the default for the lanes)");
+      return signalPassFailure();
+    }
+    // Measured (1 thread, BERT-base FFN shapes): with 16 lanes a CSR token
+    // block stays 16 tokens (a 32-token slab row per entry costs more than
+    // it saves), n:m takes 6 x 2 (32 tokens per interleaved entry, ~20%
+    // faster than 8 lanes' 3 x 4), dense 8 x 2.
+    int64_t rows = tile(this->rows, 4, 4), vectors = tile(this->vectors, 2, 1);
+    int64_t nmRows = tile(this->nmRows, 3, 6),
+            nmVectors = tile(this->nmVectors, 4, 2);
+    int64_t denseRows = tile(this->denseRows, 6, 8),
+            denseVectors = tile(this->denseVectors, 2, 2);
+    // Vector registers the shared-row tile may fill (one for the broadcast).
+    int64_t registers = lanes >= 16 ? 31 : 15;
     SmallVector<SparseLinear> linears;
     getOperation().walk([&](linalg::GenericOp kernel) {
       if (std::optional<SparseLinear> linear = matchSparseLinear(kernel))
@@ -1143,7 +1294,7 @@ struct LowerSparseLinearPass
         for (int64_t r = 1; r <= std::min<int64_t>(8, linear.layout.sharedRows); ++r) {
           if (linear.layout.sharedRows % r)
             continue;
-          int64_t u = std::clamp<int64_t>(15 / (r + 1), 1, nmVectors);
+          int64_t u = std::clamp<int64_t>(registers / (r + 1), 1, nmVectors);
           int64_t fmas = r * u, loads = 1 + u + r;
           if (fmas > bestFmas || (fmas == bestFmas && loads < bestLoads)) {
             tileRows = r;

@@ -28,11 +28,13 @@
 // CHECK-COUNT-24:  vector.shuffle
 // CHECK:           vector.store {{.*}}, %[[SLABS]]
 // CHECK:         scf.parallel
+// The token block's slab is a view: one base pointer for all its reads.
+// CHECK:           %[[SLAB:.*]] = memref.subview %[[SLABS]][%{{.*}}] [512] [1]
 // Lockstep over the entries both rows have: two independent chains.
 // CHECK:           scf.for {{.*}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>)
 // CHECK:             memref.load %[[CRD]]
 // CHECK:             %[[W0:.*]] = vector.broadcast {{.*}} : f32 to vector<8xf32>
-// CHECK:             %[[X0:.*]] = vector.load %[[SLABS]]
+// CHECK:             %[[X0:.*]] = vector.load %[[SLAB]]
 // CHECK:             vector.fma %[[W0]], %[[X0]]
 // CHECK:             vector.fma
 // CHECK:             scf.yield {{.*}} : vector<8xf32>, vector<8xf32>
@@ -67,9 +69,10 @@ func.func @csr(%w: tensor<5x64xf32, #CSR>, %x: tensor<16x64xf32>) -> tensor<16x5
 // -----
 
 // CSR with 4 or more token blocks (here 4 of 8 tokens): the row blocks are
-// interleaved once per call, padded with zeros to their longest row, as
-// pre-scaled slab offsets (k * 8, i32) and values; the token loop then walks
-// one index per row block, all rows in lockstep and no per-row tails.
+// interleaved once per call, padded with zeros to their longest row, each
+// entry one i64: its pre-scaled slab offset (k * 8) above its value's bits.
+// The token loop then walks one index per row block, all rows in lockstep
+// and no per-row tails, one load per entry besides the slab's.
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 #mapW = affine_map<(n, m, k) -> (n, k)>
@@ -81,21 +84,22 @@ func.func @csr(%w: tensor<5x64xf32, #CSR>, %x: tensor<16x64xf32>) -> tensor<16x5
 // CHECK:         %[[TOTAL:.*]] = scf.for {{.*}} iter_args({{.*}}) -> (index)
 // CHECK:           arith.maxui
 // CHECK:         %[[SIZE:.*]] = arith.muli %[[TOTAL]], %{{.*}} : index
-// CHECK:         %[[OFFS:.*]] = memref.alloc(%[[SIZE]]) {alignment = 64 : i64} : memref<?xi32>
-// CHECK:         %[[VALS:.*]] = memref.alloc(%[[SIZE]]) {alignment = 64 : i64} : memref<?xf32>
+// CHECK:         %[[ENTRIES:.*]] = memref.alloc(%[[SIZE]]) {alignment = 64 : i64} : memref<?xi64>
 // CHECK:         scf.parallel
 // CHECK:           scf.if
-// CHECK:             arith.index_cast{{.*}} : index to i32
+// CHECK:             arith.index_castui {{.*}} : index to i32
+// CHECK:             arith.bitcast {{.*}} : f32 to i32
+// CHECK:             arith.shli
+// CHECK:             arith.ori
 // CHECK:           } else {
-// CHECK:           memref.store {{.*}}, %[[OFFS]]
-// CHECK:           memref.store {{.*}}, %[[VALS]]
+// CHECK:           memref.store {{.*}}, %[[ENTRIES]]
 // CHECK:         scf.parallel
 // CHECK:           scf.for {{.*}} step %c2{{(_[0-9]+)?}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>)
-// CHECK:             memref.load %[[OFFS]]
-// CHECK:             memref.load %[[VALS]]
+// CHECK:             %[[E0:.*]] = memref.load %[[ENTRIES]]
+// CHECK:             arith.trunci %[[E0]] : i64 to i32
+// CHECK:             arith.shrui %[[E0]]
 // CHECK:             vector.fma
-// CHECK:             memref.load %[[OFFS]]
-// CHECK:             memref.load %[[VALS]]
+// CHECK:             memref.load %[[ENTRIES]]
 // CHECK:             vector.fma
 // CHECK:             scf.yield
 // CHECK-NOT:       scf.for {{.*}} -> (vector<8xf32>)
@@ -161,6 +165,58 @@ func.func @nm(%w: tensor<4x32xf32, #NM>, %x: tensor<8x32xf32>) -> tensor<8x4xf32
   %e2 = tensor.empty() : tensor<8x4xf32>
   %y = linalg.transpose ins(%yt : tensor<4x8xf32>) outs(%e2 : tensor<8x4xf32>) permutation = [1, 0]
   return %y : tensor<8x4xf32>
+}
+
+// -----
+
+// 2:4 read by 4 token blocks: interleaved once per call like CSR, without
+// padding (rows are all as long): entry e of group g of row r at
+// ((block * groups + g) * 2 + e) * 2 + r, its slab offset
+// ((g * 4 + crd) * 8) above its value's bits; the token loop walks the
+// block's range two entries (one per row) at a time.
+
+#NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+#mapW = affine_map<(n, m, k) -> (n, k)>
+#mapX = affine_map<(n, m, k) -> (k, m)>
+#mapY = affine_map<(n, m, k) -> (n, m)>
+
+// CHECK-LABEL: func.func @nm_interleaved(
+// CHECK:         %[[CRD:.*]] = sparse_tensor.coordinates %{{.*}} {level = 2 : index} : tensor<4x32xf32, #{{.*}}> to memref<?xi8>
+// CHECK:         %[[ENTRIES:.*]] = memref.alloc() {alignment = 64 : i64} : memref<64xi64>
+// CHECK:         scf.parallel
+// CHECK:           scf.for %[[J:.*]] = %{{.*}} to %c16{{(_[0-9]+)?}}
+// CHECK:             arith.divui %[[J]]
+// CHECK:             memref.load %[[CRD]]
+// CHECK:             arith.shli
+// CHECK:             memref.store {{.*}}, %[[ENTRIES]]
+// CHECK:             memref.load %[[CRD]]
+// CHECK:             memref.store {{.*}}, %[[ENTRIES]]
+// CHECK:         scf.parallel
+// CHECK:           %[[C32:.*]] = arith.constant 32 : index
+// CHECK:           %[[LO:.*]] = arith.muli %{{.*}}, %[[C32]]
+// CHECK:           %[[HI:.*]] = arith.addi %[[LO]]
+// CHECK:           scf.for %{{.*}} = %[[LO]] to %[[HI]] step %c2{{(_[0-9]+)?}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>)
+// CHECK:             memref.load %[[ENTRIES]]
+// CHECK:             vector.fma
+// CHECK:             memref.load %[[ENTRIES]]
+// CHECK:             vector.fma
+// CHECK:             scf.yield
+func.func @nm_interleaved(%w: tensor<4x32xf32, #NM>, %x: tensor<32x32xf32>) -> tensor<32x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<32x32xf32>
+  %xt = linalg.transpose ins(%x : tensor<32x32xf32>) outs(%e0 : tensor<32x32xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<4x32xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4x32xf32>) -> tensor<4x32xf32>
+  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%w, %xt : tensor<4x32xf32, #NM>, tensor<32x32xf32>) outs(%fill : tensor<4x32xf32>) attrs = {smlir.sparse_kernel} {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4x32xf32>
+  %e2 = tensor.empty() : tensor<32x4xf32>
+  %y = linalg.transpose ins(%yt : tensor<4x32xf32>) outs(%e2 : tensor<32x4xf32>) permutation = [1, 0]
+  return %y : tensor<32x4xf32>
 }
 
 // -----

@@ -36,17 +36,37 @@ struct SparseCPUPipelineOptions
   PassOptions::Option<int64_t> tileRows{
       *this, "tile-rows",
       llvm::cl::desc("Weight rows per micro-kernel register tile (CSR weights, "
-                     "decode, batched matmuls; n:m and dense weights have "
-                     "their own in smlir-lower-sparse-linear)"),
-      llvm::cl::init(4)};
+                     "decode, batched matmuls; 0: the default for the lanes)"),
+      llvm::cl::init(0)};
   PassOptions::Option<int64_t> tileVectors{
       *this, "tile-vectors",
-      llvm::cl::desc("Token vectors per micro-kernel register tile"),
-      llvm::cl::init(2)};
+      llvm::cl::desc("Token vectors per micro-kernel register tile (0: by "
+                     "lanes)"),
+      llvm::cl::init(0)};
+  PassOptions::Option<int64_t> nmTileRows{
+      *this, "nm-tile-rows",
+      llvm::cl::desc("Weight rows per register tile of an n:m weight (0: by "
+                     "lanes)"),
+      llvm::cl::init(0)};
+  PassOptions::Option<int64_t> nmTileVectors{
+      *this, "nm-tile-vectors",
+      llvm::cl::desc("Token vectors per register tile of an n:m weight (0: by "
+                     "lanes)"),
+      llvm::cl::init(0)};
+  PassOptions::Option<int64_t> denseTileRows{
+      *this, "dense-tile-rows",
+      llvm::cl::desc("Weight rows per register tile of a dense weight (0: by "
+                     "lanes)"),
+      llvm::cl::init(0)};
+  PassOptions::Option<int64_t> denseTileVectors{
+      *this, "dense-tile-vectors",
+      llvm::cl::desc("Token vectors per register tile of a dense weight (0: "
+                     "by lanes)"),
+      llvm::cl::init(0)};
   PassOptions::Option<int64_t> lanes{
       *this, "lanes",
       llvm::cl::desc("f32 lanes per vector in the micro-kernels (8: AVX2, "
-                     "16: AVX-512)"),
+                     "16: AVX-512; compile() picks by the host CPU)"),
       llvm::cl::init(8)};
   PassOptions::Option<bool> approximateMath{
       *this, "approximate-math",

@@ -8,7 +8,7 @@ effective_state_dict(), so eager sees the same pruned weights too.
 from __future__ import annotations
 
 import warnings
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -45,12 +45,13 @@ def eager_reference(model: torch.nn.Module, example_args: tuple[torch.Tensor, ..
 
 
 def compile_and_check(model: torch.nn.Module, x: torch.Tensor,
-                      encodings: Mapping[str, sm.Encoding]) -> sm.CompiledModule:
-    """Compiles `model` with `encodings` and checks its first call (call number 0)
-    against the eager reference with the same sparsifiers at the same points."""
+                      encodings: Mapping[str, sm.Encoding], **options: Any) -> sm.CompiledModule:
+    """Compiles `model` with `encodings` (and compile()'s keyword `options`) and
+    checks its first call (call number 0) against the eager reference with
+    the same sparsifiers at the same points."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sm.SparseFallbackWarning)
-        compiled = sm.compile(model, dict(encodings), example_args=(x,))
+        compiled = sm.compile(model, dict(encodings), example_args=(x,), **options)
     params = dict(model.named_parameters())
     intermediates = {n: e.effective_sparsifier for n, e in encodings.items() if n not in params}
     state = {**model.state_dict(), **compiled.effective_state_dict()}

@@ -206,7 +206,7 @@ def _rewrite_header(path: Path, **fields: object) -> None:
 
 
 def _missing_isa_flag() -> str:
-    missing = sorted(artifact._ISA_FLAGS - set(artifact.host_isa_flags()) - {"fp", "asimd"})
+    missing = sorted(artifact.ISA_FLAGS - set(artifact.host_isa_flags()) - {"fp", "asimd"})
     if not missing:
         pytest.skip("this CPU has every ISA extension the loader knows: no feature can be missing")
     return next((f for f in ("avx512f", "amx_tile", "avx512_fp16") if f in missing), missing[0])

@@ -22,9 +22,14 @@ from .reference import compile_and_check
 # n:m read in k-slices of whole groups, the last one partial; 4+ token
 # blocks: CSR row blocks interleaved, here with a partial last token block,
 # a partial last row block and K not a multiple of 8: x packed by 8 x 8
-# register transposes and a scalar tail).
+# register transposes and a scalar tail; n:m with 4+ token blocks of 32:
+# interleaved groups, unsliced with whole tiles, and sliced with a partial
+# last row block, whose rows past N are zero).
 SHAPES = [(64, 128, 96), (37, 72, 19), (5, 64, 30), (3, 64, 32), (1, 44, 3), (2, 240, 37), (40, 520, 22),
-          (70, 204, 37)]
+          (70, 204, 37), (100, 96, 36), (130, 520, 22)]
+# f32 lanes per vector: AVX2's 8 and AVX-512's 16 (each with its own tiles),
+# whatever this host has (LLVM splits vectors wider than the host's).
+LANES = [8, 16]
 
 FORMATS = {
     "dense": None,
@@ -43,18 +48,30 @@ def _linear(k: int, n: int, bias: bool = True) -> torch.nn.Linear:
     return torch.nn.Linear(k, n, bias=bias)
 
 
+@pytest.mark.parametrize("lanes", LANES)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_linear_matches_eager(shape: tuple[int, int, int], fmt: str) -> None:
+def test_linear_matches_eager(shape: tuple[int, int, int], fmt: str, lanes: int) -> None:
     m, k, n = shape
     encoding = FORMATS[fmt]
     if isinstance(encoding, sm.NM) and k % encoding.m:
         pytest.skip(f"K={k} is not a multiple of m={encoding.m} (n:m needs whole groups)")
     model = _linear(k, n)
     x = torch.randn(m, k)
-    fn = compile_and_check(model, x, {"weight": encoding} if encoding else {})
+    fn = compile_and_check(model, x, {"weight": encoding} if encoding else {}, vector_lanes=lanes)
+    assert f"lanes={lanes}" in fn.pipeline
     assert "call @smlir_linear_" in fn.ir("sparse"), "the linear did not take the micro-kernel"
     assert "linalg.transpose" not in fn.ir("sparse")
+
+
+def test_vector_lanes_default_to_the_host_and_are_checked() -> None:
+    from sparse_mlir.cpu import host_isa_flags, vector_lanes
+    assert vector_lanes() == (16 if "avx512f" in host_isa_flags() else 8)
+    model = _linear(32, 8)
+    x = torch.randn(4, 32)
+    assert f"lanes={vector_lanes()}" in sm.compile(model, {}, example_args=(x,)).pipeline
+    with pytest.raises(sm.SpecError, match="vector_lanes must be one of"):
+        sm.compile(model, {}, example_args=(x,), vector_lanes=12)
 
 
 def test_batched_input_and_two_layers() -> None:
