@@ -27,6 +27,8 @@
 // CHECK:           vector.load %[[XB]]
 // CHECK-COUNT-24:  vector.shuffle
 // CHECK:           vector.store {{.*}}, %[[SLABS]]
+// Output stages: 2 token blocks x 3 chunks of row blocks x 8 tokens x 64.
+// CHECK:         %[[STAGES:.*]] = memref.alloc() {alignment = 64 : i64} : memref<3072xf32>
 // CHECK:         scf.parallel
 // The token block's slab is a view: one base pointer for all its reads.
 // CHECK:           %[[SLAB:.*]] = memref.subview %[[SLABS]][%{{.*}}] [512] [1]
@@ -41,9 +43,12 @@
 // The rest of each row.
 // CHECK:           scf.for {{.*}} -> (vector<8xf32>)
 // CHECK:           scf.for {{.*}} -> (vector<8xf32>)
-// Rows past N = 5 are masked off.
-// CHECK:           vector.create_mask {{.*}} : vector<2xi1>
+// The 2 x 8 tile goes to the token block's output stage (64 columns), which
+// is copied to y a token row at a time; columns past N = 5 are masked off.
 // CHECK:           vector.from_elements {{.*}} : vector<2xf32>
+// CHECK:           vector.store {{.*}}, %[[STAGES]]
+// CHECK:           vector.load %[[STAGES]]
+// CHECK:           vector.create_mask {{.*}} : vector<8xi1>
 // CHECK:           vector.maskedstore %[[Y]]
 // CHECK:         %[[RES:.*]] = bufferization.to_tensor %[[Y]] restrict writable {smlir.microkernel}
 // CHECK-NOT:     linalg.generic
@@ -146,9 +151,11 @@ func.func @csr_interleaved(%w: tensor<5x64xf32, #CSR>, %x: tensor<32x64xf32>) ->
 // CHECK-COUNT-4:     vector.fma
 // CHECK:             scf.yield
 // CHECK-NOT:       scf.for {{.*}} -> (vector<8xf32>)
-// Whole tiles (R = 2 divides N = 4, 8 tokens per block): plain stores.
-// CHECK-NOT:       vector.maskedstore
-// CHECK:           vector.store {{.*}} : memref<8x4xf32>, vector<2xf32>
+// Whole tiles (R = 2 divides N = 4): plain stores into the stage; N is
+// less than its 64 columns, so its copy to y is masked.
+// CHECK-NOT:       vector.create_mask {{.*}} : vector<2xi1>
+// CHECK:           vector.store {{.*}} : memref<{{[0-9]+}}xf32>, vector<2xf32>
+// CHECK:           vector.maskedstore
 func.func @nm(%w: tensor<4x32xf32, #NM>, %x: tensor<8x32xf32>) -> tensor<8x4xf32> {
   %zero = arith.constant 0.0 : f32
   %e0 = tensor.empty() : tensor<32x8xf32>
@@ -247,10 +254,13 @@ func.func @nm_interleaved(%w: tensor<4x32xf32, #NM>, %x: tensor<32x32xf32>) -> t
 // CHECK:                 vector.load %[[PARTIAL]]
 // CHECK:               scf.for %{{.*}} = %[[G0]] to %[[G1]] {{.*}} iter_args(%{{.*}} = %[[INIT]]#0, %{{.*}} = %[[INIT]]#1)
 // CHECK:               scf.if
-// CHECK:                 vector.store {{.*}} : memref<8x2xf32>, vector<2xf32>
+// CHECK:                 vector.store {{.*}} : memref<{{[0-9]+}}xf32>, vector<2xf32>
 // CHECK:               } else {
 // CHECK:                 vector.store {{.*}}, %[[PARTIAL]]
 // CHECK:                 vector.store {{.*}}, %[[PARTIAL]]
+// After the last slice, the stage goes to y.
+// CHECK:             scf.if
+// CHECK:               vector.maskedstore
 func.func @nm_k_slices(%w: tensor<2x1024xf32, #NM>, %x: tensor<8x1024xf32>) -> tensor<8x2xf32> {
   %zero = arith.constant 0.0 : f32
   %e0 = tensor.empty() : tensor<1024x8xf32>
