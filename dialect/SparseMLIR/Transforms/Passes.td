@@ -290,15 +290,24 @@ def LowerSparseLinear
       (independent FMA chains) run over the stored entries the rows have in
       common in lockstep (all of them for n:m), then over each CSR row's
       remaining entries: `acc += broadcast(w) * slab[k, :]`, a contiguous
-      load per entry; with 4 or more token blocks a CSR weight is first
-      interleaved once per call by row block (pre-scaled i32 slab offsets
-      and values, padded with zeros to the block's longest row), so its
-      rows run in lockstep to the end;
+      load per entry; with 4 or more token blocks a CSR or n:m weight is
+      first interleaved once per call by row block, each entry one i64 (its
+      pre-scaled slab offset above its value's bits: one load per entry
+      besides the slab's), CSR rows padded with zeros to the block's
+      longest row, so the rows run in lockstep to the end;
     - an n:m weight argument whose `smlir.encoding` says `rows = r` (rows
       share one pattern) takes a tile inside one row group and loads each
       stored k's slab vectors once for all its rows;
-    - the rows x MB tile is written as MB rows of `y` (vectors of `rows`
-      lanes, masked only where a tile can stick out).
+    - the rows x MB tile is transposed into a per-iteration output stage
+      of ~64 columns (4-row shuffle networks within 128-bit lanes), which
+      is copied to `y` a token row at a time (masked only where it sticks
+      out): rows of `y` at a 4 KB-multiple stride no longer evict each
+      other's cache lines between R-float pieces.
+
+    Tile options left at 0 take the tile measured for `lanes`: 8 (AVX2,
+    16 registers): CSR 4 x 2, n:m 3 x 4, dense 6 x 2; 16 (AVX-512, 32
+    registers): CSR 4 x 1, n:m 6 x 2, dense 8 x 2; decode gathers 8
+    entries at a time with either (16-lane gathers ran ~10% slower).
 
     Every stored entry reads its own slab row, so an n:m weight, whose rows
     are all as long, reads the slab in k-slices of whole groups (16 KB, in

@@ -24,9 +24,10 @@ from .reference import compile_and_check
 # a partial last row block and K not a multiple of 8: x packed by 8 x 8
 # register transposes and a scalar tail; n:m with 4+ token blocks of 32:
 # interleaved groups, unsliced with whole tiles, and sliced with a partial
-# last row block, whose rows past N are zero).
+# last row block, whose rows past N are zero; K = 1100: n:m in k-slices of
+# 16 KB of slab, the interleaved CSR slab 70 KB).
 SHAPES = [(64, 128, 96), (37, 72, 19), (5, 64, 30), (3, 64, 32), (1, 44, 3), (2, 240, 37), (40, 520, 22),
-          (70, 204, 37), (100, 96, 36), (130, 520, 22)]
+          (70, 204, 37), (100, 96, 36), (130, 520, 22), (70, 1100, 37)]
 # f32 lanes per vector: AVX2's 8 and AVX-512's 16 (each with its own tiles),
 # whatever this host has (LLVM splits vectors wider than the host's).
 LANES = [8, 16]
