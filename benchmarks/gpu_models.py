@@ -1,15 +1,17 @@
 """Whole target="cuda" models, compiled and exported on one machine (no GPU
-needed) and run from their artifacts on a GPU machine without the compiler:
-numerics against eager PyTorch on the same pruned weights, and call time
-against eager PyTorch on the GPU.
+needed) and run on a GPU machine without the compiler, two ways: from their
+artifacts (host code), and as the torch graph a call runs in process
+(`sparse_mlir.cuda.graph`: the model re-exported there with torch, its 2:4
+linears on the prepared kernels). Numerics against eager PyTorch on the
+same pruned weights, call time against eager PyTorch on the GPU.
 
-    python benchmarks/gpu_models.py prepare DIR    # compiler: artifacts + the models' weights and inputs
+    python benchmarks/gpu_models.py prepare DIR    # compiler: artifacts, kernels + the models' weights and inputs
     python benchmarks/gpu_models.py run DIR [--out benchmarks/results/gpu_models.json]   # GPU, no compiler
 
-A call of ours takes and returns host-side copies (the host code copies x in
-and y out per 2:4 linear, and runs biases and activations on the CPU), so its
-time is the product's end-to-end time, not a kernel time (benchmarks/gpu_nm.py
-has those).
+An artifact's call takes and returns host-side copies (the host code copies
+x in and y out per 2:4 linear, and runs biases and activations on the CPU);
+the graph keeps everything on the device. Both are end-to-end call times,
+not kernel times (benchmarks/gpu_nm.py has those).
 """
 
 from __future__ import annotations
@@ -63,9 +65,24 @@ def prepare(directory: Path) -> None:
         encodings = {n: sm.NM(2, 4) for n, p in model.named_parameters() if p.dim() == 2}
         fn = compile_cuda(model, encodings, (x,), cost_model=False, **options)
         fn.export(directory / name)
+        fn.save_kernels(directory / name / "graph")
         state = {**model.state_dict(), **fn.effective_state_dict()}   # biases too, and the pruned weights
         torch.save({"state": state, "x": x}, directory / name / "check.pt")
         print(f"prepared {name}: {[p.stored_as for p in fn.sparsity_plan()]} ({fn.compile_seconds:.2f} s)", flush=True)
+
+
+def graph_executor(model: torch.nn.Module, x: torch.Tensor, kernels_dir: Path) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The torch graph a compiled model's call runs, rebuilt here with torch
+    alone: the model exported on this machine, its 2:4 linears on the
+    kernels prepared by the compiler."""
+    from sparse_mlir.cuda.graph import GraphExecutor, load_kernels
+    from sparse_mlir.cuda.launch import PtxModule
+    from sparse_mlir.importers.torch_fx import export_program
+
+    kernels, ptx = load_kernels(kernels_dir)
+    module = PtxModule(ptx)
+    program, names, params = export_program(model, (x,))
+    return GraphExecutor(program, names, dict(zip(names, params)), kernels, module.launch)
 
 
 def median_time(fn: Callable[[], object], rounds: int) -> float:
@@ -101,13 +118,22 @@ def run(directory: Path, out: Path, rounds: int, only: str | None = None) -> int
         ok &= good
         model = model.to(x.dtype)
         x_dev = x.cuda()
+        graph = graph_executor(model, x_dev, directory / name / "graph")
+        y_graph = graph(x_dev)
+        graph_error = float((y_graph.float() - reference).abs().max())
+        graph_good = y_graph.dtype == x.dtype and graph_error <= TOLERANCE[x.dtype] * scale
+        ok &= graph_good
         eager = median_time(lambda: model(x_dev), rounds)
         ours = median_time(lambda: loaded(x_dev), rounds)
+        ours_graph = median_time(lambda: graph(x_dev), rounds)
         rows.append({"model": name, "input": list(x.shape), "dtype": str(x.dtype).removeprefix("torch."),
                      "max_abs_error": error, "reference_scale": scale, "ok": good,
-                     "ours_call_s": ours, "eager_gpu_s": eager, "kernels": loaded.manifest["cuda"]["kernels"]})
-        print(f"{name:28} err {error:.2e} / {scale:.2f} {'ok' if good else 'WRONG'} | ours {ours * 1e3:8.3f} ms "
-              f"(host copies + host ops) | eager GPU {eager * 1e3:8.3f} ms", flush=True)
+                     "graph_max_abs_error": graph_error, "graph_ok": graph_good,
+                     "ours_call_s": ours, "graph_call_s": ours_graph, "eager_gpu_s": eager,
+                     "kernels": loaded.manifest["cuda"]["kernels"]})
+        print(f"{name:28} err {error:.2e} / {scale:.2f} {'ok' if good else 'WRONG'}, graph {graph_error:.2e} "
+              f"{'ok' if graph_good else 'WRONG'} | artifact {ours * 1e3:8.3f} ms (host copies + host ops) | "
+              f"graph {ours_graph * 1e3:8.3f} ms | eager GPU {eager * 1e3:8.3f} ms", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                                "rounds": rounds, "results": rows}, indent=2))

@@ -5,9 +5,11 @@ the cost model keeps sparse -> `smlir-nm-cuda-pipeline` (hoist, then
 `smlir-lower-nm-to-nvgpu`: mma.sp kernels + launches; the rest of the model
 as host code; PTX through gpu-module-to-binary{format=isa}). Everything up
 to PTX, and `export()`, run without a GPU. A call checks for a driver and
-device first, then JIT-compiles the host code against sparse_mlir's CUDA
-runtime library (`host.HostProgram`), uploads the compressed weights once,
-and runs.
+device first, then runs the model's torch.export graph on the GPU with its
+2:4 linears on their kernels (`graph.GraphExecutor`: activations stay on
+the device, dense linears run on cuBLAS). An exported artifact runs the
+host code instead (`host.HostProgram`: no torch graph needed, but x and y
+cross to the host per linear and the rest runs on the CPU).
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ from ..runtime import jit
 from ..weights import apply_sparsifier
 from .cost import choose_gpu
 from .driver import cuda_runtime_path, require_device
+from .graph import GraphExecutor, Kernels, Launcher, save_kernels
 from .host import Argument, HostProgram, as_array
+from .launch import PtxModule
 from .nm24 import MMA_K, compress
 
 STAGES = ("linalg", "annotated", "gpu", "llvm", "ptx")
@@ -149,8 +153,8 @@ class CudaCompiledModule(CompileReports, CheckedCallable):
     """The torch-callable result of `compile(..., target="cuda")`.
 
     Inputs are checked as for the CPU (`CheckedCallable`) but may be CPU or
-    CUDA tensors in any layout: they are copied to host memory, which the host
-    code uploads itself; the result comes back on the first input's device.
+    CUDA tensors in any layout: they run on the GPU (CPU inputs are copied
+    there) and the result comes back on the first input's device.
     """
 
     _input_devices = ("cpu", "cuda")
@@ -163,7 +167,7 @@ class CudaCompiledModule(CompileReports, CheckedCallable):
                  result: tuple[tuple[int, ...], torch.dtype], effective: dict[str, torch.Tensor],
                  stats: dict[str, TensorStats], plan: list[PlanEntry], stages: dict[str, str],
                  launches: list[KernelLaunch], pipeline: str, opt_level: int, chip: str,
-                 compile_seconds: float) -> None:
+                 compile_seconds: float, graph: tuple[Any, list[str], dict[str, torch.Tensor]]) -> None:
         super().__init__(input_specs)
         self._module, self._context = module, context
         self._arguments = arguments
@@ -177,6 +181,9 @@ class CudaCompiledModule(CompileReports, CheckedCallable):
         self.chip = chip
         self._engine: Any = None
         self._program: HostProgram | None = None
+        self._graph = graph   # (torch.export program, parameter names, effective parameters)
+        self._executor: GraphExecutor | None = None
+        self._ptx_module: PtxModule | None = None
 
     def _jit(self) -> Any:
         """The host code, JIT-compiled once (no GPU needed: the runtime opens the
@@ -188,6 +195,41 @@ class CudaCompiledModule(CompileReports, CheckedCallable):
         return self._engine
 
     def _run(self, tensors: list[torch.Tensor]) -> torch.Tensor:
+        if self._executor is None:
+            require_device()   # a clear error without a GPU, before torch's
+            self._executor = self.executor()
+        device = tensors[0].device
+        cuda = [t if t.is_cuda else t.cuda() for t in tensors]
+        return self._executor(*cuda).to(device)
+
+    def executor(self, launcher: Launcher | None = None) -> GraphExecutor:
+        """The torch graph a call runs: the model's torch.export program on
+        its inputs' device, each 2:4 linear replaced by its kernel, launched
+        by `launcher(launch, buffers)` (by default the CUDA driver on
+        `ir("ptx")`, loaded at the first launch; a test or a profiler may
+        pass its own)."""
+        program, names, params = self._graph
+        return GraphExecutor(program, names, params, self._kernels(), launcher or self._launch)
+
+    def save_kernels(self, directory: str | os.PathLike) -> Path:
+        """The kernels' launches, compressed weights and PTX, for running the
+        torch graph where the compiler is not (`graph.load_kernels`, then
+        `GraphExecutor` on the model's `export_program` there)."""
+        return save_kernels(directory, self._kernels(), self._stages["ptx"])
+
+    def _kernels(self) -> Kernels:
+        return {launch.tensor: (launch.to_json(), self._data[("nm24_values", launch.tensor)],
+                                self._data[("nm24_metadata", launch.tensor)]) for launch in self._launches}
+
+    def _launch(self, launch: Mapping[str, Any], buffers: Mapping[str, torch.Tensor]) -> None:
+        if self._ptx_module is None:
+            self._ptx_module = PtxModule(self._stages["ptx"])
+        self._ptx_module.launch(launch, buffers)
+
+    def run_host_code(self, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Runs the compiled host code (what `export()` ships) instead of the
+        torch graph: for comparing the two; needs a GPU."""
+        tensors = self._check_inputs(tensors)
         if self._program is None:
             require_device()   # once: the program keeps its device buffers
             engine = self._jit()
@@ -281,7 +323,7 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
         if isinstance(encoding, NM):
             rows, depth = params[name].shape
             choices[name] = choose_gpu(str(params[name].dtype).removeprefix("torch."), rows, depth,
-                                       tokens.get(name), check_size=cost_model)
+                                       tokens.get(name), check_speed=cost_model)
     sparse = {name: encodings[name] for name, c in choices.items() if c.sparse}
 
     pipeline = pipeline_for(mma_k, chip, tile, warp_tokens, pipeline_stages)
@@ -321,7 +363,8 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
         choice = choices.get(name)
         stored = ("2:4 on sparse tensor cores (mma.sp m16n8k{}, f32 accumulate)".format(mma_k)
                   if name in sparse else
-                  f"dense, on the host ({choice.reason})" if choice else "dense, on the host")
+                  f"dense, cuBLAS through torch ({choice.reason})" if choice else
+                  "dense, cuBLAS through torch")
         stats[name] = TensorStats(shape=tuple(effective[name].shape), format=stored, nnz=nnz,
                                   sparsifier=encoding.effective_sparsifier.attr_text(),
                                   density=nnz / max(1, effective[name].numel()))
@@ -330,6 +373,8 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
                               kind=encoding.effective_sparsifier.kind, applied="once, at compile time",
                               origin="user", fallbacks=()))
     input_specs = [(tuple(a.shape), a.dtype) for a in example_args]
+    graph = (imported.program, imported.param_names,
+             {**dict(zip(imported.param_names, imported.params)), **effective})
     return CudaCompiledModule(module, context, arguments, data, input_specs, (tuple(result.shape), result_dtype),
                               effective, stats, plan, stages, launches, pipeline, opt_level, chip,
-                              time.perf_counter() - start)
+                              time.perf_counter() - start, graph)

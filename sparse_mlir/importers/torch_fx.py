@@ -52,6 +52,7 @@ class ImportedModel:
     num_inputs: int                  # arguments P.. are the model's inputs
     nodes: dict[str, NodeInfo]       # intermediate tensors by torch.fx node name
     graph: tuple[GraphNode, ...] = ()  # the export graph's data flow (placeholders first)
+    program: Any = None              # the torch.export program (parameters as leading inputs)
 
 
 @dataclass(frozen=True)
@@ -190,8 +191,11 @@ def start_importer() -> None:
     _SERVER.start()
 
 
-def import_model(model: torch.nn.Module, example_args: Sequence[torch.Tensor]) -> ImportedModel:
-    _SERVER.start()
+def export_program(model: torch.nn.Module,
+                   example_args: Sequence[torch.Tensor]) -> tuple[Any, list[str], list[torch.Tensor]]:
+    """(torch.export program, parameter names, their values): the model in
+    eval mode with its parameters as leading inputs, then `example_args`.
+    Needs only torch (GPU machines rebuild target="cuda" graphs with it)."""
     names = [name for name, _ in model.named_parameters()]
     params = [p.detach() for _, p in model.named_parameters()]
     wrapper = _ParamsAsInputs(model, names)
@@ -204,6 +208,12 @@ def import_model(model: torch.nn.Module, example_args: Sequence[torch.Tensor]) -
                           f"{type(error).__name__}: {error}") from error
     finally:
         model.train(was_training)
+    return program, names, params
+
+
+def import_model(model: torch.nn.Module, example_args: Sequence[torch.Tensor]) -> ImportedModel:
+    _SERVER.start()
+    program, names, params = export_program(model, example_args)
     with tempfile.TemporaryDirectory(prefix="sparse_mlir_import_") as tmp:
         program_path, out_path = Path(tmp) / "program.pt2", Path(tmp) / "linalg.mlir"
         nodes_path = Path(tmp) / "nodes.json"
@@ -215,4 +225,4 @@ def import_model(model: torch.nn.Module, example_args: Sequence[torch.Tensor]) -
     graph = tuple(GraphNode(n.name, n.op, str(n.target), tuple(a.name for a in n.all_input_nodes), len(n.users))
                   for n in program.graph.nodes)
     return ImportedModel(text=text, param_names=names, params=params, num_inputs=len(example_args), nodes=nodes,
-                         graph=graph)
+                         graph=graph, program=program)

@@ -45,9 +45,26 @@ def test_large_linear_matches_eager() -> None:
     torch.manual_seed(1)
     model = torch.nn.Linear(768, 3072, bias=False).half()
     x = torch.randn(1024, 768, dtype=torch.float16)
-    fn = sm.compile(model, {"weight": sm.NM(2, 4)}, (x,), target="cuda")
+    fn = sm.compile(model, {"weight": sm.NM(2, 4)}, (x,), target="cuda", cost_model=False)
     (entry,) = fn.sparsity_plan()
     assert "sparse tensor cores" in entry.stored_as
     expected = reference(model, fn.effective_state_dict(), x)
     torch.testing.assert_close(fn(x).float(), expected, rtol=0,
                                atol=TOLERANCE[torch.float16] * float(expected.abs().max()) * 4)
+
+
+def test_torch_graph_and_host_code_agree_and_inputs_stay_on_their_device() -> None:
+    """A call runs the torch graph on the GPU (kernels on CUDA tensors); the
+    host code that export() ships computes the same."""
+    from sparse_mlir.cuda import compile_cuda
+
+    torch.manual_seed(2)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 256)).half()
+    x = torch.randn(128, 256, dtype=torch.float16)
+    fn = compile_cuda(model, {"0.weight": sm.NM(2, 4), "2.weight": sm.NM(2, 4)}, (x,), cost_model=False)
+    y_cuda = fn(x.cuda())
+    assert y_cuda.is_cuda
+    y_host = fn.run_host_code([x])
+    scale = float(y_host.float().abs().max())
+    torch.testing.assert_close(y_cuda.cpu().float(), y_host.float(), rtol=0,
+                               atol=TOLERANCE[torch.float16] * scale * 4)
