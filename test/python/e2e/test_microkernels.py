@@ -65,6 +65,19 @@ def test_linear_matches_eager(shape: tuple[int, int, int], fmt: str, lanes: int)
     assert "linalg.transpose" not in fn.ir("sparse")
 
 
+@pytest.mark.parametrize("lanes", LANES)
+@pytest.mark.parametrize("shape", [(130, 520, 22), (40, 520, 22), (2, 240, 37)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("n,m", [(2, 5), (1, 10)])
+def test_benchmarked_wide_groups_match_eager(shape: tuple[int, int, int], n: int, m: int, lanes: int) -> None:
+    """The suite's 2:5 and 1:10 (m dividing K): interleaved and k-sliced,
+    one token block, and decode."""
+    tokens, k, out = shape
+    model = _linear(k, out)
+    x = torch.randn(tokens, k)
+    fn = compile_and_check(model, x, {"weight": sm.NM(n, m)}, vector_lanes=lanes, cost_model=False)
+    assert f"linear_{n}of{m}_" in fn.ir("sparse")
+
+
 def test_vector_lanes_default_to_the_host_and_are_checked() -> None:
     from sparse_mlir.cpu import host_isa_flags, vector_lanes
     assert vector_lanes() == (16 if "avx512f" in host_isa_flags() else 8)
