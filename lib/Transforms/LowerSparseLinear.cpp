@@ -35,6 +35,7 @@
 #include "SparseMLIR/IR/SparseMLIRDialect.h"
 #include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
+#include "SparseMLIR/Transforms/RegisterTranspose.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -443,7 +444,7 @@ private:
                       row, zeroOct);
                 rows.push_back(row);
               }
-              SmallVector<Value> columns = transpose8x8(rows);
+              SmallVector<Value> columns = transpose8x8(b, loc, rows);
               for (int64_t c = 0; c < 8; ++c)
                 vector::StoreOp::create(
                     b, loc, columns[c], slabs,
@@ -472,34 +473,6 @@ private:
               });
           scf::YieldOp::create(b, loc);
         });
-  }
-
-  /// The 8 x 8 transpose of `rows` (8 vectors of 8 lanes): column c of the
-  /// result holds lane c of every row. The AVX network: unpack pairs of
-  /// rows, shuffle pairs of pairs, then exchange 128-bit halves.
-  SmallVector<Value> transpose8x8(ArrayRef<Value> rows) {
-    auto shuffle = [&](Value l, Value r, ArrayRef<int64_t> mask) -> Value {
-      return vector::ShuffleOp::create(b, loc, l, r, mask);
-    };
-    SmallVector<Value> pairs(8), quads(8), columns(8);
-    for (int64_t i = 0; i < 4; ++i) { // [a0 b0 a1 b1 | a4 b4 a5 b5], [a2 b2 ..]
-      pairs[2 * i] = shuffle(rows[2 * i], rows[2 * i + 1], {0, 8, 1, 9, 4, 12, 5, 13});
-      pairs[2 * i + 1] =
-          shuffle(rows[2 * i], rows[2 * i + 1], {2, 10, 3, 11, 6, 14, 7, 15});
-    }
-    for (int64_t h = 0; h < 8; h += 4) { // [a0 b0 c0 d0 | a4 b4 c4 d4], ...
-      for (int64_t i = 0; i < 2; ++i) {
-        quads[h + 2 * i] = shuffle(pairs[h + i], pairs[h + i + 2],
-                                   {0, 1, 8, 9, 4, 5, 12, 13});
-        quads[h + 2 * i + 1] = shuffle(pairs[h + i], pairs[h + i + 2],
-                                       {2, 3, 10, 11, 6, 7, 14, 15});
-      }
-    }
-    for (int64_t c = 0; c < 4; ++c) {
-      columns[c] = shuffle(quads[c], quads[c + 4], {0, 1, 2, 3, 8, 9, 10, 11});
-      columns[c + 4] = shuffle(quads[c], quads[c + 4], {4, 5, 6, 7, 12, 13, 14, 15});
-    }
-    return columns;
   }
 
   /// Visits stored entry `p` of a row, whose k is kBase + its stored

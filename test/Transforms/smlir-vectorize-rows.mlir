@@ -350,12 +350,60 @@ func.func @head_split(%x: tensor<2x4x3x16xf32>) -> tensor<2x3x4x16xf32> {
 
 // -----
 
-// k^T moves the innermost dimension: left a transpose.
+// k^T moves the innermost dimension (a = 2 goes to position 1, c = 1
+// becomes innermost): per batch (in parallel), 8 x 8 tiles of (c, a) are
+// 8 contiguous loads, a register transpose and 8 contiguous stores; the c
+// rows past the last whole tile (4 of 12) go one element at a time.
 // CHECK-LABEL: func.func @key_transpose
+// CHECK-SAME:    %[[X:.*]]: tensor<2x12x16xf32>
+// CHECK:         %[[XB:.*]] = bufferization.to_buffer %[[X]] read_only
+// CHECK:         %[[Y:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x16x12xf32>
+// CHECK:         scf.parallel (%[[B:.*]]) =
+// CHECK:           scf.for %[[KC:.*]] = %{{.*}} to %c8{{.*}} step %c8
+// CHECK:             scf.for %[[KA:.*]] = %{{.*}} to %c16{{.*}} step %c8
+// CHECK:               %[[C0:.*]] = arith.addi %[[KC]], %c0
+// CHECK:               vector.load %[[XB]][%[[B]], %[[C0]], %[[KA]]] : memref<2x12x16xf32>, vector<8xf32>
+// CHECK-COUNT-24:      vector.shuffle
+// CHECK:               %[[A0:.*]] = arith.addi %[[KA]], %c0
+// CHECK:               vector.store %{{.*}}, %[[Y]][%[[B]], %[[A0]], %[[KC]]] : memref<2x16x12xf32>, vector<8xf32>
+// CHECK:           scf.for %{{.*}} = %c8{{.*}} to %c12
+// CHECK:             memref.load %[[XB]]
+// CHECK:             memref.store %{{.*}}, %[[Y]]
+// CHECK:         smlir.kernel = "transpose_2_12_16_p0_p2_p1"
+// CHECK-NOT:     linalg.transpose
+func.func @key_transpose(%x: tensor<2x12x16xf32>) -> tensor<2x16x12xf32> {
+  %e = tensor.empty() : tensor<2x16x12xf32>
+  %t = linalg.transpose ins(%x : tensor<2x12x16xf32>) outs(%e : tensor<2x16x12xf32>) permutation = [0, 2, 1]
+  return %t : tensor<2x16x12xf32>
+}
+
+// -----
+
+#mapW = affine_map<(n, m, k) -> (n, k)>
+#mapX = affine_map<(n, m, k) -> (k, m)>
+#mapY = affine_map<(n, m, k) -> (n, m)>
+
+// The transposes around a tagged linear kernel are smlir-lower-sparse-linear's
+// to match: left alone.
+// CHECK-LABEL: func.func @linear_transposes
 // CHECK:         linalg.transpose
-// CHECK-NOT:     vector.load
-func.func @key_transpose(%x: tensor<2x4x16xf32>) -> tensor<2x16x4xf32> {
-  %e = tensor.empty() : tensor<2x16x4xf32>
-  %t = linalg.transpose ins(%x : tensor<2x4x16xf32>) outs(%e : tensor<2x16x4xf32>) permutation = [0, 2, 1]
-  return %t : tensor<2x16x4xf32>
+// CHECK:         linalg.generic
+// CHECK:         linalg.transpose
+// CHECK-NOT:     smlir.kernel = "transpose
+func.func @linear_transposes(%w: tensor<8x16xf32>, %x: tensor<8x16xf32>) -> tensor<8x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<16x8xf32>
+  %xt = linalg.transpose ins(%x : tensor<8x16xf32>) outs(%e0 : tensor<16x8xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<8x8xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%w, %xt : tensor<8x16xf32>, tensor<16x8xf32>) outs(%fill : tensor<8x8xf32>) attrs = {smlir.dense_kernel} {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<8x8xf32>
+  %e2 = tensor.empty() : tensor<8x8xf32>
+  %y = linalg.transpose ins(%yt : tensor<8x8xf32>) outs(%e2 : tensor<8x8xf32>) permutation = [1, 0]
+  return %y : tensor<8x8xf32>
 }

@@ -181,6 +181,14 @@ def VectorizeRows : Pass<"smlir-vectorize-rows", "::mlir::func::FuncOp"> {
     kernels' does). Ops whose result a streaming sparsifier reads are left
     for `smlir-fuse-streaming-sparsifiers`.
 
+    A static f32 `linalg.transpose` that keeps the innermost dimension
+    (attention's head split and merge) is generalized and copied by rows as
+    above; one that moves it (attention's k^T) reads 8 x 8 tiles of the two
+    dimensions that trade places as 8 contiguous vectors, transposes them in
+    registers and stores 8 contiguous vectors, the other dimensions under
+    `scf.parallel`, partial tiles element by element. The transposes around
+    a tagged linear kernel are left for `smlir-lower-sparse-linear`.
+
     ```mlir
     %s = linalg.generic {iterator_types = ["parallel", "reduction"]}
         ins(%x : tensor<128x768xf32>) outs(%zero : tensor<128xf32>) {

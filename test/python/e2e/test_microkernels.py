@@ -238,3 +238,21 @@ def test_shared_row_nm_shape_errors_name_the_weight() -> None:
     model = _linear(64, 30)
     with pytest.raises(sm.SparseMLIRError, match="weight.*rows = 4 to divide"):
         sm.compile(model, {"weight": sm.NM(2, 4, rows=4)}, example_args=(torch.randn(8, 64),))
+
+
+@pytest.mark.parametrize("shape,perm", [((8, 16, 3, 24), (0, 2, 3, 1)), ((5, 12, 3, 20), (0, 2, 3, 1)),
+                                        ((13, 7), (1, 0)), ((4, 9, 16), (2, 1, 0)), ((3, 8, 5, 8), (0, 3, 1, 2))],
+                         ids=lambda v: "x".join(map(str, v)))
+def test_transposes_that_move_the_innermost_dimension_match_torch(shape: tuple[int, ...],
+                                                                  perm: tuple[int, ...]) -> None:
+    """k^T-style permutes: 8 x 8 register tiles plus element-wise edges,
+    threaded over the other dimensions (whole and partial tiles)."""
+
+    class Permute(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.permute(*perm).contiguous() * 2.0
+
+    x = torch.randn(*shape)
+    fn = sm.compile(Permute(), {}, example_args=(x,))
+    assert "call @smlir_transpose_" in fn.ir("sparse") and "linalg.transpose" not in fn.ir("sparse")
+    torch.testing.assert_close(fn(x), Permute()(x), rtol=0, atol=0)
