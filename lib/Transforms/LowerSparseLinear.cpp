@@ -234,11 +234,16 @@ private:
     Value slabs = memref::AllocOp::create(
         b, loc, MemRefType::get({mBlocks * lin.K * MB}, f32),
         b.getI64IntegerAttr(64));
-    scf::ParallelOp::create(b, loc, ValueRange{idx(0)}, ValueRange{idx(mBlocks)},
-                            ValueRange{idx(1)},
-                            [&](OpBuilder &, Location, ValueRange ivs) {
-                              pack(slabs, ivs[0]);
-                            });
+    // With one chunk per token block, each iteration packs its own slab
+    // right before reading it (from cache, not from memory after all blocks
+    // were packed); several chunks of one block need it packed first.
+    bool packInPlace = chunks == 1;
+    if (!packInPlace)
+      scf::ParallelOp::create(b, loc, ValueRange{idx(0)}, ValueRange{idx(mBlocks)},
+                              ValueRange{idx(1)},
+                              [&](OpBuilder &, Location, ValueRange ivs) {
+                                pack(slabs, ivs[0]);
+                              });
     if (mBlocks >= kInterleaveMinTokenBlocks && lin.K * MB < (int64_t{1} << 31)) {
       if (lin.layout.kind == WeightLayout::CSR)
         interleaveRows();
@@ -271,6 +276,8 @@ private:
         b, loc, ValueRange{idx(0), idx(0)}, ValueRange{idx(mBlocks), idx(chunks)},
         ValueRange{idx(1), idx(1)},
         [&](OpBuilder &, Location, ValueRange ivs) {
+          if (packInPlace)
+            pack(slabs, ivs[0]);
           stageBase = mul(add(mul(ivs[0], idx(chunks)), ivs[1]),
                           idx(MB * stageWidth()));
           Value m0 = mul(ivs[0], idx(MB));

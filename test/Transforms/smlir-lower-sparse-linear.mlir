@@ -241,8 +241,9 @@ func.func @nm_interleaved(%w: tensor<4x32xf32, #NM>, %x: tensor<32x32xf32>) -> t
 // CHECK-LABEL: func.func @nm_k_slices(
 // CHECK:         %[[PARTIAL:.*]] = memref.alloc() {alignment = 64 : i64} : memref<16xf32>
 // CHECK:         scf.parallel
-// CHECK:           %[[C2:.*]] = arith.constant 2 : index
-// CHECK:           scf.for %[[SLICE:.*]] = %{{.*}} to %[[C2]]
+// One chunk of rows per token block: the block packs its own slab first.
+// CHECK-COUNT-24:    vector.shuffle
+// CHECK:           scf.for %[[SLICE:.*]] = %{{.*}} to %c2{{(_[0-9]+)?}} step
 // CHECK:             %[[C128:.*]] = arith.constant 128 : index
 // CHECK:             %[[G0:.*]] = arith.muli %[[SLICE]], %[[C128]]
 // CHECK:             %[[G1:.*]] = arith.minui

@@ -292,8 +292,10 @@ def LowerSparseLinear
     - `scf.parallel` over blocks of `MB = vectors * lanes` tokens (and, for
       few tokens, chunks of weight rows): threads with `convert-scf-to-openmp`;
     - per token block, `x[m-block, :]` is packed feature-major into a
-      K x MB slab (8 x 8 tiles transposed in registers): neither `x^T` nor
-      `y^T` is ever materialized;
+      K x MB slab (8 x 8 tiles transposed in registers) by the iteration
+      that reads it, while it is in cache (all blocks first when several
+      chunks of rows share a block): neither `x^T` nor `y^T` is ever
+      materialized;
     - per block of `rows` weight rows, `rows * vectors` vector accumulators
       (independent FMA chains) run over the stored entries the rows have in
       common in lockstep (all of them for n:m), then over each CSR row's
