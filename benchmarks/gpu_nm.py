@@ -7,6 +7,8 @@ reference on the same pruned weight.
     python benchmarks/gpu_nm.py run KERNELS_DIR [--out benchmarks/results/gpu_nm.json]   # GPU, no compiler
     python benchmarks/gpu_nm.py all                      # both, on a machine with the compiler and a GPU
     python benchmarks/gpu_nm.py table [--out ...]        # the markdown table of a run's JSON
+    python benchmarks/gpu_nm.py ptxas [--arch sm_90]     # no GPU: registers, spills and shared memory
+                                                         # per kernel from the CUDA toolkit's ptxas
 
 `run` generates each weight on the spot (seeded), prunes it 2:4 by
 magnitude, packs it with `sparse_mlir.cuda.nm24.compress` (the layout the
@@ -196,9 +198,36 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def ptxas_report(directory: Path, specs: list[dict[str, Any]], arch: str) -> int:
+    """`ptxas -v` on each prepared kernel: what limits its occupancy, no GPU needed
+    (254 registers for the default 64 x 64 warp tile: ncu measured the same on an H100)."""
+    import re
+    import shutil
+    import subprocess
+
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        print("ptxas not found: it comes with the CUDA toolkit (nvcc); put it on PATH", file=sys.stderr)
+        return 2
+    for spec in specs:
+        result = subprocess.run([ptxas, f"-arch={arch}", "-v", str(directory / spec["ptx"]), "-o", "/dev/null"],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            print(f"{spec['name']}: ptxas failed:\n{result.stderr[-2000:]}", file=sys.stderr)
+            return 1
+        info = " ".join(result.stderr.split())
+        registers = re.search(r"Used (\d+) registers", info)
+        spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)
+        smem = re.search(r"(\d+) bytes smem", info)
+        print(f"{spec['name']:48} {arch}: {registers.group(1) if registers else '?'} registers, "
+              f"spills {spills.group(1) if spills else '?'}/{spills.group(2) if spills else '?'} bytes "
+              f"(stores/loads), {smem.group(1) if smem else '0'} bytes shared, block {spec['launch']['block']}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("prepare", "run", "all", "table"))
+    parser.add_argument("mode", choices=("prepare", "run", "all", "table", "ptxas"))
     parser.add_argument("directory", type=Path, nargs="?")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "gpu_nm.json")
     parser.add_argument("--batch", type=int, default=20)
@@ -209,6 +238,7 @@ def main() -> int:
                         "(block tile, tokens per warp, shared-memory stages)")
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     parser.add_argument("--shapes", nargs="+", help="prepare: TOKENSxINxOUT shapes instead of the suite's")
+    parser.add_argument("--arch", default="sm_90", help="ptxas: the GPU architecture to assemble for")
     args = parser.parse_args()
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes] if args.shapes else SHAPES
     tiles = tuple(tuple(int(v) for v in t.split("x")) for t in args.tiles) if args.tiles else None
@@ -220,6 +250,10 @@ def main() -> int:
         return 0
     if args.mode == "run":
         return run(args.directory, args.out, args.batch, args.rounds, args.only)
+    if args.mode == "ptxas":
+        with tempfile.TemporaryDirectory() as scratch:
+            specs = prepare(Path(scratch), shapes, tuple(args.mma_k), tiles, tuple(args.dtypes))
+            return ptxas_report(Path(scratch), specs, args.arch)
     with tempfile.TemporaryDirectory() as scratch:
         prepare(Path(scratch), shapes, tuple(args.mma_k), tiles, tuple(args.dtypes))
         return run(Path(scratch), args.out, args.batch, args.rounds, args.only)
