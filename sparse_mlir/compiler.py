@@ -48,11 +48,11 @@ class SparseFallbackWarning(UserWarning):
     """A sparse tensor is read densely because its reader has no sparse lowering."""
 
 
-def _pipeline_options(on_fallback: str, fuse_sparsifiers: bool, openmp: bool, lanes: int) -> str:
+def _pipeline_options(on_fallback: str, fuse_sparsifiers: bool, openmp: bool, lanes: int | None) -> str:
     fail = "true" if on_fallback == "error" else "false"
     fuse = "" if fuse_sparsifiers else " fuse-sparsifiers=false"
     threads = " openmp=true" if openmp else ""
-    return f"{{fail-on-fallback={fail}{fuse}{threads} lanes={lanes}}}"
+    return f"{{fail-on-fallback={fail}{fuse}{threads} lanes={lanes or host_vector_lanes()}}}"
 
 
 def pipeline_for(on_fallback: str, fuse_sparsifiers: bool = True, openmp: bool = False,
@@ -60,7 +60,7 @@ def pipeline_for(on_fallback: str, fuse_sparsifiers: bool = True, openmp: bool =
     """The pass pipeline compile() runs (sparse-mlir-opt reproduces it).
     `lanes`: f32 lanes per micro-kernel vector, by default the host's
     (`cpu.vector_lanes()`)."""
-    options = _pipeline_options(on_fallback, fuse_sparsifiers, openmp, lanes or host_vector_lanes())
+    options = _pipeline_options(on_fallback, fuse_sparsifiers, openmp, lanes)
     return f"builtin.module(smlir-sparse-cpu-pipeline{options})"
 
 
@@ -70,7 +70,7 @@ def pipeline_pieces(on_fallback: str, fuse_sparsifiers: bool = True, openmp: boo
     the other: the smlir frontend (whose sparsifier fusion decisions the plan
     reports), convert-smlir-to-sparse-tensor (then the "sparse" IR stage),
     and the lowering to the LLVM dialect."""
-    options = _pipeline_options(on_fallback, fuse_sparsifiers, openmp, lanes or host_vector_lanes())
+    options = _pipeline_options(on_fallback, fuse_sparsifiers, openmp, lanes)
     return (f"builtin.module(smlir-sparse-cpu-frontend{options})",
             "builtin.module(convert-smlir-to-sparse-tensor)",
             f"builtin.module(smlir-sparse-cpu-lowering{options})")
@@ -197,9 +197,8 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         raise SpecError(f"on_fallback must be one of {FALLBACK_POLICIES}, got {on_fallback!r}")
     if vector_lanes not in (None, *VECTOR_LANES):
         raise SpecError(f"vector_lanes must be one of {VECTOR_LANES} (or None: the host's), got {vector_lanes!r}")
-    lanes = vector_lanes or host_vector_lanes()
     openmp = openmp_available(warn=True)
-    pipeline = pipeline_for(on_fallback, fuse_sparsifiers, openmp, lanes)
+    pipeline = pipeline_for(on_fallback, fuse_sparsifiers, openmp, vector_lanes)
     all_encodings = dict(encodings or {})
     for name, encoding in all_encodings.items():
         if not isinstance(encoding, Encoding):
@@ -239,7 +238,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         _annotate_intermediates(module, imported.nodes, intermediates)
         counts_calls = _add_call_number(module, intermediates)
         stages["annotated"] = str(module)
-        frontend, convert, lowering = pipeline_pieces(on_fallback, fuse_sparsifiers, openmp, lanes)
+        frontend, convert, lowering = pipeline_pieces(on_fallback, fuse_sparsifiers, openmp, vector_lanes)
         with _Diagnostics(context) as diagnostics:
             # The module keeps its locations: the plan names inferred tensors
             # by their torch.fx node.

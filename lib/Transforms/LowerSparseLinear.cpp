@@ -288,15 +288,14 @@ private:
               ArrayRef<OpFoldResult>{mul(ivs[0], idx(lin.K * MB))},
               ArrayRef<OpFoldResult>{b.getIndexAttr(lin.K * MB)},
               ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
-          Value slabOffset = idx(0);
           Value first = mul(ivs[1], idx(blocksPerChunk));
           Value last = arith::MinSIOp::create(
               b, loc, add(first, idx(blocksPerChunk)), idx(nBlocks));
           if (slices > 1) {
-            slicedRowBlocks(slab, slabOffset, partial, ivs[0], m0, first, last);
+            slicedRowBlocks(slab, partial, ivs[0], m0, first, last);
           } else {
             stagedRowBlocks(first, last, m0, Value(), [&](Value nb, Value column) {
-              rowBlock(slab, slabOffset, m0, nb, column);
+              rowBlock(slab, m0, nb, column);
             });
           }
         });
@@ -488,13 +487,13 @@ private:
       llvm::function_ref<void(Value kBase, Value p, MutableArrayRef<Value> acc)>;
 
   /// acc[u] += w * slab[k, u*V : (u+1)*V]: the token-block visitor.
-  void accumulateEntry(Value slabs, Value slab, Value kBase, Value p,
+  void accumulateEntry(Value slab, Value kBase, Value p,
                        MutableArrayRef<Value> acc) {
     Value k = add(kBase, toIndex(load(coordinates, {p})));
     Value w = vector::BroadcastOp::create(b, loc, vecType, load(values, {p}));
-    Value row = add(slab, mul(k, idx(MB)));
+    Value row = mul(k, idx(MB));
     for (int64_t u = 0; u < U; ++u) {
-      Value xv = vector::LoadOp::create(b, loc, vecType, slabs,
+      Value xv = vector::LoadOp::create(b, loc, vecType, slab,
                                         ValueRange{add(row, idx(u * V))});
       acc[u] = vector::FMAOp::create(b, loc, w, xv, acc[u]);
     }
@@ -528,7 +527,7 @@ private:
   /// row; each stored k's U slab vectors are loaded once for all R rows
   /// (R * U FMAs per U loads, as for a dense weight).
   void sharedEntryLoop(Value lo, Value hi, ArrayRef<Value> starts,
-                       SmallVectorImpl<Value> &acc, Value slabs, Value slab) {
+                       SmallVectorImpl<Value> &acc, Value slab) {
     int64_t n = lin.layout.n;
     auto loop = scf::ForOp::create(
         b, loc, lo, hi, idx(1), acc,
@@ -538,7 +537,7 @@ private:
           for (int64_t e = 0; e < n; ++e) {
             Value entry = add(mul(j, idx(n)), idx(e));
             Value k = add(kBase, toIndex(load(coordinates, {add(starts[0], entry)})));
-            accumulateSlabRow(slabs, add(slab, mul(k, idx(MB))), next,
+            accumulateSlabRow(slab, mul(k, idx(MB)), next,
                               [&](int64_t r) {
                                 return load(values, {add(starts[r], entry)});
                               });
@@ -551,11 +550,11 @@ private:
   /// acc[r][u] += broadcast(weight(r)) * slab[row + u*V : +V] for the R
   /// rows of a tile that share one k: the U slab vectors are loaded once
   /// (dense weights, n:m rows sharing a pattern).
-  void accumulateSlabRow(Value slabs, Value row, MutableArrayRef<Value> acc,
+  void accumulateSlabRow(Value slab, Value row, MutableArrayRef<Value> acc,
                          llvm::function_ref<Value(int64_t)> weight) {
     SmallVector<Value> xv;
     for (int64_t u = 0; u < U; ++u)
-      xv.push_back(vector::LoadOp::create(b, loc, vecType, slabs,
+      xv.push_back(vector::LoadOp::create(b, loc, vecType, slab,
                                           ValueRange{add(row, idx(u * V))}));
     for (int64_t r = 0; r < R; ++r) {
       Value w = vector::BroadcastOp::create(b, loc, vecType, weight(r));
@@ -616,13 +615,13 @@ private:
 
   /// Dense W: every k, one slab row shared by the R rows (R * U FMAs per
   /// U loads, as in a dense GEMM micro-kernel).
-  void denseLoop(Value slabs, Value slab, ArrayRef<Value> rows,
+  void denseLoop(Value slab, ArrayRef<Value> rows,
                  SmallVectorImpl<Value> &acc) {
     auto loop = scf::ForOp::create(
         b, loc, idx(0), idx(lin.K), idx(1), acc,
         [&](OpBuilder &, Location, Value k, ValueRange carried) {
           SmallVector<Value> next(carried.begin(), carried.end());
-          accumulateSlabRow(slabs, add(slab, mul(k, idx(MB))), next,
+          accumulateSlabRow(slab, mul(k, idx(MB)), next,
                             [&](int64_t r) { return load(values, {rows[r], k}); });
           scf::YieldOp::create(b, loc, next);
         });
@@ -772,17 +771,17 @@ private:
 
   /// Row block nb of an interleaved CSR weight (interleaveRows): all R rows
   /// in lockstep to the block's longest row.
-  void interleavedRows(Value nb, Value slabs, Value slab,
+  void interleavedRows(Value nb, Value slab,
                        SmallVectorImpl<Value> &acc) {
     Value lo = mul(load(blockStarts, {nb}), idx(R));
     Value hi = mul(load(blockStarts, {add(nb, idx(1))}), idx(R));
-    interleavedEntries(lo, hi, slabs, acc);
+    interleavedEntries(lo, hi, slab, acc);
   }
 
   /// Interleaved entries [lo, hi) (a multiple of R apart): R at a time, one
   /// per row, each one i64 load, a broadcast and U FMAs on the token
-  /// block's slab `slabs`.
-  void interleavedEntries(Value lo, Value hi, Value slabs,
+  /// block's slab `slab`.
+  void interleavedEntries(Value lo, Value hi, Value slab,
                           SmallVectorImpl<Value> &acc) {
     auto loop = scf::ForOp::create(
         b, loc, lo, hi, idx(R), acc,
@@ -802,7 +801,7 @@ private:
             Value w = vector::BroadcastOp::create(
                 b, loc, vecType, arith::BitcastOp::create(b, loc, f32, bits));
             for (int64_t u = 0; u < U; ++u) {
-              Value xv = vector::LoadOp::create(b, loc, vecType, slabs,
+              Value xv = vector::LoadOp::create(b, loc, vecType, slab,
                                                 ValueRange{add(row, idx(u * V))});
               next[r * U + u] =
                   vector::FMAOp::create(b, loc, w, xv, next[r * U + u]);
@@ -814,26 +813,26 @@ private:
   }
 
   /// Rows n0 .. n0 + R of yT for tokens m0 .. m0 + MB, written to y.
-  void rowBlock(Value slabs, Value slab, Value m0, Value nb, Value column) {
+  void rowBlock(Value slab, Value m0, Value nb, Value column) {
     Value n0 = mul(nb, idx(R));
     SmallVector<Value> acc(R * U, zeroVector());
     if (blockStarts) {
-      interleavedRows(nb, slabs, slab, acc);
+      interleavedRows(nb, slab, acc);
     } else if (packedEntries) { // n:m, one k-slice
       int64_t blockEntries = lin.K / lin.layout.m * lin.layout.n * R;
       Value lo = mul(nb, idx(blockEntries));
-      interleavedEntries(lo, add(lo, idx(blockEntries)), slabs, acc);
+      interleavedEntries(lo, add(lo, idx(blockEntries)), slab, acc);
     } else if (lin.layout.kind == WeightLayout::Dense) {
       SmallVector<Value> rows, lengths;
       rowExtents(n0, rows, lengths);
-      denseLoop(slabs, slab, rows, acc);
+      denseLoop(slab, rows, acc);
     } else if (lin.layout.sharedRows > 1) {
       SmallVector<Value> starts, lengths;
       rowExtents(n0, starts, lengths);
-      sharedEntryLoop(idx(0), lengths[0], starts, acc, slabs, slab);
+      sharedEntryLoop(idx(0), lengths[0], starts, acc, slab);
     } else {
       sparseRows(n0, U, acc, [&](Value kBase, Value p, MutableArrayRef<Value> a) {
-        accumulateEntry(slabs, slab, kBase, p, a);
+        accumulateEntry(slab, kBase, p, a);
       });
     }
     store(acc, column);
@@ -842,7 +841,7 @@ private:
   /// Row blocks [first, last) of token block mb, k in `slices` slices of
   /// `sliceGroups` n:m groups: slice-major, so a row block's slab reads stay
   /// in the slice's few KB.
-  void slicedRowBlocks(Value slabs, Value slab, Value partial, Value mb, Value m0,
+  void slicedRowBlocks(Value slab, Value partial, Value mb, Value m0,
                        Value first, Value last) {
     int64_t groups = lin.K / lin.layout.m;
     int64_t nBlocks = llvm::divideCeil(lin.N, R);
@@ -878,18 +877,18 @@ private:
                 SmallVector<Value> rowStarts, rowLengths;
                 rowExtents(n0, rowStarts, rowLengths);
                 if (lin.layout.sharedRows > 1) {
-                  sharedEntryLoop(g0, g1, rowStarts, acc, slabs, slab);
+                  sharedEntryLoop(g0, g1, rowStarts, acc, slab);
                 } else if (packedEntries) {
                   // Groups [g0, g1) of row block nb (interleaveGroups).
                   Value blockBase = mul(nb, idx(groups));
                   int64_t groupEntries = lin.layout.n * R;
                   interleavedEntries(mul(add(blockBase, g0), idx(groupEntries)),
                                      mul(add(blockBase, g1), idx(groupEntries)),
-                                     slabs, acc);
+                                     slab, acc);
                 } else {
                   entryLoop(g0, g1, rowStarts, U, acc,
                             [&](Value kBase, Value p, MutableArrayRef<Value> a) {
-                              accumulateEntry(slabs, slab, kBase, p, a);
+                              accumulateEntry(slab, kBase, p, a);
                             });
                 }
                 scf::IfOp::create(
