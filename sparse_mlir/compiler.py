@@ -505,13 +505,18 @@ def _sparse_arguments(module: ir.Module) -> set[str]:
 _NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32, "i64": np.int64}
 
 
-def _result_spec(module: ir.Module) -> tuple[tuple[int, ...], np.dtype]:
-    """Shape and dtype of @main's single dense result."""
+def _single_result(module: ir.Module) -> ir.RankedTensorType:
+    """@main's one result: a model must return a single tensor (for now)."""
     results = ir.FunctionType(ir.TypeAttr(_main(module).attributes["function_type"]).value).results
     if len(results) != 1 or not isinstance(results[0], ir.RankedTensorType):
         raise SpecError(f"compile() supports models returning one tensor for now; this one returns {len(results)} "
                         "values")
-    result = ir.RankedTensorType(results[0])
+    return ir.RankedTensorType(results[0])
+
+
+def _result_spec(module: ir.Module) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype of @main's single dense result."""
+    result = _single_result(module)
     element = str(result.element_type)
     if element not in _NUMPY_DTYPES:
         raise SpecError(f"unsupported result element type {element}")

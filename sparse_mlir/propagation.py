@@ -53,22 +53,31 @@ def parameter_nodes(graph: tuple[GraphNode, ...], param_names: list[str], num_in
     return dict(zip(user_inputs, param_names))
 
 
+def linear_readers(graph: tuple[GraphNode, ...], param_names: list[str], num_inputs: int,
+                   shapes: Mapping[str, tuple[int, ...] | None]) -> dict[str, list[int | None]]:
+    """Parameter name -> one entry per graph node reading it, in program
+    order: the rows (tokens: all but the last dim of the output) of an
+    F.linear reading it as its weight, None for any other reader (or a
+    linear whose output shape is unknown)."""
+    param_of = parameter_nodes(graph, param_names, num_inputs)
+    readers: dict[str, list[int | None]] = {}
+    for node in graph:
+        for position, source in enumerate(node.inputs):
+            if source not in param_of:
+                continue
+            shape = shapes.get(node.name)
+            as_weight = node.target == _LINEAR and position == 1 and node.inputs[0] != source
+            readers.setdefault(param_of[source], []).append(
+                math.prod(shape[:-1]) if as_weight and shape else None)
+    return readers
+
+
 def linear_tokens(graph: tuple[GraphNode, ...], param_names: list[str], num_inputs: int,
                   shapes: Mapping[str, tuple[int, ...] | None]) -> dict[str, int]:
-    """Weight name -> the fewest rows (tokens: all but the last dim of the
-    output) of any F.linear reading it, where its shape is known."""
-    param_of = parameter_nodes(graph, param_names, num_inputs)
-    tokens: dict[str, int] = {}
-    for node in graph:
-        if node.target != _LINEAR or len(node.inputs) < 2 or node.inputs[1] not in param_of:
-            continue
-        shape = shapes.get(node.name)
-        if not shape:
-            continue
-        rows = math.prod(shape[:-1])
-        name = param_of[node.inputs[1]]
-        tokens[name] = min(rows, tokens.get(name, rows))
-    return tokens
+    """Weight name -> the fewest rows (tokens) of any F.linear reading it,
+    where its shape is known."""
+    return {name: min(known) for name, rows in linear_readers(graph, param_names, num_inputs, shapes).items()
+            if (known := [r for r in rows if r is not None])}
 
 
 def propagate_linear_zeros(graph: tuple[GraphNode, ...], param_names: list[str], num_inputs: int,

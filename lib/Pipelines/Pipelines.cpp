@@ -9,6 +9,8 @@
 #include "mlir/Dialect/SparseTensor/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
 
+#include "llvm/ADT/StringSwitch.h"
+
 #include <string>
 
 using namespace mlir;
@@ -134,8 +136,39 @@ void mlir::smlir::buildSparseCPUPipeline(
   buildSparseCPULowering(pm, options);
 }
 
-void mlir::smlir::buildNMCudaPipeline(OpPassManager &pm,
-                                      const NMCudaPipelineOptions &options) {
+FailureOr<std::string> mlir::smlir::ptxFeaturesForChip(StringRef chip) {
+  // The first PTX ISA version of each target (PTX ISA's "Release notes";
+  // LLVM's NVPTX.td), never below 7.1, mma.sp's. A newer one would need a
+  // newer driver on the machine that JIT-compiles the PTX.
+  StringRef features =
+      llvm::StringSwitch<StringRef>(chip)
+          .Cases({"sm_80", "sm_86"}, "+ptx71")
+          .Case("sm_87", "+ptx74")
+          .Cases({"sm_89", "sm_90"}, "+ptx78")
+          .Case("sm_90a", "+ptx80")
+          .Cases({"sm_100", "sm_100a", "sm_101", "sm_101a"}, "+ptx86")
+          .Cases({"sm_120", "sm_120a"}, "+ptx87")
+          .Cases({"sm_100f", "sm_101f", "sm_103", "sm_103a", "sm_103f",
+                  "sm_120f", "sm_121", "sm_121a", "sm_121f"},
+                 "+ptx88")
+          .Cases({"sm_88", "sm_110", "sm_110a", "sm_110f"}, "+ptx90")
+          .Default("");
+  if (features.empty())
+    return failure();
+  return features.str();
+}
+
+LogicalResult mlir::smlir::buildNMCudaPipeline(
+    OpPassManager &pm, const NMCudaPipelineOptions &options,
+    function_ref<LogicalResult(const Twine &)> errorHandler) {
+  FailureOr<std::string> chipFeatures = ptxFeaturesForChip(options.chip);
+  if (failed(chipFeatures))
+    return errorHandler("smlir-nm-cuda-pipeline: chip '" + options.chip +
+                        "' has no sparse tensor cores LLVM can target; "
+                        "expected sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a, "
+                        "sm_100 or another sm_80+ architecture");
+  std::string features =
+      options.features.empty() ? *chipFeatures : options.features.getValue();
   // Weights are sparsified once by the caller: their arguments become 2:4.
   pm.addPass(createHoistArgumentSparsifiers());
   // 2:4 linears -> gpu.launch_func of mma.sp kernels; their weights become
@@ -147,8 +180,8 @@ void mlir::smlir::buildNMCudaPipeline(OpPassManager &pm,
   tiling.warpTokens = options.warpTokens;
   tiling.pipelineStages = options.pipelineStages;
   pm.addPass(createLowerNMToNVGPU(tiling));
-  std::string target = "chip=" + options.chip +
-                       " features=" + options.features + " O=3";
+  std::string target =
+      "chip=" + options.chip + " features=" + features + " O=3";
   std::string passes =
       // The rest of the model runs on the host, on buffers; temporaries are
       // freed (gpu.launch_func's memory effects come from smlir's registry).
@@ -181,14 +214,26 @@ void mlir::smlir::buildNMCudaPipeline(OpPassManager &pm,
       "gpu-module-to-binary{format=isa}";
   if (failed(parsePassPipeline(passes, pm)))
     llvm::report_fatal_error("smlir-nm-cuda-pipeline: bad pass list");
+  return success();
 }
 
 void mlir::smlir::registerSparseMLIRPipelines() {
-  PassPipelineRegistration<NMCudaPipelineOptions>(
+  // Registered by hand, not by PassPipelineRegistration: a bad chip is a
+  // parse error of the pipeline, not a fatal error in the NVPTX backend.
+  registerPassPipeline(
       "smlir-nm-cuda-pipeline",
       "Lower 2:4 f16/bf16 linears to sparse tensor-core kernels (PTX) and the "
       "rest to host code, to the LLVM dialect",
-      buildNMCudaPipeline);
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        NMCudaPipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        return buildNMCudaPipeline(pm, options, errorHandler);
+      },
+      [](function_ref<void(const detail::PassOptions &)> optionsHandler) {
+        optionsHandler(NMCudaPipelineOptions());
+      });
   PassPipelineRegistration<SparseCPUPipelineOptions>(
       "smlir-sparse-cpu-frontend",
       "The smlir part of smlir-sparse-cpu-pipeline: hoisted sparsifiers, "

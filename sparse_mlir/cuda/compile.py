@@ -27,12 +27,13 @@ from mlir.dialects import gpu
 
 from .. import _tools
 from ..callable import CheckedCallable, InputSpec
-from ..compiler import MLIR_VERSION, CompileReports, PlanEntry, TensorStats, _annotate, _error_text, _main
+from ..compiler import (MLIR_VERSION, CompileReports, PlanEntry, TensorStats, _annotate, _error_text, _main,
+                        _single_result)
 from ..context import make_context
 from ..encodings import NM, Dense, Encoding
 from ..errors import CompileError, SpecError
 from ..importers.torch_fx import import_model
-from ..propagation import linear_tokens
+from ..propagation import linear_readers
 from ..runtime import jit
 from ..weights import apply_sparsifier
 from .cost import choose_gpu
@@ -218,8 +219,11 @@ class CudaCompiledModule(CompileReports, CheckedCallable):
         return save_kernels(directory, self._kernels(), self._stages["ptx"])
 
     def _kernels(self) -> Kernels:
-        return {launch.tensor: (launch.to_json(), self._data[("nm24_values", launch.tensor)],
-                                self._data[("nm24_metadata", launch.tensor)]) for launch in self._launches}
+        launches: dict[str, list[dict[str, Any]]] = {}
+        for launch in self._launches:   # program order: the linears' order in the graph
+            launches.setdefault(launch.tensor, []).append(launch.to_json())
+        return {name: (ordered, self._data[("nm24_values", name)], self._data[("nm24_metadata", name)])
+                for name, ordered in launches.items()}
 
     def _launch(self, launch: Mapping[str, Any], buffers: Mapping[str, torch.Tensor]) -> None:
         if self._ptx_module is None:
@@ -290,6 +294,31 @@ def _arguments(module: ir.Module, param_names: Sequence[str], num_inputs: int) -
     return out
 
 
+def _checked_pipeline(mma_k: int, chip: str, tile: tuple[int, int], warp_tokens: int, stages: int) -> str:
+    """The pipeline for these options, or a SpecError naming the bad one
+    (before the model is imported: the ranges are smlir-lower-nm-to-nvgpu's,
+    the chips smlir-nm-cuda-pipeline's)."""
+    if mma_k not in MMA_K:
+        raise SpecError(f"mma_k must be one of {MMA_K}, got {mma_k!r}")
+    if (not isinstance(tile, tuple) or len(tile) != 2 or not all(type(v) is int for v in tile)
+            or tile[0] not in (64, 128, 256, 512) or not (32 <= tile[1] <= 128 and tile[1] % 32 == 0)):
+        raise SpecError(f"tile must be (weight rows, tokens) with rows 64, 128, 256 or 512 and tokens a "
+                        f"multiple of 32 up to 128, got {tile!r}")
+    if warp_tokens not in (32, 64):
+        raise SpecError(f"warp_tokens must be 32 or 64, got {warp_tokens!r}")
+    if stages not in (2, 3):
+        raise SpecError(f"pipeline_stages must be 2 or 3, got {stages!r}")
+    if not isinstance(chip, str):
+        raise SpecError(f"chip must be a CUDA architecture name such as 'sm_80' or 'sm_90a', got {chip!r}")
+    pipeline = pipeline_for(mma_k, chip, tile, warp_tokens, stages)
+    with make_context():
+        try:
+            passmanager.PassManager.parse(pipeline)
+        except ValueError as error:
+            raise SpecError(str(error).splitlines()[0]) from None   # the pipeline's own message
+    return pipeline
+
+
 def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = None,
                  example_args: Sequence[torch.Tensor] = (), *, cost_model: bool = True, mma_k: int = 32,
                  chip: str = "sm_80", opt_level: int = 2, tile: tuple[int, int] = TILE,
@@ -304,8 +333,7 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
     warp, each warp computing 64 weight rows.
     """
     start = time.perf_counter()
-    if mma_k not in MMA_K:
-        raise SpecError(f"mma_k must be one of {MMA_K}, got {mma_k!r}")
+    pipeline = _checked_pipeline(mma_k, chip, tile, warp_tokens, pipeline_stages)
     encodings = dict(encodings or {})
     for name, encoding in encodings.items():
         if not isinstance(encoding, Encoding):
@@ -316,23 +344,23 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
     effective = {name: _prune(e, params[name], name) for name, e in encodings.items()}
 
     imported = import_model(model, example_args)
-    tokens = linear_tokens(imported.graph, imported.param_names, imported.num_inputs,
-                           {name: node.shape for name, node in imported.nodes.items()})
+    readers = linear_readers(imported.graph, imported.param_names, imported.num_inputs,
+                             {name: node.shape for name, node in imported.nodes.items()})
     choices = {}
     for name, encoding in encodings.items():
         if isinstance(encoding, NM):
             rows, depth = params[name].shape
             choices[name] = choose_gpu(str(params[name].dtype).removeprefix("torch."), rows, depth,
-                                       tokens.get(name), check_speed=cost_model)
+                                       readers.get(name, []), check_speed=cost_model)
     sparse = {name: encodings[name] for name, c in choices.items() if c.sparse}
 
-    pipeline = pipeline_for(mma_k, chip, tile, warp_tokens, pipeline_stages)
     reproducer = (f"{_tools.opt_path()} annotated.mlir --pass-pipeline='{pipeline}' "
                   "(annotated.mlir = fn.ir('annotated'))")
     stages = {"linalg": imported.text}
     context = make_context()
     with context, ir.Location.unknown():
         module = ir.Module.parse(imported.text)
+        _single_result(module)
         _annotate(module, imported.param_names, sparse)
         stages["annotated"] = str(module)
         lowered = ir.Module.parse(stages["annotated"])
@@ -346,8 +374,7 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
         stages["ptx"] = _ptx(module)
         arguments = _arguments(lowered, imported.param_names, imported.num_inputs)
         launches = _launches(lowered)
-        result = ir.RankedTensorType(ir.FunctionType(ir.TypeAttr(_main(lowered).attributes["function_type"])
-                                                     .value).results[0])
+        result = _single_result(lowered)
 
     data = {}   # (role, parameter) -> contents of @main's leading arguments
     for name, value in zip(imported.param_names, imported.params):

@@ -15,6 +15,7 @@ no boundary handling.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 SPARSE_DTYPES = ("float16", "bfloat16")
 # Our 2:4 kernel's best time ratio against cuBLAS dense, measured on an H100
@@ -31,17 +32,23 @@ class GpuChoice:
     reason: str   # why dense (empty when sparse)
 
 
-def choose_gpu(dtype: str, rows: int, depth: int, tokens: int | None, check_speed: bool = True) -> GpuChoice:
-    """2:4 tensor cores for y[tokens, rows] = x[tokens, depth] W[rows, depth]^T, or why not.
+def choose_gpu(dtype: str, rows: int, depth: int, readers: Sequence[int | None],
+               check_speed: bool = True) -> GpuChoice:
+    """2:4 tensor cores for a weight W[rows, depth], or why not.
 
+    `readers` has one entry per graph node reading W: the tokens of an
+    F.linear computing x[tokens, depth] W^T, None for anything else. Every
+    reader must be such a linear of whole tiles (each gets its own kernel).
     `check_speed=False` (compile(..., cost_model=False)) keeps 2:4 wherever
-    the kernel can run, even where cuBLAS dense is faster.
+    the kernels can run, even where cuBLAS dense is faster.
     """
     if dtype not in SPARSE_DTYPES:
         return GpuChoice(False, f"2:4 tensor cores take float16/bfloat16, the weight is {dtype}")
-    if tokens is None:
-        return GpuChoice(False, "not read as x @ W^T by an F.linear of known shape")
-    if rows % TILE_ROWS or tokens % TILE_TOKENS or depth % STAGE_K:
+    if not readers or None in readers:
+        return GpuChoice(False, "not read only as x @ W^T by F.linears of known shape")
+    partial = [tokens for tokens in readers if tokens % TILE_TOKENS]
+    if rows % TILE_ROWS or depth % STAGE_K or partial:
+        tokens = partial[0] if partial else readers[0]
         return GpuChoice(False, f"shape {tokens}x{rows}x{depth} (tokens x out x in) is not made of whole "
                                 f"{TILE_TOKENS}x{TILE_ROWS}x{STAGE_K} tiles")
     if check_speed and MEASURED_SPEEDUP < 1:

@@ -30,8 +30,9 @@ from .launch import TORCH_DTYPES
 LINEAR = torch.ops.aten.linear.default
 # (launch as KernelLaunch.to_json(), role -> tensor): launches on torch's stream.
 Launcher = Callable[[Mapping[str, Any], Mapping[str, torch.Tensor]], None]
-# weight name -> (its launch, compressed values, metadata)
-Kernels = Mapping[str, tuple[Mapping[str, Any], np.ndarray, np.ndarray]]
+# weight name -> (the launches of the linears reading it, in program order;
+# its compressed values; its metadata)
+Kernels = Mapping[str, tuple[Sequence[Mapping[str, Any]], np.ndarray, np.ndarray]]
 
 
 def save_kernels(directory: str | Path, kernels: Kernels, ptx: str) -> Path:
@@ -40,14 +41,15 @@ def save_kernels(directory: str | Path, kernels: Kernels, ptx: str) -> Path:
     metadata) and kernels.ptx."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "launches.json").write_text(json.dumps({name: k[0] for name, k in kernels.items()}, indent=1))
+    (directory / "launches.json").write_text(json.dumps({name: list(k[0]) for name, k in kernels.items()},
+                                                        indent=1))
     np.savez(directory / "weights.npz", **{f"{name}/{part}": array for name, (_, values, metadata) in kernels.items()
                                             for part, array in (("values", values), ("metadata", metadata))})
     (directory / "kernels.ptx").write_text(ptx)
     return directory
 
 
-def load_kernels(directory: str | Path) -> tuple[dict[str, tuple[dict[str, Any], np.ndarray, np.ndarray]], str]:
+def load_kernels(directory: str | Path) -> tuple[dict[str, tuple[list[dict[str, Any]], np.ndarray, np.ndarray]], str]:
     """(kernels, PTX) as `save_kernels` wrote them."""
     directory = Path(directory)
     launches = json.loads((directory / "launches.json").read_text())
@@ -109,8 +111,9 @@ class GraphExecutor:
 
     `program` was exported with the parameters as leading inputs (in
     `param_names` order), then the model's inputs. `kernels` maps a weight
-    name to (launch, values, metadata); every F.linear reading that weight
-    is replaced (they share one compiled shape). `params` are the effective
+    name to (launches, values, metadata): the i-th F.linear reading that
+    weight, in program order, runs launch i (linears of other shapes or
+    epilogues get kernels of their own). `params` are the effective
     (pruned) parameters the rest of the graph reads.
     """
 
@@ -123,25 +126,30 @@ class GraphExecutor:
         graph = self._module.graph
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
         param_of = dict(zip(placeholders[:len(self._names)], self._names))
-        replaced = set()
+        placed: dict[str, int] = {}   # weight -> linears replaced so far
         for node in list(graph.nodes):
             if node.op != "call_function" or node.target is not LINEAR:
                 continue
             name = param_of.get(node.args[1])
             if name not in kernels:
                 continue
-            launch, values, metadata = kernels[name]
-            target = f"nm24_linear_{len(replaced)}"
-            self._module.add_submodule(target, NM24Linear(launch, values, metadata, launcher))
+            launches, values, metadata = kernels[name]
+            index = placed.get(name, 0)
+            if index == len(launches):
+                raise SpecError(f"{name}: read by more F.linears than it has kernels ({len(launches)})")
+            placed[name] = index + 1
+            target = f"nm24_linear_{sum(placed.values()) - 1}"
+            self._module.add_submodule(target, NM24Linear(launches[index], values, metadata, launcher))
             bias = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
             with graph.inserting_before(node):
                 call = graph.call_module(target, (node.args[0], bias))
             node.replace_all_uses_with(call)
             graph.erase_node(node)
-            replaced.add(name)
-        if replaced != set(kernels):
-            raise SpecError(f"no F.linear reads {sorted(set(kernels) - replaced)} in the exported graph: "
-                            "their kernels cannot be placed")
+        unplaced = {name: len(k[0]) - placed.get(name, 0) for name, k in kernels.items()
+                    if placed.get(name, 0) != len(k[0])}
+        if unplaced:
+            raise SpecError(f"kernels without an F.linear to run them in the exported graph: {unplaced} "
+                            "(weight: launches left)")
         graph.lint()
         self._module.recompile()
         self._device: torch.device | None = None

@@ -1,5 +1,6 @@
 // RUN: sparse-mlir-opt %s --pass-pipeline='builtin.module(smlir-nm-cuda-pipeline)' -split-input-file | FileCheck %s
 // RUN: sparse-mlir-opt %s --pass-pipeline='builtin.module(smlir-nm-cuda-pipeline{mma-k=32})' -split-input-file | FileCheck %s --check-prefix=K32
+// RUN: sparse-mlir-opt %s --pass-pipeline='builtin.module(smlir-nm-cuda-pipeline{chip=sm_90a})' -split-input-file | FileCheck %s --check-prefix=SM90A
 
 // What compile(..., target="cuda") runs, from the annotated IR to the LLVM
 // dialect with the kernels embedded as PTX (gpu-module-to-binary{format=isa}
@@ -15,6 +16,10 @@
 // CHECK-SAME:    .visible .entry nm24_linear_f16_k16_64x64x64_f32(
 // CHECK-SAME:    mma.sp.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // K32:         gpu.binary @smlir_nm24_kernels
+// The chip's oldest PTX ISA (sm_90a: 8.0), not sm_80's 7.1, which it rejects.
+// SM90A:       gpu.binary @smlir_nm24_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">
+// SM90A-SAME:    .version 8.0
+// SM90A-SAME:    .target sm_90a
 // K32-SAME:      mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32
 func.func @main(%w: tensor<64x64xf16> {smlir.weight}, %b: tensor<64xf16> {smlir.weight}, %x: tensor<64x64xf16>) -> tensor<64x64xf16> attributes {llvm.emit_c_interface} {
   %ws = smlir.sparsify %w : tensor<64x64xf16> with #smlir.nm_magnitude<n = 2, m = 4> as #smlir.nm<n = 2, m = 4> {tensor_name = "fc.weight"} -> tensor<64x64xf16, #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>>

@@ -117,17 +117,28 @@ struct NMCudaPipelineOptions
       *this, "pipeline-stages",
       llvm::cl::desc("Shared-memory stages of x (2 or 3)"), llvm::cl::init(2)};
   PassOptions::Option<std::string> chip{
-      *this, "chip", llvm::cl::desc("CUDA architecture (sm_80 or newer)"),
+      *this, "chip",
+      llvm::cl::desc("CUDA architecture: sm_80, sm_86, sm_87, sm_89, sm_90, "
+                     "sm_90a or a newer one LLVM knows"),
       llvm::cl::init("sm_80")};
   PassOptions::Option<std::string> features{
-      *this, "features", llvm::cl::desc("PTX features"),
-      llvm::cl::init("+ptx71")};
+      *this, "features",
+      llvm::cl::desc("PTX features (default: the chip's oldest PTX ISA, at "
+                     "least 7.1 for mma.sp)"),
+      llvm::cl::init("")};
 };
 
+/// The PTX ISA feature ("+ptx71", ...) of the oldest PTX version that
+/// targets `chip` and has mma.sp (7.1), or failure where `chip` is not an
+/// sm_80+ architecture LLVM 22 knows (older ones have no sparse MMA).
+FailureOr<std::string> ptxFeaturesForChip(StringRef chip);
+
 /// 2:4 f16/bf16 linears -> sparse tensor-core kernels (embedded as PTX),
-/// everything else -> host code; all of it to the LLVM dialect.
-void buildNMCudaPipeline(OpPassManager &pm,
-                         const NMCudaPipelineOptions &options);
+/// everything else -> host code; all of it to the LLVM dialect. Fails, with
+/// a message to `errorHandler`, for a chip without sparse tensor cores.
+LogicalResult
+buildNMCudaPipeline(OpPassManager &pm, const NMCudaPipelineOptions &options,
+                    function_ref<LogicalResult(const Twine &)> errorHandler);
 
 void registerSparseMLIRPipelines();
 

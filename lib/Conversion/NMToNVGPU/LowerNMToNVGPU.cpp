@@ -66,7 +66,8 @@ constexpr int64_t kSmemPad = 8;       // row pitch of 72 elements (144 B):
                                       // ldmatrix's 8 rows hit distinct banks
 constexpr int64_t kCopyElements = 8;  // 16-byte cp.async copies
 constexpr int64_t kMaxTileRows = 512; // >= 1 copy per thread and stage
-constexpr int64_t kMaxTileTokens = 128; // 2 stages fit 48 KB of static smem
+constexpr int64_t kMaxTileTokens = 128;
+constexpr int64_t kMaxStaticSmemBytes = 48 * 1024; // without opting in
 constexpr int64_t kMaxWarps = 8; // more (~128 registers a thread) cannot
                                  // launch: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
 constexpr StringLiteral kKernelModule = "smlir_nm24_kernels";
@@ -215,10 +216,17 @@ public:
         maxTileTokens(maxTileTokens), warpTokens(warpTokens),
         pipelineStages(pipelineStages) {}
 
+  /// Shared memory of the x stages of a block of `tileTokens` tokens.
+  int64_t smemBytes(int64_t tileTokens) const {
+    return pipelineStages * tileTokens * (kStageK + kSmemPad) * 2;
+  }
+
   /// The largest thread-block tile within the pass options that divides the
   /// linear: rows a power-of-two multiple of the warp's 64 (so every thread
   /// issues the same number of x copies), then tokens a multiple of 32, with
-  /// at most 8 warps. False when the shape is not made of whole warp tiles.
+  /// at most 8 warps and x's stages within 48 KB of static shared memory
+  /// (3 stages of 128 tokens are 54 KB). False when the shape is not made
+  /// of whole warp tiles.
   bool chooseTile(LinearShape &s) const {
     s.tileRows = 0;
     for (int64_t r = kWarpRows; r <= maxTileRows; r *= 2)
@@ -230,7 +238,8 @@ public:
     s.tileTokens = 0;
     for (int64_t t = s.warpTokens; t <= maxTileTokens; t += s.warpTokens)
       if (s.tokens % t == 0 && s.tileRows &&
-          (s.tileRows / kWarpRows) * (t / s.warpTokens) <= kMaxWarps)
+          (s.tileRows / kWarpRows) * (t / s.warpTokens) <= kMaxWarps &&
+          smemBytes(t) <= kMaxStaticSmemBytes)
         s.tileTokens = t;
     return s.tileRows && s.tileTokens;
   }
