@@ -21,6 +21,7 @@ _CTYPES = {
     np.dtype(np.float32): ctypes.c_float,
     np.dtype(np.float64): ctypes.c_double,
     np.dtype(np.float16): ctypes.c_uint16,
+    np.dtype(np.bool_): ctypes.c_bool,   # i1 buffers are one byte per element (smlir-widen-bool-buffers)
     np.dtype(np.int8): ctypes.c_int8,
     np.dtype(np.int16): ctypes.c_int16,
     np.dtype(np.int32): ctypes.c_int32,

@@ -55,6 +55,17 @@ def check_block(owner: str, block: object, rank: int | None = None) -> tuple[int
     return sizes
 
 
+def check_storage_block(owner: str, block: tuple[int, ...]) -> tuple[int, ...]:
+    """A BSR block: a size of 1 makes the block map's floordiv/mod on that
+    dimension fold to (d, 0), which MLIR's sparse_tensor cannot invert."""
+    if 1 in block:
+        hint = ("use CSR (a 1 x 1 block is one entry)" if all(b == 1 for b in block)
+                else f"use CSR, or block {tuple(max(b, 2) for b in block)}")
+        raise SpecError(f"{owner}: block sizes must be >= 2, got {block} (MLIR's sparse_tensor cannot "
+                        f"store a block of size 1 along a dimension); {hint}")
+    return block
+
+
 def check_width(owner: str, name: str, value: object) -> int:
     width = check_int(owner, name, value)
     if width not in INDEX_WIDTHS:

@@ -80,7 +80,7 @@ class ModelCallable(CheckedCallable):
         self._counts_calls = counts_calls
         self._calls = itertools.count()
         # Inputs are checked to be contiguous: row-major strides.
-        self._signature = tuple((shape, row_major_strides(shape), _numpy_dtype(dtype))
+        self._signature = tuple((shape, row_major_strides(shape), numpy_dtype(dtype))
                                 for shape, dtype in self._input_specs)
 
     def _run(self, tensors: list[torch.Tensor]) -> torch.Tensor:
@@ -102,7 +102,7 @@ class ModelCallable(CheckedCallable):
             raise SpecError(f"input {index}: dtype {tensor.dtype} cannot be passed to compiled CPU code")
 
 
-def _numpy_dtype(dtype: torch.dtype) -> np.dtype | None:
+def numpy_dtype(dtype: torch.dtype) -> np.dtype | None:
     """numpy's dtype for `dtype` (None where numpy has none, e.g. bfloat16)."""
     try:
         return torch.empty(0, dtype=dtype).numpy().dtype

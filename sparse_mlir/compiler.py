@@ -8,6 +8,7 @@ rewrite sparse matmuls, upstream sparsifier, LLVM) -> ExecutionEngine.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import time
 import warnings
@@ -31,12 +32,12 @@ from .importers.torch_fx import import_model, start_importer
 from .intermediates import find_node_value, location_names
 from .propagation import Propagated, linear_tokens, propagate_linear_zeros
 from ._memref import Kernel
-from .callable import InputSpec, ModelCallable
+from .callable import InputSpec, ModelCallable, numpy_dtype
 from .runtime import jit, kernel as jit_kernel
 from .sparsifiers import RandomFraction
 from .cpu import vector_lanes as host_vector_lanes
 from .threads import libomp_path, openmp_available
-from .weights import apply_sparsifier, pack
+from .weights import apply_sparsifier, index_limit, pack
 
 MLIR_VERSION = "22.1.8"  # the pinned xtc-mlir wheels (pyproject.toml)
 STAGES = ("linalg", "annotated", "sparse", "llvm")
@@ -187,6 +188,12 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     16 where the host has AVX-512F, else 8 (`fn.pipeline` records it).
     """
     if target == "cuda":
+        cpu_only = {"on_fallback": (on_fallback, "warn"), "fuse_sparsifiers": (fuse_sparsifiers, True),
+                    "vector_lanes": (vector_lanes, None)}
+        for option, (value, default) in cpu_only.items():
+            if value != default:
+                raise SpecError(f"{option}={value!r} applies to target='cpu' only; the GPU's own options (mma_k, "
+                                "chip, tile, ...) are sparse_mlir.cuda.compile_cuda's")
         from .cuda import compile_cuda
         return compile_cuda(model, encodings, example_args, cost_model=cost_model, opt_level=opt_level)
     if target != "cpu":
@@ -203,9 +210,10 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     for name, encoding in all_encodings.items():
         if not isinstance(encoding, Encoding):
             raise SpecError(f"{name}: expected a sparse_mlir encoding (CSR(), NM(2, 4), ...), got {encoding!r}")
-    params = dict(model.named_parameters())
+    params = parameters(model, all_encodings)
     encodings = {name: e for name, e in all_encodings.items() if name in params}
     example_args = tuple(example_args)
+    _check_cpu_dtypes(params, example_args)
     _verify_specs(encodings, params)
     effective = {name: torch.from_numpy(apply_sparsifier(encoding.effective_sparsifier,
                                                          params[name].detach().numpy(), name))
@@ -384,10 +392,27 @@ def _annotate_intermediates(module: ir.Module, nodes: Mapping[str, Any],
     """Attaches `smlir.sparsify` after the op producing each encoded fx node."""
     main = _main(module)
     for name, encoding in encodings.items():
+        _check_intermediate_widths(name, encoding, nodes[name].shape)
         value = find_node_value(main, nodes[name])
         with ir.InsertionPoint.after(value.owner), ir.Location.name(name):
             _attach_sparsifier(value, encoding, name)
     _verify_annotated(module)
+
+
+def _check_intermediate_widths(name: str, encoding: Encoding, shape: tuple[int, ...] | None) -> None:
+    """An intermediate is packed in the compiled code, after compile time:
+    its index widths must hold the worst case (every entry stored), or a
+    dense-enough call would wrap them silently."""
+    if shape is None or not hasattr(encoding, "pos_width"):
+        return
+    worst = {"pos_width": (math.prod(shape), "stored entries"),
+             "crd_width": (max(shape, default=1) - 1, "as a coordinate")}
+    for field, (needed, what) in worst.items():
+        width = getattr(encoding, field)
+        if needed > index_limit(width):
+            raise SpecError(f"{name}: {encoding!r} stores a tensor of shape {shape}, computed per call: up to "
+                            f"{needed} {what} do not fit {width}-bit indices (at most {index_limit(width)}); "
+                            f"use a wider {field}")
 
 
 def _attach_sparsifier(value: ir.Value, encoding: Encoding, name: str) -> None:
@@ -411,6 +436,31 @@ def _verify_annotated(module: ir.Module) -> None:
 
 _MLIR_ELEMENT_TYPES = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16",
                        torch.bfloat16: "bf16", torch.int32: "i32", torch.int64: "i64", torch.int8: "i8"}
+
+
+def parameters(model: torch.nn.Module, encodings: Mapping[str, Encoding]) -> dict[str, torch.nn.Parameter]:
+    """The model's parameters by name; an encoding naming a tied alias (a
+    second name of a shared parameter, which torch lists once) is refused
+    with the name to use."""
+    params = dict(model.named_parameters())
+    for alias, parameter in model.named_parameters(remove_duplicate=False):
+        if alias in encodings and alias not in params:
+            canonical = next(name for name, p in params.items() if p is parameter)
+            raise SpecError(f"{alias}: is the same parameter as '{canonical}' (tied weights); encode it as "
+                            f"'{canonical}' (every reader of the shared weight then sees it sparsified)")
+    return params
+
+
+def _check_cpu_dtypes(params: Mapping[str, torch.nn.Parameter], example_args: Sequence[Any]) -> None:
+    """Parameters and inputs cross to compiled CPU code as numpy arrays: a
+    dtype numpy lacks (bfloat16) cannot, so it is refused before any work."""
+    tensors = [(f"parameter '{name}'", p) for name, p in params.items()]
+    tensors += [(f"input {i}", a) for i, a in enumerate(example_args) if isinstance(a, torch.Tensor)]
+    for what, tensor in tensors:
+        if numpy_dtype(tensor.dtype) is None:
+            raise SpecError(f"{what}: target='cpu' cannot pass {tensor.dtype} tensors to compiled code (numpy has "
+                            f"no {str(tensor.dtype).removeprefix('torch.')}); convert the model and inputs with "
+                            ".float(), or use target='cuda' for 2:4 float16/bfloat16 linears")
 
 
 def _verify_specs(encodings: Mapping[str, Encoding], params: Mapping[str, torch.nn.Parameter]) -> None:
@@ -480,9 +530,14 @@ def _run(passes: str, module: ir.Module, source: str, pipeline: str, diagnostics
     try:
         passmanager.PassManager.parse(passes).run(module.operation)
     except ir.MLIRError as error:
-        raise CompileError(_error_text(error), pipeline=pipeline,
-                           reproducer=f"{_tools.opt_path()} annotated.mlir --pass-pipeline='{pipeline}' "
-                                      "(annotated.mlir = fn.ir('annotated'))") from None
+        raise pipeline_error(error, pipeline, source) from None
+
+
+def pipeline_error(error: ir.MLIRError, pipeline: str, annotated: str) -> CompileError:
+    """The CompileError of a failed pipeline, with what reproduces it."""
+    return CompileError(_error_text(error), pipeline=pipeline, annotated_ir=annotated,
+                        reproducer=f"{_tools.opt_path()} annotated.mlir --pass-pipeline='{pipeline}' "
+                                   "(annotated.mlir: this error's .annotated_ir)")
 
 
 def _error_text(error: ir.MLIRError) -> str:
@@ -502,7 +557,8 @@ def _sparse_arguments(module: ir.Module) -> set[str]:
     return names
 
 
-_NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32, "i64": np.int64}
+_NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32, "i64": np.int64,
+                 "i1": np.bool_}   # one byte per element, as torch.bool
 
 
 def _single_result(module: ir.Module) -> ir.RankedTensorType:

@@ -16,7 +16,7 @@ from mlir import ir
 
 from . import _smlir
 from ._literals import int_list_literal
-from ._validate import check_block, check_nm, check_rows, check_width
+from ._validate import check_block, check_nm, check_rows, check_storage_block, check_width
 from .context import parse_attribute, query_attribute
 from .errors import SpecError
 from .sparsifiers import KeepAll, NMMagnitude, Sparsifier
@@ -121,7 +121,8 @@ class BSR(Encoding):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        object.__setattr__(self, "block", check_block("BSR", self.block, rank=2))
+        block = check_storage_block("BSR", check_block("BSR", self.block, rank=2))
+        object.__setattr__(self, "block", block)
         check_width("BSR", "pos_width", self.pos_width)
         check_width("BSR", "crd_width", self.crd_width)
 

@@ -12,9 +12,12 @@ class SpecError(SparseMLIRError, ValueError):
 
 
 class CompileError(SparseMLIRError):
-    """A pass pipeline failed; carries the pipeline and a reproducer command."""
+    """A pass pipeline failed; carries the pipeline, the IR it ran on
+    (`annotated_ir`: there is no compiled module to ask after a failure)
+    and a reproducer command."""
 
-    def __init__(self, message: str, pipeline: str | None = None, reproducer: str | None = None):
+    def __init__(self, message: str, pipeline: str | None = None, reproducer: str | None = None,
+                 annotated_ir: str | None = None):
         details = [message]
         if pipeline:
             details.append(f"pipeline: {pipeline}")
@@ -23,3 +26,4 @@ class CompileError(SparseMLIRError):
         super().__init__("\n".join(details))
         self.pipeline = pipeline
         self.reproducer = reproducer
+        self.annotated_ir = annotated_ir

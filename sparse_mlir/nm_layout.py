@@ -19,8 +19,10 @@ def nm_kept(w: np.ndarray, n: int, m: int, name: str = "tensor") -> tuple[np.nda
     groups = w.reshape(*w.shape[:-1], w.shape[-1] // m, m)
     count = (groups != 0).sum(axis=-1)
     if (count > n).any():
-        raise SpecError(f"{name}: has groups with more than {n} nonzeros of {m}; "
-                        f"sparsify it with NMMagnitude({n}, {m}) first")
+        raise SpecError(f"{name}: NM({n}, {m}) stores {n} of every {m} entries along the last dim, but "
+                        f"{int((count > n).sum())} groups of {m} there keep more than {n} nonzeros after its "
+                        f"sparsifier; prune along the last dim with NMMagnitude({n}, {m}) (NM's default "
+                        "sparsifier; one along another dim, or a weaker one, leaves such groups)")
     positions = stored_positions(groups != 0, n)
     return positions, np.take_along_axis(groups, positions, axis=-1)
 

@@ -16,7 +16,11 @@ from .nm_layout import nm_kept, stored_positions
 from .philox import keep_mask
 from .sparsifiers import BlockFraction, KeepAll, NMMagnitude, RandomFraction, ScalarFraction, Sparsifier, Threshold
 
+# Index buffers keep signed dtypes (the memref and artifact glue know only
+# those); 8/16/32-bit ones hold the bit pattern of the unsigned value.
 _INDEX_DTYPES = {0: np.int64, 8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
+_UNSIGNED_DTYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32}
+_NOUNS = {"pos_width": "positions", "crd_width": "coordinates"}
 
 
 def apply_sparsifier(sparsifier: Sparsifier, w: np.ndarray, name: str = "tensor", call: int = 0) -> np.ndarray:
@@ -184,41 +188,97 @@ def _transposable_nm(w: np.ndarray, n: int, m: int, name: str) -> np.ndarray:
 
 
 def pack(encoding: Encoding, w: np.ndarray, name: str = "tensor") -> list[np.ndarray]:
-    """Buffers of `w` stored in `encoding`, in the sparse assembler's order."""
+    """Buffers of `w` stored in `encoding`, in the sparse assembler's order.
+
+    Raises SpecError when a position or coordinate does not fit the
+    encoding's index width (`index_limit`)."""
     if isinstance(encoding, Dense):
         return [np.ascontiguousarray(w)]
     if w.ndim != 2:
         raise SpecError(f"{name}: {type(encoding).__name__} weights must be matrices for now, "
                         f"got shape {tuple(w.shape)}")
     if isinstance(encoding, CSR):
-        return _pack_compressed(w, encoding.pos_width, encoding.crd_width)
+        return _pack_compressed(w, encoding, name, "column")
     if isinstance(encoding, CSC):
-        return _pack_compressed(np.ascontiguousarray(w.T), encoding.pos_width, encoding.crd_width)
+        return _pack_compressed(np.ascontiguousarray(w.T), encoding, name, "row")
     if isinstance(encoding, COO):
         rows, cols = np.nonzero(w)
-        pos_t, crd_t = _INDEX_DTYPES[encoding.pos_width], _INDEX_DTYPES[encoding.crd_width]
-        return [np.array([0, rows.size], pos_t), rows.astype(crd_t), cols.astype(crd_t),
+        return [_positions(np.array([0, rows.size]), encoding, name, "stored entries"),
+                _coordinates(rows, encoding, name, "row"), _coordinates(cols, encoding, name, "column"),
                 np.ascontiguousarray(w[rows, cols])]
     if isinstance(encoding, BSR):
-        r, c = encoding.block
-        rows, cols = w.shape
-        tiles = w.reshape(rows // r, r, cols // c, c).transpose(0, 2, 1, 3)  # [R, C, r, c]
-        nonzero = np.abs(tiles).sum(axis=(2, 3)) != 0
-        pos_t, crd_t = _INDEX_DTYPES[encoding.pos_width], _INDEX_DTYPES[encoding.crd_width]
-        positions = np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))]).astype(pos_t)
-        block_rows, block_cols = np.nonzero(nonzero)
-        values = np.ascontiguousarray(tiles[block_rows, block_cols].reshape(-1))
-        return [positions, block_cols.astype(crd_t), values]
+        return _pack_bsr(w, encoding, name)
     if isinstance(encoding, NM):
         return _pack_nm(w, encoding, name)
     raise SpecError(f"{name}: cannot pack encoding {encoding!r}")
 
 
-def _pack_compressed(w: np.ndarray, pos_width: int, crd_width: int) -> list[np.ndarray]:
+def index_limit(width: int) -> int:
+    """The largest position or coordinate a `width`-bit index holds.
+
+    MLIR's sparse_tensor reads narrow indices as unsigned (its runtime
+    stores them as uint8_t ... uint64_t and its codegen zero-extends loads,
+    as our kernels do), so 8 bits hold 0..255. 0 (index) and 64 bits are
+    passed as int64."""
+    return (1 << width) - 1 if width in _UNSIGNED_DTYPES else np.iinfo(np.int64).max
+
+
+def _index_buffer(values: np.ndarray, encoding: Encoding, field: str, name: str, what: str) -> np.ndarray:
+    """`values` (>= 0) as the index buffer of `encoding`'s `field`
+    ("pos_width" / "crd_width"); `what` names the largest value in the
+    error, "{}" standing for it. The one width check of every packer: a
+    cast alone would wrap silently into wrong answers."""
+    width = getattr(encoding, field)
+    largest = int(values.max()) if values.size else 0
+    if largest > index_limit(width):
+        wider = next(w for w in (16, 32, 64) if largest <= index_limit(w))
+        noun = _NOUNS[field]
+        raise SpecError(f"{name}: {_spec_text(encoding, field)} cannot hold {what.format(largest)} "
+                        f"({noun} up to {index_limit(width)} with {width}-bit {noun}); "
+                        f"use {field}={wider} or wider")
+    if width in _UNSIGNED_DTYPES:
+        return values.astype(_UNSIGNED_DTYPES[width]).view(_INDEX_DTYPES[width])
+    return values.astype(_INDEX_DTYPES[width])
+
+
+def _positions(values: np.ndarray, encoding: Encoding, name: str, stored: str) -> np.ndarray:
+    return _index_buffer(values, encoding, "pos_width", name, "{} " + stored)
+
+
+def _coordinates(values: np.ndarray, encoding: Encoding, name: str, axis: str) -> np.ndarray:
+    return _index_buffer(values, encoding, "crd_width", name, axis + " coordinate {}")
+
+
+def _spec_text(encoding: Encoding, field: str) -> str:
+    """`encoding` as the user wrote it, down to the width in question."""
+    width = f"{field}={getattr(encoding, field)}"
+    if isinstance(encoding, BSR):
+        return f"BSR(block={encoding.block}, {width})"
+    if isinstance(encoding, NM):
+        return f"NM({encoding.n}, {encoding.m}, {width})"
+    return f"{type(encoding).__name__}({width})"
+
+
+def _pack_compressed(w: np.ndarray, encoding: CSR | CSC, name: str, axis: str) -> list[np.ndarray]:
+    """Row-compressed buffers of `w` (CSC passes w^T); `axis` names what
+    the coordinates index, for errors."""
     nonzero = w != 0
-    positions = np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))]).astype(_INDEX_DTYPES[pos_width])
-    _, cols = np.nonzero(nonzero)
-    return [positions, cols.astype(_INDEX_DTYPES[crd_width]), np.ascontiguousarray(w[nonzero])]
+    positions = np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))])
+    _, crd = np.nonzero(nonzero)
+    return [_positions(positions, encoding, name, "stored entries"), _coordinates(crd, encoding, name, axis),
+            np.ascontiguousarray(w[nonzero])]
+
+
+def _pack_bsr(w: np.ndarray, encoding: BSR, name: str) -> list[np.ndarray]:
+    r, c = encoding.block
+    rows, cols = w.shape
+    tiles = w.reshape(rows // r, r, cols // c, c).transpose(0, 2, 1, 3)  # [R, C, r, c]
+    nonzero = np.abs(tiles).sum(axis=(2, 3)) != 0
+    positions = np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))])
+    block_rows, block_cols = np.nonzero(nonzero)
+    values = np.ascontiguousarray(tiles[block_rows, block_cols].reshape(-1))
+    return [_positions(positions, encoding, name, "stored blocks"),
+            _coordinates(block_cols, encoding, name, "block column"), values]
 
 
 def _pack_nm(w: np.ndarray, encoding: NM, name: str) -> list[np.ndarray]:
@@ -226,7 +286,8 @@ def _pack_nm(w: np.ndarray, encoding: NM, name: str) -> list[np.ndarray]:
         positions, values = _shared_nm_kept(w, encoding, name)
     else:
         positions, values = nm_kept(w, encoding.n, encoding.m, name)
-    return [positions.astype(_INDEX_DTYPES[encoding.crd_width]).reshape(-1),
+    # In-group positions are < m <= 255 (check_nm): every width holds them.
+    return [_coordinates(positions.reshape(-1), encoding, name, "in-group"),
             np.ascontiguousarray(values.reshape(-1))]
 
 

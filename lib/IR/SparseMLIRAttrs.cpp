@@ -221,8 +221,15 @@ LogicalResult BSREncodingAttr::verify(function_ref<InFlightDiagnostic()> emitErr
   if (block.size() != 2)
     return emitError() << "bsr block must have 2 dimensions [rows, cols], got "
                        << block.size();
-  return success(succeeded(verifyBlock(emitError, block)) &&
-                 succeeded(verifyWidths(emitError, posWidth, crdWidth)));
+  if (failed(verifyBlock(emitError, block)))
+    return failure();
+  // i floordiv 1 and i mod 1 fold to i and 0: sparse_tensor cannot invert
+  // the block map (it asserts), and a 1-wide block is CSR-like anyway.
+  if (llvm::is_contained(block, 1))
+    return emitError() << "bsr block [" << block[0] << ", " << block[1]
+                       << "] needs both sizes >= 2 (use csr for single "
+                          "entries)";
+  return verifyWidths(emitError, posWidth, crdWidth);
 }
 
 std::string BSREncodingAttr::getFormatName() const { return "bsr"; }
@@ -248,6 +255,12 @@ BSREncodingAttr::verifyShape(ArrayRef<int64_t> shape,
     return emitError() << "encoding " << *this << " needs block ["
                        << getBlock()[0] << ", " << getBlock()[1]
                        << "] to divide the shape " << shapeString(shape);
+  // One block along a dimension folds its block coordinate to 0: the map is
+  // not invertible either.
+  if (shape[0] == getBlock()[0] || shape[1] == getBlock()[1])
+    return emitError() << "encoding " << *this << " needs at least 2 blocks "
+                       << "along each dimension of shape "
+                       << shapeString(shape);
   return success();
 }
 

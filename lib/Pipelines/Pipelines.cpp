@@ -44,6 +44,10 @@ sparsifierPassList(const smlir::SparseCPUPipelineOptions &options) {
          // must see LLVM-typed memrefs before scf-to-cf flattens them.
          (options.openmp ? std::string("convert-scf-to-openmp,")
                          : std::string()) +
+         // i1 (bool) buffers -> i8: MLIR 22's memref-to-LLVM aborts on
+         // sub-byte loads and stores. Last, so that every buffer (ours,
+         // the sparsifier's, the deallocation helper's) is covered.
+         "smlir-widen-bool-buffers,"
          // Buffers through _mlir_memref_to_llvm_{alloc,aligned_alloc,free}:
          // the runtime's allocation cache reuses a call's large temporaries
          // (lib/Runtime/AllocationCache.c).

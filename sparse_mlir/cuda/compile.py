@@ -25,13 +25,12 @@ import torch
 from mlir import ir, passmanager
 from mlir.dialects import gpu
 
-from .. import _tools
 from ..callable import CheckedCallable, InputSpec
-from ..compiler import (MLIR_VERSION, CompileReports, PlanEntry, TensorStats, _annotate, _error_text, _main,
-                        _single_result)
+from ..compiler import (MLIR_VERSION, CompileReports, PlanEntry, TensorStats, _annotate, _main, _single_result,
+                        parameters, pipeline_error)
 from ..context import make_context
 from ..encodings import NM, Dense, Encoding
-from ..errors import CompileError, SpecError
+from ..errors import SpecError
 from ..importers.torch_fx import import_model
 from ..propagation import linear_readers
 from ..runtime import jit
@@ -338,7 +337,7 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
     for name, encoding in encodings.items():
         if not isinstance(encoding, Encoding):
             raise SpecError(f"{name}: expected a sparse_mlir encoding (NM(2, 4), ...), got {encoding!r}")
-    params = dict(model.named_parameters())
+    params = parameters(model, encodings)
     _check_encodings(encodings, params)
     example_args = tuple(example_args)
     effective = {name: _prune(e, params[name], name) for name, e in encodings.items()}
@@ -354,8 +353,6 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
                                        readers.get(name, []), check_speed=cost_model)
     sparse = {name: encodings[name] for name, c in choices.items() if c.sparse}
 
-    reproducer = (f"{_tools.opt_path()} annotated.mlir --pass-pipeline='{pipeline}' "
-                  "(annotated.mlir = fn.ir('annotated'))")
     stages = {"linalg": imported.text}
     context = make_context()
     with context, ir.Location.unknown():
@@ -369,7 +366,7 @@ def compile_cuda(model: torch.nn.Module, encodings: Mapping[str, Encoding] | Non
             stages["gpu"] = str(lowered)
             passmanager.PassManager.parse(pipeline).run(module.operation)
         except ir.MLIRError as error:
-            raise CompileError(_error_text(error), pipeline=pipeline, reproducer=reproducer) from None
+            raise pipeline_error(error, pipeline, stages["annotated"]) from None
         stages["llvm"] = str(module)
         stages["ptx"] = _ptx(module)
         arguments = _arguments(lowered, imported.param_names, imported.num_inputs)

@@ -28,6 +28,7 @@ from typing import Any, Sequence
 import torch
 
 from ..errors import SparseMLIRError
+from .unsupported import foreign_ops
 
 
 class ExportError(SparseMLIRError):
@@ -64,6 +65,9 @@ class GraphNode:
     target: str
     inputs: tuple[str, ...]
     num_users: int
+    # Positional arguments: numbers and strings as given, None for the rest
+    # (nodes, lists, None); () when unknown. Zero rules need hardtanh's range.
+    scalar_args: tuple[bool | int | float | str | None, ...] = ()
 
 
 class _ParamsAsInputs(torch.nn.Module):
@@ -211,6 +215,21 @@ def export_program(model: torch.nn.Module,
     return program, names, params
 
 
+def _scalar(arg: Any) -> bool | int | float | str | None:
+    return arg if isinstance(arg, (bool, int, float, str)) else None
+
+
+def _check_linalg_only(text: str, nodes: dict[str, NodeInfo]) -> None:
+    """Raises, naming the model ops, where torch-mlir produced ops our MLIR cannot read."""
+    foreign = foreign_ops(text)
+    if foreign:
+        ops = ", ".join(f"{op} (fx node '{node}'"
+                        + (f", {nodes[node].target})" if node in nodes else ")") for op, node in foreign)
+        raise ExportError(f"torch-mlir lowered some ops outside linalg-on-tensors, which sparse_mlir compiles: "
+                          f"{ops}; rewrite them with ops that lower to linalg (or compute them outside the "
+                          "compiled model)")
+
+
 def import_model(model: torch.nn.Module, example_args: Sequence[torch.Tensor]) -> ImportedModel:
     _SERVER.start()
     program, names, params = export_program(model, example_args)
@@ -222,7 +241,9 @@ def import_model(model: torch.nn.Module, example_args: Sequence[torch.Tensor]) -
         text, nodes_json = _import_text(program_path, out_path, nodes_path, type(model).__name__)
         nodes = {n["name"]: NodeInfo(n["name"], n["target"], tuple(n["shape"]) if n["shape"] is not None else None,
                                      n["dtype"]) for n in json.loads(nodes_json)}
-    graph = tuple(GraphNode(n.name, n.op, str(n.target), tuple(a.name for a in n.all_input_nodes), len(n.users))
+    graph = tuple(GraphNode(n.name, n.op, str(n.target), tuple(a.name for a in n.all_input_nodes), len(n.users),
+                            tuple(_scalar(a) for a in n.args))
                   for n in program.graph.nodes)
+    _check_linalg_only(text, nodes)
     return ImportedModel(text=text, param_names=names, params=params, num_inputs=len(example_args), nodes=nodes,
                          graph=graph, program=program)

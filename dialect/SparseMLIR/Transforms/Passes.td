@@ -416,4 +416,53 @@ def BufferDeallocation
                            "::mlir::scf::SCFDialect"];
 }
 
+def WidenBoolBuffers
+    : Pass<"smlir-widen-bool-buffers", "::mlir::ModuleOp"> {
+  let summary = "Give i1 (bool) buffers i8 elements before lowering to LLVM";
+  let description = [{
+    MLIR 22's memref-to-LLVM conversion aborts the process (an assertion,
+    not a diagnostic) on a `memref.load` or `memref.store` of a sub-byte
+    element type. Bool tensors that live in memory bufferize to such
+    buffers: attention masks (`nn.MultiheadAttention`,
+    `F.scaled_dot_product_attention`), `masked_fill`'s condition, the
+    accumulator of `.all()` / `.any()`, which no fusion can keep in
+    registers.
+
+    This pass, run on bufferized IR just before the memref lowering, gives
+    every buffer of signless integers narrower than 8 bits one byte per
+    element (torch's own bool layout, and what LLVM stores an `i1` as):
+
+    - `memref.load`, `vector.load`, `vector.maskedload`,
+      `vector.transfer_read` load i8 and truncate (`arith.trunci`); stores
+      (and pass-through / padding values) are zero-extended (`arith.extui`),
+      so every byte holds 0 or 1;
+    - ops that only pass buffers along (alloc, dealloc, views, reshapes,
+      copies, `memref.global` + `get_global`, function signatures and calls,
+      `scf` loops and branches) just change type; an i1 global's values are
+      kept.
+
+    Upstream's narrow-type emulation would instead pack 8 bools per byte,
+    with atomic read-modify-write stores (racy otherwise under `scf.parallel`)
+    and a bit-packed ABI that torch's bool tensors do not have.
+
+    An op it cannot rewrite, or a sub-byte buffer it does not widen (narrow
+    floats), is an error of this pass, so the compile fails with a diagnostic
+    instead of aborting in the LLVM lowering.
+
+    ```mlir
+    %m = memref.alloc() : memref<7x7xi1>
+    memref.store %b, %m[%i, %j] : memref<7x7xi1>
+    %v = memref.load %m[%i, %j] : memref<7x7xi1>
+    // becomes
+    %m = memref.alloc() : memref<7x7xi8>
+    %w = arith.extui %b : i1 to i8
+    memref.store %w, %m[%i, %j] : memref<7x7xi8>
+    %l = memref.load %m[%i, %j] : memref<7x7xi8>
+    %v = arith.trunci %l : i8 to i1
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 #endif // SPARSE_MLIR_TRANSFORMS_PASSES_TD

@@ -67,6 +67,15 @@ func.func @bsr_block_size_zero(%x: tensor<8x8xf32>) {
 
 // -----
 
+/// A block size of 1 makes the block map non-invertible (sparse_tensor asserts).
+func.func @bsr_block_size_one(%x: tensor<8x8xf32>) {
+  // expected-error@+1 {{bsr block [1, 4] needs both sizes >= 2 (use csr for single entries)}}
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.keep_all as #smlir.bsr<block = [1, 4]> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
 func.func @nm_n_equal_to_m(%x: tensor<8x8xf32>) {
   // expected-error@+1 {{n:m needs 0 < n < m, got 4:4}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.keep_all as #smlir.nm<n = 4, m = 4> -> tensor<8x8xf32>
@@ -382,6 +391,15 @@ func.func @bsr_on_rank_3(%x: tensor<2x4x4xf32>) {
 func.func @bsr_block_not_dividing(%x: tensor<8x8xf32>) {
   // expected-error@+1 {{'smlir.sparsify' op encoding #smlir.bsr<block = [2, 3]> needs block [2, 3] to divide the shape [8, 8]}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.keep_all as #smlir.bsr<block = [2, 3]> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+/// One block along a dimension: its block coordinate folds to 0.
+func.func @bsr_block_spanning_a_dimension(%x: tensor<4x8xf32>) {
+  // expected-error@+1 {{'smlir.sparsify' op encoding #smlir.bsr<block = [4, 4]> needs at least 2 blocks along each dimension of shape [4, 8]}}
+  %r = smlir.sparsify %x : tensor<4x8xf32> with #smlir.keep_all as #smlir.bsr<block = [4, 4]> -> tensor<4x8xf32>
   return
 }
 

@@ -202,10 +202,55 @@ def test_fallback_warns_once_and_computes_densely() -> None:
     torch.testing.assert_close(compiled(x), expected)
 
 
-def test_fallback_as_error() -> None:
+def test_fallback_as_error(tmp_path) -> None:
     with pytest.raises(sm.CompileError, match="no sparse lowering for .* reading tensor 'weight'") as info:
         sm.compile(_TransposedUse().eval(), {"weight": sm.CSR()}, example_args=(_x(16, 16),), on_fallback="error")
     assert "fail-on-fallback=true" in str(info.value)
+    # There is no compiled module after a failure: the error carries the IR its reproducer reads.
+    annotated = tmp_path / "annotated.mlir"
+    annotated.write_text(info.value.annotated_ir)
+    assert "smlir.sparsify" in info.value.annotated_ir and "annotated_ir" in info.value.reproducer
+    run = subprocess.run([str(_tools.opt_path()), str(annotated), f"--pass-pipeline={info.value.pipeline}"],
+                         capture_output=True, text=True)
+    assert run.returncode != 0 and "no sparse lowering" in run.stderr
+
+
+def test_bfloat16_on_the_cpu_is_refused_up_front() -> None:
+    model = torch.nn.Linear(32, 16).to(torch.bfloat16)
+    with pytest.raises(sm.SpecError, match="parameter 'weight': target='cpu' cannot pass torch.bfloat16 tensors"):
+        sm.compile(model, {"weight": sm.CSR()}, example_args=(torch.randn(4, 32, dtype=torch.bfloat16),))
+    with pytest.raises(sm.SpecError, match="input 0: target='cpu' cannot pass torch.bfloat16"):
+        sm.compile(torch.nn.ReLU(), {}, example_args=(torch.randn(4, 32, dtype=torch.bfloat16),))
+
+
+def test_ops_torch_mlir_keeps_outside_linalg_are_named() -> None:
+    class Cumsum(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(x).cumsum(-1)
+
+    with pytest.raises(sm.SparseMLIRError, match=r"tm_tensor.scan \(fx node 'cumsum', aten.cumsum.default\)"):
+        sm.compile(Cumsum(), {"fc.weight": sm.CSR()}, example_args=(_x(2, 8),))
+
+
+def test_tied_weights_are_encoded_by_their_first_name() -> None:
+    class Tied(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(64, 16)
+            self.out = torch.nn.Linear(16, 64, bias=False)
+            self.out.weight = self.embed.weight
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.out(self.embed(ids))
+
+    ids = torch.randint(0, 64, (8,))
+    with pytest.raises(sm.SpecError, match="out.weight: is the same parameter as 'embed.weight' .tied weights.; "
+                                           "encode it as 'embed.weight'"):
+        sm.compile(Tied(), {"out.weight": sm.CSR()}, example_args=(ids,))
 
 
 def test_buffers_and_training_flag() -> None:

@@ -68,6 +68,19 @@ def test_nm_storage_of_an_intermediate_is_a_clear_error() -> None:
         sm.compile(model, {"relu": sm.NM(2, 4)}, example_args=(torch.randn(4, 16),))
 
 
+@pytest.mark.parametrize("hidden,encoding,message", [
+    (128, sm.CSR(pos_width=8), r"up to 512 stored entries do not fit 8-bit indices \(at most 255\); use a wider pos_width"),
+    (300, sm.COO(crd_width=8, pos_width=16), r"up to 299 as a coordinate do not fit 8-bit indices"),
+])
+def test_intermediate_index_widths_must_hold_a_dense_call(hidden: int, encoding: sm.Encoding, message: str) -> None:
+    """Packed per call, an intermediate cannot be checked at compile time
+    against its actual entries: its widths must hold every entry stored
+    (relu is 4 x hidden)."""
+    model = MLP([16, hidden, 8]).eval()
+    with pytest.raises(sm.SpecError, match=f"relu: .*{message}"):
+        sm.compile(model, {"relu": encoding}, example_args=(torch.randn(4, 16),))
+
+
 def test_sparsity_plan_lists_weights_and_intermediates() -> None:
     torch.manual_seed(0)
     model = MLP([16, 32, 8]).eval()

@@ -118,6 +118,69 @@ def test_unsupported_encodings_and_targets_are_errors() -> None:
         sm.compile(ffn(torch.float16), {}, (x,), target="tpu")
 
 
+@pytest.mark.parametrize("chip,version", [("sm_86", "7.1"), ("sm_90", "7.8"), ("sm_90a", "8.0"), ("sm_100", "8.6")])
+def test_each_chip_gets_its_oldest_ptx_isa(chip: str, version: str) -> None:
+    """sm_90 needs PTX 7.8: with sm_80's 7.1 the NVPTX backend aborted the process."""
+    from sparse_mlir.cuda import compile_cuda
+
+    x = torch.randn(64, 128, dtype=torch.float16)
+    ptx = compile_cuda(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), cost_model=False, chip=chip).ir("ptx")
+    assert f".version {version}" in ptx and f".target {chip}" in ptx and "mma.sp.sync.aligned" in ptx
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"chip": "sm_75"}, "chip 'sm_75' has no sparse tensor cores"),
+    ({"chip": "bogus"}, "chip 'bogus' has no sparse tensor cores"),
+    ({"tile": (128,)}, r"tile must be \(weight rows, tokens\).*got \(128,\)"),
+    ({"tile": (96, 64)}, r"rows 64, 128, 256 or 512"),
+    ({"warp_tokens": 16}, "warp_tokens must be 32 or 64, got 16"),
+    ({"pipeline_stages": 4}, "pipeline_stages must be 2 or 3, got 4"),
+])
+def test_bad_gpu_options_are_errors_before_any_work(options: dict, message: str) -> None:
+    from sparse_mlir.cuda import compile_cuda
+
+    x = torch.randn(64, 128, dtype=torch.float16)
+    with pytest.raises(sm.SpecError, match=message):
+        compile_cuda(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), **options)
+
+
+@pytest.mark.parametrize("option", [{"vector_lanes": 8}, {"on_fallback": "error"}, {"fuse_sparsifiers": False}])
+def test_cpu_options_are_refused_for_the_gpu(option: dict) -> None:
+    x = torch.randn(64, 128, dtype=torch.float16)
+    (name,) = option
+    with pytest.raises(sm.SpecError, match=f"{name}=.* applies to target='cpu' only"):
+        sm.compile(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), target="cuda", **option)
+
+
+def test_three_stages_keep_x_within_48_kb_of_shared_memory() -> None:
+    """3 stages of 128 tokens (54 KB) were more than a kernel may declare
+    statically: ptxas (and the driver) rejected them. The tile shrinks."""
+    from sparse_mlir.cuda import compile_cuda
+
+    x = torch.randn(128, 128, dtype=torch.float16)
+    fn = compile_cuda(torch.nn.Linear(128, 256).half(), {"weight": sm.NM(2, 4)}, (x,), cost_model=False,
+                      tile=(128, 128), warp_tokens=64, pipeline_stages=3)
+    (launch,) = fn.kernels()
+    assert launch.grid == (2, 2, 1)   # 128 x 64 blocks: 3 x 64 x 72 halves = 27 KB
+    shared = re.search(r"\.shared \.align 16 \.b8 \S+\[(\d+)\]", fn.ir("ptx"))
+    assert shared and int(shared.group(1)) <= 48 * 1024
+
+
+def test_models_returning_several_tensors_are_refused() -> None:
+    class TwoResults(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(128, 128)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            y = self.fc(x)
+            return y, y.relu()
+
+    x = torch.randn(64, 128, dtype=torch.float16)
+    with pytest.raises(sm.SpecError, match="models returning one tensor for now; this one returns 2"):
+        sm.compile(TwoResults().half(), {"fc.weight": sm.NM(2, 4)}, (x,), target="cuda", cost_model=False)
+
+
 def test_f32_weights_stay_dense_on_the_gpu_path() -> None:
     x = torch.randn(64, 128)
     fn = sm.compile(ffn(torch.float32), {"0.weight": sm.NM(2, 4)}, (x,), target="cuda", cost_model=False)

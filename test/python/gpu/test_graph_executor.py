@@ -144,3 +144,47 @@ def test_saved_kernels_run_the_graph_rebuilt_with_torch_alone(tmp_path) -> None:
     expected = fn.executor(ReferenceLauncher(32))(x)
     torch.testing.assert_close(y, expected, rtol=0, atol=0)
     assert len(launcher.kernels) == 2
+
+
+class SharedWeight(torch.nn.Module):
+    """One 2:4 weight read by two linears of different shapes and epilogues."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(128, 128)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)                                           # 128 tokens, with the bias
+        y = torch.nn.functional.linear(h[:64].relu(), self.fc.weight)   # 64 tokens, no bias
+        return torch.cat([y, h[64:]])
+
+
+def test_a_weight_read_by_two_linears_runs_each_on_its_own_kernel() -> None:
+    from sparse_mlir.cuda import compile_cuda
+
+    model = SharedWeight().half()
+    x = torch.randn(128, 128, dtype=torch.float16)
+    fn = compile_cuda(model, {"fc.weight": sm.NM(2, 4)}, (x,), cost_model=False)
+    first, second = fn.kernels()
+    assert first.kernel.endswith("128x128x128_bias_f16") and second.kernel.endswith("64x128x128_f16")
+    launcher = ReferenceLauncher(32)
+    y = fn.executor(launcher)(x)
+    assert launcher.kernels == [first.kernel, second.kernel]
+    expected = eager(model, fn.effective_state_dict(), x)
+    torch.testing.assert_close(y.float(), expected, rtol=0, atol=TOLERANCE[torch.float16] * float(expected.abs().max()) * 4)
+
+
+def test_a_weight_with_a_reader_that_is_not_a_linear_stays_on_cublas() -> None:
+    class AlsoSummed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(128, 128)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(x) + self.fc.weight.abs().sum()
+
+    x = torch.randn(64, 128, dtype=torch.float16)
+    fn = sm.compile(AlsoSummed().half(), {"fc.weight": sm.NM(2, 4)}, (x,), target="cuda", cost_model=False)
+    (entry,) = fn.sparsity_plan()
+    assert fn.kernels() == [] and "not read only as x @ W^T by F.linears" in entry.stored_as
