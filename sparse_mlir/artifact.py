@@ -343,6 +343,9 @@ def load(path: str | os.PathLike) -> "LoadedModule | LoadedCudaModule":
         manifest = json.loads((root / MANIFEST).read_text())
     except (OSError, ValueError) as error:
         raise ArtifactError(f"{root / MANIFEST}: unreadable manifest ({error}); export the model again") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("signature"), dict):
+        raise ArtifactError(f"{root / MANIFEST}: not a sparse_mlir manifest (expected an object with a "
+                            "\"signature\"); export the model again")
     _check_cpu(root, cpu_flags.rstrip(b"\0").decode().split(), manifest)
     if zlib.crc32((root / LIBRARY).read_bytes()) != library_crc:
         raise ArtifactError(f"{root / LIBRARY}: checksum mismatch (the file is corrupted or was replaced); "
@@ -350,10 +353,10 @@ def load(path: str | os.PathLike) -> "LoadedModule | LoadedCudaModule":
     records = [_unpack_record(blob, _HEADER.size + i * _RECORD.size) for i in range(1 + num_inputs + num_buffers)]
     result, inputs, buffers = records[0], records[1:1 + num_inputs], records[1 + num_inputs:]
     if flags & _FLAG_CUDA:
-        return _load_cuda(root, blob, buffers, manifest)
+        return _load_cuda(root, blob, buffers, manifest, library_crc)
     bound = [np.frombuffer(blob, dtype=r.dtype, count=r.nbytes // r.dtype.itemsize, offset=r.offset).reshape(r.shape)
              for r in buffers]
-    library = _open_library(root)
+    library = _open_library(root, library_crc)
     function = getattr(library, ENTRY_POINT)
     function.argtypes, function.restype = [ctypes.c_void_p], None
     kernel = Kernel(function, bound, len(result.shape), result.dtype, owner=library)
@@ -382,7 +385,7 @@ class LoadedCudaModule(CheckedCallable):
 
 
 def _load_cuda(root: Path, blob: bytearray, buffers: Sequence[TensorRecord],
-               manifest: dict[str, Any]) -> LoadedCudaModule:
+               manifest: dict[str, Any], library_crc: int) -> LoadedCudaModule:
     """The host program of a CUDA artifact. The GPU is needed at once: loading
     model.so loads the kernels' PTX; the weights go to the GPU at the first call."""
     from .cuda.driver import require_device, runtime
@@ -412,7 +415,7 @@ def _load_cuda(root: Path, blob: bytearray, buffers: Sequence[TensorRecord],
     runtime_library = root / LIB_DIR / CUDA_RUNTIME_NAME
     try:
         runtime(str(runtime_library))
-        library = ctypes.CDLL(str(root / LIBRARY))
+        library = _dlopen_model(root, library_crc)
     except OSError as error:
         raise ArtifactError(f"{root / LIBRARY}: cannot be loaded ({error}); export the model again on "
                             "this kind of machine") from None
@@ -467,7 +470,32 @@ def _check_cpu(root: Path, needed: Sequence[str], manifest: dict[str, Any]) -> N
                             "Export the model again on this machine (or one with the same features)")
 
 
-def _open_library(root: Path) -> ctypes.CDLL:
+# model.so paths loaded in this process -> the checksum of what was loaded.
+_LOADED_MODELS: dict[str, int] = {}
+
+
+def _dlopen_model(root: Path, crc: int) -> ctypes.CDLL:
+    """`root`'s model.so. The dynamic loader hands back the library it already
+    holds for a path (ctypes never unloads one): an artifact exported again
+    in place would run its old code on its new weights. A replaced library
+    is loaded from a private copy beside it (same $ORIGIN for its lib/)."""
+    path = (root / LIBRARY).resolve()
+    if _LOADED_MODELS.setdefault(str(path), crc) == crc:
+        return ctypes.CDLL(str(path))
+    try:
+        descriptor, private = tempfile.mkstemp(prefix=".model-", suffix=".so", dir=path.parent)
+    except OSError as error:
+        raise ArtifactError(f"{path}: was replaced since this process loaded it, and a fresh copy cannot be "
+                            f"written beside it ({error}); load it in a new process") from None
+    try:
+        os.close(descriptor)
+        shutil.copyfile(path, private)
+        return ctypes.CDLL(private)
+    finally:
+        os.unlink(private)   # the mapping stays
+
+
+def _open_library(root: Path, library_crc: int) -> ctypes.CDLL:
     # One OpenMP runtime per process: load the system's libomp (the one
     # `set_num_threads` drives) first, so that model.so's dependency on
     # libomp.so.5 binds to it; without one, the artifact's own copy serves.
@@ -479,7 +507,7 @@ def _open_library(root: Path) -> ctypes.CDLL:
         threads.use_bundled_libomp(str(bundled))
         threads.openmp_available()
     try:
-        return ctypes.CDLL(str(root / LIBRARY))
+        return _dlopen_model(root, library_crc)
     except OSError as error:
         raise ArtifactError(f"{root / LIBRARY}: cannot be loaded ({error}); export the model again on "
                             "this kind of machine") from None

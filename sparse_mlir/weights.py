@@ -31,7 +31,9 @@ def apply_sparsifier(sparsifier: Sparsifier, w: np.ndarray, name: str = "tensor"
     if isinstance(sparsifier, KeepAll):
         return w.copy()
     if isinstance(sparsifier, Threshold):
-        return np.where(np.abs(w) >= sparsifier.value, w, 0).astype(w.dtype)
+        # In float64: |x| >= v exactly, as the compiled code compares (numpy
+        # would round v to w's dtype: f32(0.7) >= 0.7 would hold).
+        return np.where(np.abs(w.astype(np.float64)) >= sparsifier.value, w, 0).astype(w.dtype)
     if isinstance(sparsifier, ScalarFraction):
         return _scalar_fraction(w, sparsifier.fraction)
     if isinstance(sparsifier, BlockFraction):

@@ -136,8 +136,18 @@ static Value buildNMMagnitude(OpBuilder &b, Location loc, Value source,
           }
           return sum;
         };
-        Value mine = rows == 1 ? math::AbsFOp::create(nb, nloc, in).getResult()
-                               : magnitude(indices);
+        // NaN ranks below every number (as in sparse_mlir.weights): compared
+        // as -1, it is never kept over a number and counts against nothing.
+        auto ranked = [&](Value v) -> Value {
+          Value isNaN = arith::CmpFOp::create(
+              nb, nloc, arith::CmpFPredicate::UNO, v, v);
+          Value minusOne = arith::ConstantOp::create(
+              nb, nloc, v.getType(), nb.getFloatAttr(v.getType(), -1.0));
+          return arith::SelectOp::create(nb, nloc, isNaN, minusOne, v);
+        };
+        Value mine = ranked(rows == 1
+                                ? math::AbsFOp::create(nb, nloc, in).getResult()
+                                : magnitude(indices));
         Type i32 = nb.getI32Type();
         Value above = arith::ConstantOp::create(nb, nloc, i32,
                                                 nb.getI32IntegerAttr(0));
@@ -147,7 +157,7 @@ static Value buildNMMagnitude(OpBuilder &b, Location loc, Value source,
           Value kValue = arith::ConstantIndexOp::create(nb, nloc, k);
           SmallVector<Value> other = indices;
           other[dim] = arith::AddIOp::create(nb, nloc, groupStart, kValue);
-          Value theirs = magnitude(other);
+          Value theirs = ranked(magnitude(other));
           Value greater = arith::CmpFOp::create(
               nb, nloc, arith::CmpFPredicate::OGT, theirs, mine);
           Value equal = arith::CmpFOp::create(nb, nloc, arith::CmpFPredicate::OEQ,

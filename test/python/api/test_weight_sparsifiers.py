@@ -215,3 +215,16 @@ def test_block_fraction_norms_are_accumulated_in_f64() -> None:
     assert np.float32(1e8) + np.float32(1.0) == np.float32(1e8)
     got = apply_sparsifier(sm.BlockFraction(0.5, block=(2, 2)), w)
     assert got[0, 0] == 0 and got[0, 2] == np.float32(1e8)
+
+
+@pytest.mark.parametrize("dtype,threshold,values,kept", [
+    (np.float32, 0.7, [0.7, -0.7, 0.75], [False, False, True]),   # f32(0.7) = 0.69999998 < 0.7
+    (np.float16, 0.1, [0.1, 0.2], [False, True]),                 # f16(0.1) = 0.09998 < 0.1
+    (np.float64, 0.7, [0.7, float(np.nextafter(0.7, 0.0))], [True, False]),
+])
+def test_threshold_compares_exactly_as_the_compiled_code(dtype: type, threshold: float, values: list[float],
+                                                         kept: list[bool]) -> None:
+    """|x| >= v in exact arithmetic, as compiled code compares on an
+    intermediate (numpy rounded v to x's dtype first: f32(0.7) >= 0.7 held)."""
+    w = np.array(values, dtype=dtype)
+    assert (apply_sparsifier(sm.Threshold(threshold), w, "w") != 0).tolist() == kept

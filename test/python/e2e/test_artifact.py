@@ -234,6 +234,9 @@ BROKEN = {
     "cpu_features": (lambda p: _rewrite_header(p, cpu=(" ".join(artifact.host_isa_flags()) + " "
                                                        + _missing_isa_flag()).encode()),
                      "lacks"),
+    "manifest_not_an_object": (lambda p: (p / artifact.MANIFEST).write_text("[]"), "not a sparse_mlir manifest"),
+    "manifest_without_signature": (lambda p: (p / artifact.MANIFEST).write_text('{"target": "x86_64"}'),
+                                   "not a sparse_mlir manifest"),
 }
 
 
@@ -249,6 +252,22 @@ def test_broken_artifacts_raise_clear_errors(exported: dict[str, dict], tmp_path
     with pytest.raises(sm.ArtifactError, match=message) as error:
         sm.load(path)
     assert any(advice in str(error.value) for advice in ADVICE)  # says what to do
+
+
+def test_an_artifact_exported_again_in_place_runs_its_new_code(tmp_path: Path) -> None:
+    """The dynamic loader keeps the first model.so it loaded from a path: a
+    second load of the same path after a new export ran the old code on the
+    new weights (wrong results, or a crash when the signatures differed)."""
+    path = tmp_path / "model.smlir"
+    x = torch.randn(4, 16)
+    first = sm.compile(torch.nn.Sequential(torch.nn.Linear(16, 8)), {}, (x,))
+    first.export(path)
+    assert torch.equal(sm.load(path)(x), first(x))
+    second = sm.compile(torch.nn.Sequential(torch.nn.Linear(16, 12), torch.nn.ReLU(), torch.nn.Linear(12, 3)),
+                        {"0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, (x,))
+    second.export(path)
+    reloaded = sm.load(path)
+    assert torch.equal(reloaded(x), second(x)) and not list(path.glob(".model-*"))
 
 
 def test_other_machine_kind_is_refused(exported: dict[str, dict], tmp_path: Path) -> None:

@@ -105,8 +105,13 @@ def _ties_and_nans(shape: tuple[int, int], dtype: torch.dtype, seed: int) -> tor
     (TRANSPOSABLE_2_4, torch.float32),
     (sm.NMMagnitude(1, 4, transposable=True), torch.float32),
     (TRANSPOSABLE_2_4, torch.float64),
+    # NaN compared as false in n:m: a group with one kept n + 1 (every row of a rows=r group did).
+    (sm.NMMagnitude(2, 4), torch.float32),
+    (sm.NMMagnitude(2, 4, dim=0), torch.float64),
+    (sm.NMMagnitude(2, 8, rows=4), torch.float32),
 ], ids=["scalar-0.5", "scalar-0.05", "scalar-0.05-f64", "block-2x2", "block-4x4", "block-2x2-f64",
-        "transposable-2:4", "transposable-1:4", "transposable-2:4-f64"])
+        "transposable-2:4", "transposable-1:4", "transposable-2:4-f64", "nm-2:4", "nm-2:4-dim0-f64",
+        "nm-2:8-rows4"])
 def test_ties_and_nans_match_the_reference(sparsifier: sm.Sparsifier, dtype: torch.dtype) -> None:
     """Ties go to the lower index, NaN ranks below every number: bit for bit."""
     x = _ties_and_nans((8, 16), dtype, seed=4)
