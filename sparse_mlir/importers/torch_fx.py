@@ -110,6 +110,7 @@ class _ImportServer:
     def _start(self) -> None:
         if self._process is not None and self._process.poll() is None:
             return
+        self._release()   # a dead worker's pipes and log
         self._log = tempfile.TemporaryFile(mode="w+", prefix="sparse_mlir_importer_")
         self._process = subprocess.Popen([sys.executable, str(_WORKER)], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1)
@@ -149,7 +150,21 @@ class _ImportServer:
                     self._process.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     self._process.kill()
-            self._process = None
+                    self._process.wait()
+            self._release()
+
+    def _release(self) -> None:
+        """Closes the (exited) worker's pipes and log file."""
+        if self._process is not None:
+            for pipe in (self._process.stdin, self._process.stdout):
+                if pipe is not None and not pipe.closed:
+                    try:
+                        pipe.close()
+                    except OSError:   # a broken pipe's buffered line cannot be flushed
+                        pass
+        if self._log is not None:
+            self._log.close()
+        self._process, self._log = None, None
 
 
 _SERVER = _ImportServer()
