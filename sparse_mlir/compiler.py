@@ -236,6 +236,11 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
                                         encodings, {name: p.detach() for name, p in params.items()})
     for change in propagated:  # SparTA pruned more of these
         nnz[change.weight] = int(torch.count_nonzero(effective[change.weight]))
+    # Packed before any MLIR work: an index width too narrow is a SpecError
+    # even for a weight that ends up read densely (the fallback's compiled
+    # code would convert it to the same encoding for its sparse readers).
+    packed = {name: pack(encoding, effective[name].numpy(), name) for name, encoding in encodings.items()
+              if effective[name].dim() == 2}   # matrices: what our storage (and its fallback) takes
     intermediates = {name: e for name, e in all_encodings.items() if name not in params}
     _check_names(all_encodings, params, imported.nodes)
     stages = {"linalg": imported.text}
@@ -267,7 +272,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     bound: list[np.ndarray] = []
     for name, value in zip(imported.param_names, imported.params):
         if name in encodings and name in stored_sparse:
-            bound += pack(encodings[name], effective[name].numpy(), name)
+            bound += packed[name]
         elif name in encodings:  # dense encoding, or read densely (fallback)
             bound.append(effective[name].contiguous().numpy())
         else:

@@ -4,6 +4,12 @@
 #include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
+#include "mlir/Dialect/SparseTensor/IR/SparseTensorType.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace mlir::smlir {
@@ -31,6 +37,193 @@ static bool hasSparseLowering(OpOperand &use) {
     return !matmul.hasUserDefinedMaps() && use.getOperandNumber() == 0 &&
            !isSparseTensor(matmul.getInputs()[1]);
   return false;
+}
+
+/// The n:m storage of `dense` (an n:m-pruned weight, static shape
+/// [..., K]) in `nmType` ((d0, .., dl) -> (d0 : dense, .., dl floordiv m :
+/// dense, dl mod m : structured[n, m])), as the caller packs it
+/// (sparse_mlir/nm_layout.py, `stored_positions`): exactly n entries per
+/// group, its nonzeros padded with its lowest-index zeros, ascending; with
+/// `rows` > 1, the positions of the union of the nonzeros of each `rows`
+/// consecutive rows, in all of them. Built on buffers and assembled, not
+/// with sparse_tensor.convert: the convert drops zeros (a group with fewer
+/// than n nonzeros then corrupts the structured level) and stages through a
+/// COO buffer whose coordinates, row indices included, have the encoding's
+/// crdWidth (8 bits for n:m by default: rows >= 256 wrap). Null where the
+/// type is not that n:m layout.
+static Value packNM(OpBuilder &b, Location loc, Value dense,
+                    RankedTensorType nmType, int64_t rows) {
+  using namespace sparse_tensor;
+  SparseTensorType stt(nmType);
+  int64_t rank = stt.getDimRank();
+  if (!stt.hasEncoding() || !stt.hasStaticDimShape() || rank < 1 ||
+      stt.getLvlRank() != rank + 1 || !isNOutOfMLT(stt.getLvlType(rank)))
+    return Value();
+  for (Level l = 0; l < static_cast<Level>(rank); ++l)
+    if (!isDenseLT(stt.getLvlType(l)))
+      return Value();
+  int64_t n = getN(stt.getLvlType(rank)), m = getM(stt.getLvlType(rank));
+  ArrayRef<int64_t> shape = nmType.getShape();
+  MLIRContext *ctx = b.getContext();
+  SmallVector<AffineExpr> results;
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    results.push_back(getAffineDimExpr(d, ctx));
+  AffineExpr last = getAffineDimExpr(rank - 1, ctx);
+  results.push_back(last.floorDiv(m));
+  results.push_back(last % m);
+  if (n < 1 || m < n || shape.back() % m != 0 ||
+      stt.getDimToLvl() != AffineMap::get(rank, 0, results, ctx))
+    return Value();
+  int64_t cols = shape.back(), groups = cols / m, lines = 1;
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    lines *= shape[d];
+  // Rows sharing a pattern are consecutive indices of dimension rank - 2,
+  // consecutive lines of the [lines, cols] view.
+  if (rank < 2 || rows < 1 || shape[rank - 2] % rows != 0)
+    rows = 1;
+  Type f = nmType.getElementType();
+  Type crdType = b.getIntegerType(stt.getCrdWidth() ? stt.getCrdWidth() : 64);
+  Type crdElem = stt.getCrdWidth() ? crdType : b.getIndexType();
+
+  auto idx = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  Value w = bufferization::ToBufferOp::create(
+      b, loc, MemRefType::get(shape, f), dense, /*readOnly=*/true);
+  if (rank != 2) {
+    SmallVector<ReassociationIndices> reassociation(2);
+    for (int64_t d = 0; d + 1 < rank; ++d)
+      reassociation[0].push_back(d);
+    reassociation[1].push_back(rank - 1);
+    w = memref::CollapseShapeOp::create(b, loc, w, reassociation);
+  }
+  int64_t stored = lines * groups * n;
+  auto crdBufType = MemRefType::get({stored}, crdElem);
+  auto valBufType = MemRefType::get({stored}, f);
+  IntegerAttr align = b.getI64IntegerAttr(64);
+  Value crd = memref::AllocOp::create(b, loc, crdBufType, ValueRange(), align);
+  Value val = memref::AllocOp::create(b, loc, valBufType, ValueRange(), align);
+
+  Value c0 = idx(0), c1 = idx(1), cm = idx(m), cn = idx(n), cRows = idx(rows),
+        cGroups = idx(groups);
+  Value zero = arith::ConstantOp::create(b, loc, f, b.getZeroAttr(f));
+  // One iteration per (row group, group of m).
+  scf::ParallelOp::create(
+      b, loc, ValueRange{c0, c0}, ValueRange{idx(lines / rows), cGroups},
+      ValueRange{c1, c1},
+      [&](OpBuilder &pb, Location ploc, ValueRange ivs) {
+        Value line0 = arith::MulIOp::create(pb, ploc, ivs[0], cRows);
+        Value col0 = arith::MulIOp::create(pb, ploc, ivs[1], cm);
+        // Whether position k of the group is nonzero in any of its rows.
+        auto nonzeroAt = [&](OpBuilder &lb, Location lloc, Value k) -> Value {
+          Value col = arith::AddIOp::create(lb, lloc, col0, k);
+          Value any;
+          for (int64_t r = 0; r < rows; ++r) {
+            Value line = arith::AddIOp::create(lb, lloc, line0,
+                                               arith::ConstantIndexOp::create(lb, lloc, r));
+            Value x = memref::LoadOp::create(lb, lloc, w, ValueRange{line, col});
+            Value nz = arith::CmpFOp::create(lb, lloc, arith::CmpFPredicate::UNE,
+                                             x, zero);
+            any = any ? arith::OrIOp::create(lb, lloc, any, nz).getResult() : nz;
+          }
+          return any;
+        };
+        // Nonzero positions of the group.
+        auto count = scf::ForOp::create(
+            pb, ploc, c0, cm, c1, ValueRange{c0},
+            [&](OpBuilder &lb, Location lloc, Value k, ValueRange iter) {
+              Value one = arith::SelectOp::create(
+                  lb, lloc, nonzeroAt(lb, lloc, k),
+                  arith::ConstantIndexOp::create(lb, lloc, 1),
+                  arith::ConstantIndexOp::create(lb, lloc, 0));
+              scf::YieldOp::create(
+                  lb, lloc, ValueRange{arith::AddIOp::create(lb, lloc, iter[0], one)});
+            });
+        // Zeros to store (negative, i.e. none, if a group keeps more than n
+        // nonzeros, which the caller's pruning rules out; then at most n
+        // are stored).
+        Value padding = arith::SubIOp::create(pb, ploc, cn, count.getResult(0));
+        Value base = arith::MulIOp::create(
+            pb, ploc,
+            arith::AddIOp::create(
+                pb, ploc, arith::MulIOp::create(pb, ploc, line0, cGroups), ivs[1]),
+            cn);
+        Value lineStride = arith::MulIOp::create(pb, ploc, cGroups, cn);
+        scf::ForOp::create(
+            pb, ploc, c0, cm, c1, ValueRange{c0, c0},
+            [&](OpBuilder &lb, Location lloc, Value k, ValueRange iter) {
+              Value filled = iter[0], zerosBefore = iter[1];
+              Value nz = nonzeroAt(lb, lloc, k);
+              Value padHere = arith::CmpIOp::create(
+                  lb, lloc, arith::CmpIPredicate::slt, zerosBefore, padding);
+              Value room = arith::CmpIOp::create(
+                  lb, lloc, arith::CmpIPredicate::slt, filled, cn);
+              Value selected = arith::AndIOp::create(
+                  lb, lloc, arith::OrIOp::create(lb, lloc, nz, padHere), room);
+              scf::IfOp::create(lb, lloc, selected, [&](OpBuilder &ib, Location iloc) {
+                Value col = arith::AddIOp::create(ib, iloc, col0, k);
+                Value k8 = crdElem.isIndex()
+                               ? k
+                               : arith::IndexCastOp::create(ib, iloc, crdType, k)
+                                     .getResult();
+                for (int64_t r = 0; r < rows; ++r) {
+                  Value rv = arith::ConstantIndexOp::create(ib, iloc, r);
+                  Value line = arith::AddIOp::create(ib, iloc, line0, rv);
+                  Value at = arith::AddIOp::create(
+                      ib, iloc,
+                      arith::AddIOp::create(
+                          ib, iloc, base,
+                          arith::MulIOp::create(ib, iloc, rv, lineStride)),
+                      filled);
+                  memref::StoreOp::create(ib, iloc, k8, crd, ValueRange{at});
+                  Value x = memref::LoadOp::create(ib, iloc, w, ValueRange{line, col});
+                  memref::StoreOp::create(ib, iloc, x, val, ValueRange{at});
+                }
+                scf::YieldOp::create(ib, iloc);
+              });
+              Value one = arith::ConstantIndexOp::create(lb, lloc, 1);
+              Value zeroIdx = arith::ConstantIndexOp::create(lb, lloc, 0);
+              Value nextFilled = arith::AddIOp::create(
+                  lb, lloc, filled,
+                  arith::SelectOp::create(lb, lloc, selected, one, zeroIdx));
+              Value nextZeros = arith::AddIOp::create(
+                  lb, lloc, zerosBefore,
+                  arith::SelectOp::create(lb, lloc, nz, zeroIdx, one));
+              scf::YieldOp::create(lb, lloc, ValueRange{nextFilled, nextZeros});
+            });
+        scf::ReduceOp::create(pb, ploc);
+      });
+  Value crdTensor = bufferization::ToTensorOp::create(
+      b, loc, RankedTensorType::get({stored}, crdElem), crd, /*restrict=*/true,
+      /*writable=*/true);
+  Value valTensor = bufferization::ToTensorOp::create(
+      b, loc, RankedTensorType::get({stored}, f), val, /*restrict=*/true,
+      /*writable=*/true);
+  return sparse_tensor::AssembleOp::create(b, loc, nmType, ValueRange{crdTensor},
+                                           valTensor);
+}
+
+/// `dense` stored in `sparseType` (the argument's sparse type, for the
+/// readers that keep a sparse lowering).
+static Value storeSparse(OpBuilder &b, Location loc, Value dense,
+                         RankedTensorType sparseType, int64_t nmRows) {
+  using namespace sparse_tensor;
+  if (Value nm = packNM(b, loc, dense, sparseType, nmRows))
+    return nm;
+  // Upstream stages a dense -> sparse convert whose level order is not the
+  // dense one through a COO buffer with the destination's bit widths, which
+  // then hold coordinates (and a position) the destination never stores
+  // (BSR's block rows): convert at index width first, then narrow
+  // (same level order, no staging).
+  SparseTensorType stt(sparseType);
+  bool staged = stt.hasEncoding() && !stt.isAllDense() && stt.isAllOrdered() &&
+                !stt.isIdentity();
+  if (staged && (stt.getPosWidth() != 0 || stt.getCrdWidth() != 0)) {
+    Value wide = ConvertOp::create(b, loc, stt.withoutBitWidths().getRankedTensorType(),
+                                   dense);
+    return ConvertOp::create(b, loc, sparseType, wide);
+  }
+  return ConvertOp::create(b, loc, sparseType, dense);
 }
 
 struct SparseFallbackPass
@@ -86,7 +279,7 @@ struct SparseFallbackPass
       if (fail)
         continue;
       // The caller passes the dense weight; readers that had a sparse
-      // lowering (or need the sparse type) get it converted once.
+      // lowering (or need the sparse type) get it stored back once.
       auto sparseType = cast<RankedTensorType>(arg.getType());
       SmallVector<OpOperand *> sparseReaders;
       for (OpOperand &use : arg.getUses())
@@ -96,8 +289,9 @@ struct SparseFallbackPass
                                         sparseType.getElementType()));
       func.setArgAttr(index, kFallbackAttrName, UnitAttr::get(&getContext()));
       if (!sparseReaders.empty()) {
-        Value sparse = sparse_tensor::ConvertOp::create(builder, arg.getLoc(),
-                                                        sparseType, arg);
+        auto nm = dyn_cast_or_null<NMEncodingAttr>(Attribute(encoding));
+        Value sparse = storeSparse(builder, arg.getLoc(), arg, sparseType,
+                                   nm ? nm.getRows() : 1);
         for (OpOperand *use : sparseReaders)
           use->set(sparse);
       }

@@ -112,9 +112,15 @@ def SparseFallback : Pass<"smlir-sparse-fallback", "::mlir::func::FuncOp"> {
     op, or `func.return`. Otherwise the argument goes back to its dense type
     (marked `smlir.fallback`, so the caller passes the dense-equivalent
     weight) and one warning per (op, format, tensor), at the first such
-    reader, names them. Readers that did have a sparse lowering read one
-    `sparse_tensor.convert` of the dense argument. With `fail=true` the
-    warning is an error.
+    reader, names them. Readers that did have a sparse lowering read the
+    dense argument stored back in its sparse type, once: an n:m weight is
+    packed directly (exactly n entries per group, the nonzeros padded with
+    the lowest-index zeros, as the caller packs it) and assembled, since
+    `sparse_tensor.convert` drops zeros (corrupting the groups) and stages
+    through a COO buffer whose coordinates have the destination's crdWidth
+    (8 bits would truncate row indices >= 256); other formats convert, through
+    the index-width encoding first where the convert stages and the widths
+    are narrow. With `fail=true` the warning is an error.
 
     ```mlir
     // warning: no sparse lowering for 'linalg.generic' reading tensor
@@ -123,6 +129,11 @@ def SparseFallback : Pass<"smlir-sparse-fallback", "::mlir::func::FuncOp"> {
   }];
   let options = [Option<"fail", "fail", "bool", /*default=*/"false",
                         "Report a fallback as an error">];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::sparse_tensor::SparseTensorDialect"];
 }
 
 def FuseDenseElementwise
