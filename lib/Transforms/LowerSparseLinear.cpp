@@ -134,6 +134,15 @@ static std::optional<SparseLinear> matchSparseLinear(linalg::GenericOp kernel) {
       kernel.getNumDpsInputs() != 2 ||
       !isZeroFill(kernel.getDpsInits()[0]) || !kernel->hasOneUse())
     return std::nullopt;
+  // yT[n, m] += W[n, k] * xT[k, m]: a kernel reading W[k, n] (x * W with a
+  // sparse W[K, N]) is left to upstream sparsification.
+  AffineExpr n, m, k;
+  bindDims(kernel.getContext(), n, m, k);
+  if (kernel.getIndexingMapsArray() !=
+      ArrayRef<AffineMap>{AffineMap::get(3, 0, {n, k}, kernel.getContext()),
+                          AffineMap::get(3, 0, {k, m}, kernel.getContext()),
+                          AffineMap::get(3, 0, {n, m}, kernel.getContext())})
+    return std::nullopt;
   Value weight = kernel.getDpsInputs()[0];
   std::optional<WeightLayout> layout = classifyWeight(weight.getType());
   auto inputTranspose =
@@ -1171,9 +1180,13 @@ static bool isPlainBatchMatmul(linalg::BatchMatmulOp op) {
     return type && type.hasStaticShape() && type.getElementType().isF32() &&
            !getSparseTensorEncoding(type);
   };
+  auto nonEmpty = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getNumElements() > 0;
+  };
   return !op.hasUserDefinedMaps() && op.hasPureTensorSemantics() &&
          isZeroFill(op.getDpsInits()[0]) &&
-         llvm::all_of(op->getOperands(), isStaticDenseF32);
+         llvm::all_of(op->getOperands(), isStaticDenseF32) &&
+         llvm::all_of(op->getOperands(), nonEmpty);
 }
 
 /// Emits y[b, m, n] = sum_k A[b, m, k] * B[b, k, n] as register tiles of
@@ -1315,11 +1328,16 @@ struct LowerSparseLinearPass
   }
 
   void runOnOperation() override {
-    if (lanes < 1 || rows < 0 || vectors < 0 || nmRows < 0 || nmVectors < 0 ||
-        denseRows < 0 || denseVectors < 0) {
+    // Tiles are register tiles: beyond 16 rows or vectors they would not fit
+    // any register file (and huge values overflowed the slab arithmetic).
+    auto tileOk = [](int64_t v) { return v >= 0 && v <= 16; };
+    if (!llvm::is_contained({4, 8, 16, 32}, static_cast<int64_t>(lanes)) ||
+        !tileOk(rows) ||
+        !tileOk(vectors) || !tileOk(nmRows) || !tileOk(nmVectors) ||
+        !tileOk(denseRows) || !tileOk(denseVectors)) {
       getOperation().emitError(
-          "smlir-lower-sparse-linear: lanes must be positive, tile sizes "
-          "positive or 0 (the default for the lanes)");
+          "smlir-lower-sparse-linear: lanes must be 4, 8, 16 or 32 and tile "
+          "sizes 1 to 16, or 0 (the default for the lanes)");
       return signalPassFailure();
     }
     // Measured (1 thread, BERT-base FFN shapes): with 16 lanes a CSR token
@@ -1335,7 +1353,10 @@ struct LowerSparseLinearPass
     int64_t registers = lanes >= 16 ? 31 : 15;
     SmallVector<SparseLinear> linears;
     getOperation().walk([&](linalg::GenericOp kernel) {
-      if (std::optional<SparseLinear> linear = matchSparseLinear(kernel))
+      // An empty linear (0 tokens, rows or columns) computes nothing: left
+      // to the generic lowering rather than tiled by zero-sized blocks.
+      if (std::optional<SparseLinear> linear = matchSparseLinear(kernel);
+          linear && linear->M > 0 && linear->N > 0 && linear->K > 0)
         linears.push_back(*linear);
     });
     for (SparseLinear &linear : linears) {

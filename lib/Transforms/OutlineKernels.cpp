@@ -94,8 +94,12 @@ struct OutlineKernelsPass
     ModuleOp module = getOperation();
     SmallVector<scf::ExecuteRegionOp> regions;
     module.walk([&](scf::ExecuteRegionOp region) {
-      if (region->hasAttr(kKernelRegionAttrName) && region.getNumResults() == 0 &&
-          region.getRegion().hasOneBlock())
+      // Kernels of this module's own functions (the outlined function goes
+      // into its symbol table), named by a string.
+      auto function = region->getParentOfType<func::FuncOp>();
+      if (region->getAttrOfType<StringAttr>(kKernelRegionAttrName) &&
+          function && function->getParentOp() == module &&
+          region.getNumResults() == 0 && region.getRegion().hasOneBlock())
         regions.push_back(region);
     });
     SymbolTable symbols(module);

@@ -173,15 +173,17 @@ static void propagate(linalg::GenericOp op, OpOperand *sparse,
         Value stored = args[sparse->getOperandNumber()];
         auto unary = sparse_tensor::UnaryOp::create(
             b, bodyLoc, denseType.getElementType(), stored);
+        // The present block takes the stored (input) element, which an
+        // element-type-changing body (truncf) does not share with the result.
         Block *present = b.createBlock(&unary.getPresentRegion(), {},
-                                       {denseType.getElementType()}, {bodyLoc});
+                                       {stored.getType()}, {bodyLoc});
         IRMapping mapping;
         mapping.map(op.getMatchingBlockArgument(sparse), present->getArgument(0));
         for (Operation &bodyOp : oldBody.without_terminator())
           b.clone(bodyOp, mapping);
         sparse_tensor::YieldOp::create(
             b, bodyLoc,
-            mapping.lookup(oldBody.getTerminator()->getOperand(0)));
+            mapping.lookupOrDefault(oldBody.getTerminator()->getOperand(0)));
         b.setInsertionPointAfter(unary);
         linalg::YieldOp::create(b, bodyLoc, unary.getResult());
       });

@@ -681,9 +681,10 @@ struct VectorizeRowsPass
   }
 
   void runOnOperation() override {
-    if (lanes < 1 || vectors < 1) {
-      getOperation().emitError(
-          "smlir-vectorize-rows: lanes and vectors must be positive");
+    if (!llvm::is_contained({4, 8, 16, 32}, static_cast<int64_t>(lanes)) ||
+        vectors < 1 || vectors > 16) {
+      getOperation().emitError("smlir-vectorize-rows: lanes must be 4, 8, 16 "
+                               "or 32 and vectors 1 to 16");
       return signalPassFailure();
     }
     // Transposes that keep the innermost dimension (attention's head split

@@ -1,4 +1,7 @@
 // RUN: sparse-mlir-opt %s -smlir-lower-sparse-linear="rows=2 vectors=1 nm-rows=2 nm-vectors=1 dense-rows=2 dense-vectors=1 lanes=8" -split-input-file | FileCheck %s
+// RUN: not sparse-mlir-opt %s -smlir-lower-sparse-linear="rows=1000000" -split-input-file 2>&1 | FileCheck %s --check-prefix=OPTIONS
+// RUN: not sparse-mlir-opt %s -smlir-lower-sparse-linear="lanes=7" -split-input-file 2>&1 | FileCheck %s --check-prefix=OPTIONS
+// OPTIONS: error: smlir-lower-sparse-linear: lanes must be 4, 8, 16 or 32 and tile sizes 1 to 16
 
 // The sparse linear smlir-rewrite-sparse-matmul builds (transpose(x), the
 // tagged W * xT kernel, transpose back) becomes explicit loops over W's
@@ -575,4 +578,60 @@ func.func @batch_matmul(%a: tensor<3x12x16xf32>, %b: tensor<3x16x5xf32>) -> tens
 func.func @batch_matmul_accumulate(%a: tensor<3x12x16xf32>, %b: tensor<3x16x5xf32>, %c: tensor<3x12x5xf32>) -> tensor<3x12x5xf32> {
   %y = linalg.batch_matmul ins(%a, %b : tensor<3x12x16xf32>, tensor<3x16x5xf32>) outs(%c : tensor<3x12x5xf32>) -> tensor<3x12x5xf32>
   return %y : tensor<3x12x5xf32>
+}
+
+// -----
+
+/// Empty linears (no weight rows, no tokens) are not tiled: zero-sized
+/// blocks divided by zero.
+// CHECK-LABEL: func.func @no_rows(
+// CHECK:         linalg.generic
+// CHECK-NOT:     scf.parallel
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed) }>
+#mapW = affine_map<(n, m, k) -> (n, k)>
+#mapX = affine_map<(n, m, k) -> (k, m)>
+#mapY = affine_map<(n, m, k) -> (n, m)>
+func.func @no_rows(%w: tensor<0x64xf32, #CSR>, %x: tensor<16x64xf32>) -> tensor<16x0xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<64x16xf32>
+  %xt = linalg.transpose ins(%x : tensor<16x64xf32>) outs(%e0 : tensor<64x16xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<0x16xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<0x16xf32>) -> tensor<0x16xf32>
+  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%w, %xt : tensor<0x64xf32, #CSR>, tensor<64x16xf32>) outs(%fill : tensor<0x16xf32>) attrs = {smlir.sparse_kernel} {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<0x16xf32>
+  %e2 = tensor.empty() : tensor<16x0xf32>
+  %y = linalg.transpose ins(%yt : tensor<0x16xf32>) outs(%e2 : tensor<16x0xf32>) permutation = [1, 0]
+  return %y : tensor<16x0xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @no_tokens(
+// CHECK:         linalg.generic
+// CHECK-NOT:     scf.parallel
+#NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+#mapW = affine_map<(n, m, k) -> (n, k)>
+#mapX = affine_map<(n, m, k) -> (k, m)>
+#mapY = affine_map<(n, m, k) -> (n, m)>
+func.func @no_tokens(%w: tensor<4x32xf32, #NM>, %x: tensor<0x32xf32>) -> tensor<0x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<32x0xf32>
+  %xt = linalg.transpose ins(%x : tensor<0x32xf32>) outs(%e0 : tensor<32x0xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<4x0xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4x0xf32>) -> tensor<4x0xf32>
+  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%w, %xt : tensor<4x32xf32, #NM>, tensor<32x0xf32>) outs(%fill : tensor<4x0xf32>) attrs = {smlir.sparse_kernel} {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4x0xf32>
+  %e2 = tensor.empty() : tensor<0x4xf32>
+  %y = linalg.transpose ins(%yt : tensor<4x0xf32>) outs(%e2 : tensor<0x4xf32>) permutation = [1, 0]
+  return %y : tensor<0x4xf32>
 }

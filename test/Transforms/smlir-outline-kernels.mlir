@@ -93,3 +93,32 @@ func.func @untagged(%a: memref<8xf32>) -> f32 {
   } {smlir.kernel = "returns"}
   return %r : f32
 }
+
+// -----
+
+/// Only string-named kernels of the module's own functions are outlined: a
+/// unit `smlir.kernel` and a kernel inside a nested module stay in place
+/// (the outlined function would go where the nested call cannot see it).
+// CHECK-LABEL: func.func @unnamed_kernel()
+// CHECK:         scf.execute_region
+// CHECK:       module @inner
+// CHECK:         func.func @f(
+// CHECK:           scf.execute_region
+// CHECK-NOT:   func.func private
+func.func @unnamed_kernel() {
+  scf.execute_region {
+    scf.yield
+  } {smlir.kernel}
+  return
+}
+module @inner {
+  func.func @f(%a: memref<8xf32>) {
+    %c0 = arith.constant 0 : index
+    %two = arith.constant 2.0 : f32
+    scf.execute_region {
+      memref.store %two, %a[%c0] : memref<8xf32>
+      scf.yield
+    } {smlir.kernel = "k"}
+    return
+  }
+}

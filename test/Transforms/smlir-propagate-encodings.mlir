@@ -136,3 +136,49 @@ func.func @negative_no_faster_reader(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   } -> tensor<4x8xf32>
   return %g : tensor<4x8xf32>
 }
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed) }>
+#map = affine_map<(d0, d1) -> (d0, d1)>
+
+/// The element-wise body yields a value defined outside the generic (a
+/// constant): it is used as is in the sparse_tensor.unary.
+// CHECK-LABEL: func.func @yields_a_value_from_outside(
+// CHECK:         %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK:         sparse_tensor.unary
+// CHECK:           sparse_tensor.yield %[[ZERO]] : f32
+func.func @yields_a_value_from_outside(%x: tensor<4x8xf32, #CSR>, %w: tensor<8x2xf32>, %out: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<4x8xf32>
+  %r = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32, #CSR>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %zero : f32
+  } -> tensor<4x8xf32>
+  %y = linalg.matmul ins(%r, %w : tensor<4x8xf32>, tensor<8x2xf32>) outs(%out : tensor<4x2xf32>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed) }>
+#map = affine_map<(d0, d1) -> (d0, d1)>
+
+/// An element-type-changing body (truncf f64 -> f32): the present block
+/// takes the stored f64.
+// CHECK-LABEL: func.func @changes_the_element_type(
+// CHECK:         sparse_tensor.unary %{{.*}} : f64 to f32
+// CHECK:         present = {
+// CHECK-NEXT:    ^bb0(%[[V:.*]]: f64):
+// CHECK-NEXT:      arith.truncf %[[V]] : f64 to f32
+func.func @changes_the_element_type(%x: tensor<4x8xf64, #CSR>, %w: tensor<8x2xf32>, %out: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  %init = tensor.empty() : tensor<4x8xf32>
+  %r = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf64, #CSR>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%a: f64, %o: f32):
+    %m = arith.truncf %a : f64 to f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %y = linalg.matmul ins(%r, %w : tensor<4x8xf32>, tensor<8x2xf32>) outs(%out : tensor<4x2xf32>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}

@@ -584,7 +584,8 @@ struct LowerNMToNVGPUPass
       if (!func.isPublic() || func.isExternal())
         continue;
       // Arguments are inserted and erased: visit from the last one.
-      for (int64_t i = func.getNumArguments() - 1; i >= 0; --i)
+      for (int64_t i = static_cast<int64_t>(func.getNumArguments()) - 1; i >= 0;
+           --i)
         if (failed(lowerWeight(func, i, builder)))
           return signalPassFailure();
     }
@@ -651,7 +652,11 @@ LogicalResult LowerNMToNVGPUPass::lowerWeight(func::FuncOp func,
   auto nameAttr = func.getArgAttrOfType<StringAttr>(index, kTensorNameAttrName);
   std::string name = nameAttr ? nameAttr.str() : ("#" + std::to_string(index));
   Value weight = func.getArgument(index);
-  auto type = cast<RankedTensorType>(weight.getType());
+  auto type = dyn_cast<RankedTensorType>(weight.getType());
+  if (!type)
+    return func.emitError("2:4 weight '")
+           << name << "' (" << encoding << ") must be a ranked tensor, got "
+           << weight.getType();
   Type element = type.getElementType();
   auto fail = [&](const Twine &why) {
     return func.emitError("2:4 weight '")

@@ -89,3 +89,11 @@ func.func @negative_nonzero_accumulator(%w: tensor<64x64xf16, #NM24> {smlir.enco
   %y = linalg.matmul ins(%x, %t : tensor<64x64xf16>, tensor<64x64xf16>) outs(%acc : tensor<64x64xf32>) -> tensor<64x64xf32>
   return %y : tensor<64x64xf32>
 }
+
+// -----
+
+/// The encoding on a non-tensor argument: an error, not a failed cast.
+// expected-error@+1 {{2:4 weight '#0' (#smlir.nm<n = 2, m = 4>) must be a ranked tensor, got 'memref<64x64xf16>'}}
+func.func @nm_encoding_on_a_memref(%w: memref<64x64xf16> {smlir.encoding = #smlir.nm<n = 2, m = 4>}) {
+  return
+}

@@ -212,3 +212,13 @@ func.func @negative_dense_weight(%w: tensor<64x64xf16> {smlir.weight}, %x: tenso
   %y = linalg.matmul ins(%x, %t : tensor<64x64xf16>, tensor<64x64xf16>) outs(%z : tensor<64x64xf32>) -> tensor<64x64xf32>
   return %y : tensor<64x64xf32>
 }
+
+// -----
+
+/// A function without arguments has no weights (its argument count is not
+/// counted down from an unsigned 0).
+// CHECK-LABEL: func.func @no_arguments()
+// CHECK-NEXT:    return
+func.func @no_arguments() {
+  return
+}
