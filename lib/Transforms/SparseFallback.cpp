@@ -10,6 +10,9 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
 #include "mlir/Dialect/SparseTensor/IR/SparseTensorType.h"
+#include "mlir/Interfaces/CallInterfaces.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace mlir::smlir {
@@ -32,6 +35,15 @@ static bool hasSparseLowering(OpOperand &use) {
     return true;
   if (isa<func::ReturnOp>(owner) ||
       isa<sparse_tensor::SparseTensorDialect>(owner->getDialect()))
+    return true;
+  // Operands whose type must stay as it is (a call's, a branch's or a region
+  // terminator's, an op's init): a dense value there would be invalid IR.
+  // They keep the sparse value; where it goes is for its reader to lower.
+  if (isa<CallOpInterface, BranchOpInterface, RegionBranchTerminatorOpInterface>(
+          owner))
+    return true;
+  if (auto dps = dyn_cast<DestinationStyleOpInterface>(owner);
+      dps && dps.isDpsInit(&use))
     return true;
   if (auto matmul = dyn_cast<linalg::MatmulOp>(owner))
     return !matmul.hasUserDefinedMaps() && use.getOperandNumber() == 0 &&

@@ -335,3 +335,24 @@ func.func @sparse_intermediate_reader_reads_dense(%x: tensor<8x8xf32>) -> (tenso
   %t = linalg.transpose ins(%s : tensor<8x8xf32, #CSR>) outs(%e : tensor<8x8xf32>) permutation = [1, 0]
   return %s, %t : tensor<8x8xf32, #CSR>, tensor<8x8xf32>
 }
+
+// -----
+
+/// Operands whose type must stay (a call's, a region terminator's) keep the
+/// sparse value: a dense one there was invalid IR. No fallback, no warning.
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+// CHECK-LABEL: func.func @passed_on_sparse(
+// CHECK-SAME:    %[[W:.*]]: tensor<8x8xf32, #sparse>
+// CHECK:         call @consume(%[[W]]) : (tensor<8x8xf32, #sparse>) -> ()
+// CHECK:         scf.yield %{{.*}} : tensor<8x8xf32, #sparse>
+func.func private @consume(tensor<8x8xf32, #CSR>)
+func.func @passed_on_sparse(%w: tensor<8x8xf32, #CSR>, %c: i1, %x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR> {
+  call @consume(%w) : (tensor<8x8xf32, #CSR>) -> ()
+  %r = scf.if %c -> tensor<8x8xf32, #CSR> {
+    %s = smlir.sparsify %x : tensor<8x8xf32> with #smlir.threshold<0.05> as #smlir.csr -> tensor<8x8xf32, #CSR>
+    scf.yield %s : tensor<8x8xf32, #CSR>
+  } else {
+    scf.yield %w : tensor<8x8xf32, #CSR>
+  }
+  return %r : tensor<8x8xf32, #CSR>
+}
