@@ -40,10 +40,15 @@ class StorageChoice:
 
 def choose_storage(encoding: Encoding, density: float, numel: int, tokens: int | None = None) -> StorageChoice:
     """Keep `encoding`, or store the (already sparsified) weight densely.
-    `tokens`: the fewest activation rows a linear multiplies it with, if known."""
+    `tokens`: the fewest activation rows an F.linear multiplies it with, if
+    known. Only F.linear reads (x @ W^T) run on the CSR micro-kernel: a CSR
+    weight read otherwise (HF's Conv1D x @ W) gets upstream's loops, whose
+    break-even is the other formats'."""
     if isinstance(encoding, Dense) or numel < MIN_ELEMENTS:
         return StorageChoice(False, "")
     key = "csr" if isinstance(encoding, CSR) else "nm" if isinstance(encoding, NM) else "other"
+    if key == "csr" and tokens is None:
+        key = "other"
     limit = BREAK_EVEN_DENSITY[key]
     where = ""
     if tokens is not None and tokens < DECODE_TOKENS and key != "other":

@@ -4,6 +4,7 @@
 #include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
+#include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
@@ -78,18 +79,20 @@ static Value transpose2d(OpBuilder &b, Location loc, Value source) {
       .getResult()[0];
 }
 
-/// Builds (W * x^T)^T + out for a dense x[M, K] and sparse W[N, K]. The
+/// Builds (W * x^T)^T + out for a dense x[M, K] and sparse W[N, K] or, with
+/// `weightIsKN`, (W^T * x^T)^T + out = x * W + out for a sparse W[K, N]. The
 /// sparse kernel is tagged so that smlir-sparse-fallback knows it lowers.
 static Value buildWxT(PatternRewriter &rewriter, Location loc, Value x,
-                      Value weight, Value out) {
+                      Value weight, Value out, bool weightIsKN = false) {
   MLIRContext *ctx = rewriter.getContext();
   auto outType = cast<RankedTensorType>(out.getType());
   Type elementType = outType.getElementType();
   // xT[k, m]: activations feature-major so the inner loop is contiguous.
   Value xT = transpose2d(rewriter, loc, x);
-  // yT[n, m] = sum_k W[n, k] * xT[k, m], zero-initialized.
+  // yT[n, m] = sum_k W[n, k] * xT[k, m] (W[k, n] with `weightIsKN`),
+  // zero-initialized.
   SmallVector<OpFoldResult> ytSizes = {
-      tensor::getMixedSize(rewriter, loc, weight, 0),
+      tensor::getMixedSize(rewriter, loc, weight, weightIsKN ? 1 : 0),
       tensor::getMixedSize(rewriter, loc, x, 0)};
   Value zero = arith::ConstantOp::create(rewriter, loc, elementType,
                                          rewriter.getZeroAttr(elementType));
@@ -100,7 +103,10 @@ static Value buildWxT(PatternRewriter &rewriter, Location loc, Value x,
           .getResult(0);
   AffineExpr n, m, k;
   bindDims(ctx, n, m, k);
-  SmallVector<AffineMap> maps = {AffineMap::get(3, 0, {n, k}, ctx),
+  SmallVector<AffineExpr> wIndex = {n, k};
+  if (weightIsKN)
+    std::swap(wIndex[0], wIndex[1]);
+  SmallVector<AffineMap> maps = {AffineMap::get(3, 0, wIndex, ctx),
                                  AffineMap::get(3, 0, {k, m}, ctx),
                                  AffineMap::get(3, 0, {n, m}, ctx)};
   auto kernel = linalg::GenericOp::create(
@@ -159,6 +165,67 @@ struct SparseMatmulToWxT : public OpRewritePattern<linalg::MatmulOp> {
   }
 };
 
+/// A sparse W[K, N] read as the right-hand side of x * W (HF GPT-2's Conv1D,
+/// `x @ W`, `F.linear(x, W.t())`) in an encoding upstream sparsification
+/// lowers in the yT[n, m] += W[k, n] * xT[k, m] kernel: CSR, CSC, COO, BSR.
+/// n:m (a structured level) is not: sparse-reinterpret-map crashes on it
+/// (MLIR 22), so it keeps its dense fallback.
+static bool isSparseKNWeight(Value weight) {
+  auto type = dyn_cast<RankedTensorType>(weight.getType());
+  auto encoding = type ? sparse_tensor::getSparseTensorEncoding(type) : nullptr;
+  return encoding && type.getRank() == 2 &&
+         llvm::none_of(encoding.getLvlTypes(), [](sparse_tensor::LevelType lt) {
+           return sparse_tensor::isNOutOfMLT(lt);
+         });
+}
+
+/// A W[K, N] whose encoding stores its transpose in the identity order (CSC:
+/// (d0, d1) -> (d1 : dense, d0 : compressed), the storage of CSR W^T[N, K]),
+/// reinterpreted (no copy) as that W^T: the W[n, k] operand of the usual
+/// kernel, which smlir-lower-sparse-linear's CSR micro-kernel takes. Null
+/// for other encodings.
+static Value reinterpretAsTransposed(OpBuilder &b, Location loc, Value weight) {
+  auto encoding = sparse_tensor::getSparseTensorEncoding(weight.getType());
+  AffineMap dimToLvl = encoding ? encoding.getDimToLvl() : AffineMap();
+  if (!dimToLvl ||
+      dimToLvl != AffineMap::getPermutationMap(ArrayRef<unsigned>{1, 0},
+                                               b.getContext()))
+    return Value();
+  return sparse_tensor::ReinterpretMapOp::create(b, loc,
+                                                 encoding.withoutDimToLvl(),
+                                                 weight);
+}
+
+/// x * W for a sparse W[K, N]: the W^T kernel of a CSC W reinterpreted as
+/// CSR W^T, else the kernel reading W[k, n].
+static Value buildXW(PatternRewriter &rewriter, Location loc, Value x,
+                     Value weight, Value out) {
+  if (Value transposed = reinterpretAsTransposed(rewriter, loc, weight))
+    return buildWxT(rewriter, loc, x, transposed, out);
+  return buildWxT(rewriter, loc, x, weight, out, /*weightIsKN=*/true);
+}
+
+/// linalg.matmul(x, W) with x[M, K] dense and W[K, N] sparse: the same
+/// (W^T * x^T)^T loop order, reading W through the map (k, n).
+struct SparseRhsMatmulToWxT : public OpRewritePattern<linalg::MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::MatmulOp matmul,
+                                PatternRewriter &rewriter) const override {
+    if (matmul.hasUserDefinedMaps() || !matmul.hasPureTensorSemantics())
+      return rewriter.notifyMatchFailure(matmul, "not a plain tensor matmul");
+    Value x = matmul.getInputs()[0], weight = matmul.getInputs()[1];
+    if (!isSparseKNWeight(weight) || isSparseTensor(x))
+      return rewriter.notifyMatchFailure(matmul, "rhs is not a sparse W[K, N]");
+    Value out = matmul.getOutputs()[0];
+    if (isSparseTensor(out) || !isUniformFloat({x, weight, out}))
+      return rewriter.notifyMatchFailure(matmul, "integer or mixed precision");
+    rewriter.replaceOp(matmul,
+                       buildXW(rewriter, matmul.getLoc(), x, weight, out));
+    return success();
+  }
+};
+
 /// True when `generic` is out[b, m, n] += x[b, m, k] * Wt[k, n] (the form
 /// torch-mlir gives F.linear on 3-d inputs) with a multiply-add body.
 static bool isBatchedLinear(linalg::GenericOp generic) {
@@ -209,10 +276,17 @@ struct SparseBatchedLinearToWxT : public OpRewritePattern<linalg::GenericOp> {
       return rewriter.notifyMatchFailure(generic, "not x[b,m,k] * Wt[k,n]");
     Value x = generic.getDpsInputs()[0];
     Value weight = getTransposedWeight(generic.getDpsInputs()[1], denseWeights);
+    // x[b, m, k] * W[k, n] with a sparse W[K, N] itself (no transpose).
+    bool weightIsKN = false;
+    if (!weight && isSparseKNWeight(generic.getDpsInputs()[1])) {
+      weight = generic.getDpsInputs()[1];
+      weightIsKN = true;
+    }
     if (!weight || isSparseTensor(x))
-      return rewriter.notifyMatchFailure(generic, "rhs is not transpose(sparse)");
+      return rewriter.notifyMatchFailure(
+          generic, "rhs is neither transpose(sparse) nor a sparse W[K, N]");
     Value out = generic.getDpsInits()[0];
-    if (!isUniformFloat({x, weight, out}))
+    if ((weightIsKN && isSparseTensor(out)) || !isUniformFloat({x, weight, out}))
       return rewriter.notifyMatchFailure(generic, "integer or mixed precision");
     Location loc = generic.getLoc();
     SmallVector<ReassociationIndices> collapse = {{0, 1}, {2}};
@@ -220,9 +294,11 @@ struct SparseBatchedLinearToWxT : public OpRewritePattern<linalg::GenericOp> {
     Value out2d = tensor::CollapseShapeOp::create(rewriter, loc, out, collapse);
     // The zero fill of a 3-d out collapses to a zero fill we can see through
     // only if we rebuild it: test the 3-d value instead.
-    Value y2d = buildWxT(rewriter, loc, x2d, weight,
-                         isZeroFill(out) ? zeroFillLike(rewriter, loc, out2d)
-                                         : out2d);
+    Value out2dInit =
+        isZeroFill(out) ? zeroFillLike(rewriter, loc, out2d) : out2d;
+    Value y2d = weightIsKN
+                    ? buildXW(rewriter, loc, x2d, weight, out2dInit)
+                    : buildWxT(rewriter, loc, x2d, weight, out2dInit);
     auto outType = cast<RankedTensorType>(out.getType());
     Value y = tensor::ExpandShapeOp::create(
         rewriter, loc, outType, y2d, collapse,
@@ -240,6 +316,7 @@ struct RewriteSparseMatmulPass
     RewritePatternSet patterns(&getContext());
     patterns.add<SparseMatmulToWxT, SparseBatchedLinearToWxT>(&getContext(),
                                                              denseWeights);
+    patterns.add<SparseRhsMatmulToWxT>(&getContext());
     // No folding: upstream's linalg.transpose folder returns a mistyped value
     // for a sparse input into a dense init and aborts.
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),

@@ -344,15 +344,8 @@ func.func @negative_sparse_lhs_and_transposed_sparse_rhs(%a: tensor<3x8xf32, #CS
   return %y : tensor<3x16xf32>
 }
 
-/// A sparse right-hand side that is not a transpose is x * W, not F.linear.
-// CHECK-LABEL: func.func @negative_sparse_rhs_not_transposed(
-// CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<8x16xf32, #{{.*}}>, %[[B:[^:]*]]: tensor<3x16xf32>)
-// CHECK-NEXT:    %[[Y:.*]] = linalg.matmul ins(%[[X]], %[[W]] : tensor<3x8xf32>, tensor<8x16xf32, #{{.*}}>) outs(%[[B]] : tensor<3x16xf32>)
-// CHECK-NEXT:    return %[[Y]]
-func.func @negative_sparse_rhs_not_transposed(%x: tensor<3x8xf32>, %w: tensor<8x16xf32, #CSR>, %b: tensor<3x16xf32>) -> tensor<3x16xf32> {
-  %y = linalg.matmul ins(%x, %w : tensor<3x8xf32>, tensor<8x16xf32, #CSR>) outs(%b : tensor<3x16xf32>) -> tensor<3x16xf32>
-  return %y : tensor<3x16xf32>
-}
+// A sparse right-hand side that is not a transpose (x * W with a sparse
+// W[K, N]): smlir-rewrite-sparse-matmul-rhs.mlir.
 
 /// The body is mulf/addf: integer matmuls are left alone.
 // CHECK-LABEL: func.func @negative_integer_matmul(

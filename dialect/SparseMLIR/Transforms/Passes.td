@@ -57,6 +57,17 @@ def RewriteSparseMatmul
     user-defined indexing map are left alone, and so are those with a dense
     right-hand side unless `dense-weights` is set (the kernel is then tagged
     `smlir.dense_kernel` instead of `smlir.sparse_kernel`).
+
+    `x * W` with a sparse `W[K, N]` itself on the right (HF GPT-2's Conv1D
+    `torch.addmm(b, x, W)`, `x @ W`, `F.linear(x, W.t())`: a plain
+    `linalg.matmul(x, W)`, or the 3-d generic without the transpose) takes
+    the same loop order: a CSC `W[K, N]`, whose storage is CSR `W^T[N, K]`,
+    is reinterpreted as that (`sparse_tensor.reinterpret_map`, no copy) and
+    read as above; CSR, COO and BSR are read through the map `(k, n)`,
+    `yT[n, m] += W[k, n] * xT[k, m]`, which smlir-lower-sparse-linear leaves
+    to upstream sparsification. An n:m `W[K, N]` is left alone (upstream's
+    sparse-reinterpret-map crashes on a structured level in that access), so
+    it keeps its dense fallback.
   }];
   let options = [
     Option<"denseWeights", "dense-weights", "bool", /*default=*/"false",

@@ -192,6 +192,31 @@ def test_cost_model_keeps_sparse_below_break_even(encoding: sm.Encoding) -> None
     assert entry.stored_as == entry.format
 
 
+class _RightOperand(torch.nn.Module):
+    """HF's Conv1D: y = x @ W + b with W stored [in, out]."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.weight = torch.nn.Parameter(torch.randn(512, 256))
+        self.bias = torch.nn.Parameter(torch.randn(256))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.addmm(self.bias, x, self.weight)
+
+
+def test_cost_model_uses_upstreams_break_even_for_csr_not_read_by_a_linear() -> None:
+    """x @ W runs upstream's loops, not the CSR micro-kernel: 70% sparse
+    (density 0.30, below the micro-kernel's 0.41) is stored densely there,
+    kept as CSR for an F.linear."""
+    encodings = {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.7))}
+    x = torch.randn(16, 512)
+    (right,) = compile_and_check(_RightOperand().eval(), x, encodings).sparsity_plan()
+    assert right.stored_as.startswith("dense (cost model: density 0.30 is above the csr break-even 0.20")
+    (linear,) = sm.compile(_linear(512, 256, bias=False), encodings, example_args=(x,)).sparsity_plan()
+    assert linear.stored_as == "csr"
+
+
 def test_cost_model_knows_decode_shapes() -> None:
     """One token: the decode kernel's break-even is far lower (0.20), so 75%
     CSR is stored densely there but kept at 16 tokens; 95% stays sparse."""
