@@ -158,6 +158,8 @@ struct SparseMatmulToWxT : public OpRewritePattern<linalg::MatmulOp> {
     if (!weight || isSparseTensor(x))
       return rewriter.notifyMatchFailure(matmul, "rhs is not transpose(sparse)");
     Value out = matmul.getOutputs()[0];
+    if (isSparseTensor(out))   // the kernels write a dense y
+      return rewriter.notifyMatchFailure(matmul, "sparse output");
     if (!isUniformFloat({x, weight, out}))
       return rewriter.notifyMatchFailure(matmul, "integer or mixed precision");
     rewriter.replaceOp(matmul, buildWxT(rewriter, matmul.getLoc(), x, weight, out));
@@ -218,7 +220,9 @@ struct SparseRhsMatmulToWxT : public OpRewritePattern<linalg::MatmulOp> {
     if (!isSparseKNWeight(weight) || isSparseTensor(x))
       return rewriter.notifyMatchFailure(matmul, "rhs is not a sparse W[K, N]");
     Value out = matmul.getOutputs()[0];
-    if (isSparseTensor(out) || !isUniformFloat({x, weight, out}))
+    if (isSparseTensor(out))   // the kernels write a dense y
+      return rewriter.notifyMatchFailure(matmul, "sparse output");
+    if (!isUniformFloat({x, weight, out}))
       return rewriter.notifyMatchFailure(matmul, "integer or mixed precision");
     rewriter.replaceOp(matmul,
                        buildXW(rewriter, matmul.getLoc(), x, weight, out));
@@ -286,7 +290,11 @@ struct SparseBatchedLinearToWxT : public OpRewritePattern<linalg::GenericOp> {
       return rewriter.notifyMatchFailure(
           generic, "rhs is neither transpose(sparse) nor a sparse W[K, N]");
     Value out = generic.getDpsInits()[0];
-    if ((weightIsKN && isSparseTensor(out)) || !isUniformFloat({x, weight, out}))
+    // The kernels write a dense y (a sparse 3-d out would also keep its
+    // rank-3 encoding on the collapsed 2-d type).
+    if (isSparseTensor(out))
+      return rewriter.notifyMatchFailure(generic, "sparse output");
+    if (!isUniformFloat({x, weight, out}))
       return rewriter.notifyMatchFailure(generic, "integer or mixed precision");
     Location loc = generic.getLoc();
     SmallVector<ReassociationIndices> collapse = {{0, 1}, {2}};

@@ -495,3 +495,29 @@ func.func @dense_weight(%x: tensor<4x16xf32>, %w: tensor<8x16xf32>) -> tensor<4x
   %y = linalg.matmul ins(%x, %t : tensor<4x16xf32>, tensor<16x8xf32>) outs(%acc : tensor<4x8xf32>) -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+/// A sparse output is left alone: the kernels write a dense y (and the 3-d
+/// encoding would have stayed on the collapsed 2-d type: an abort).
+// CHECK-LABEL: func.func @sparse_3d_output(
+// CHECK:         linalg.generic
+// CHECK-NOT:     smlir.sparse_kernel
+// DENSE-LABEL: func.func @sparse_3d_output(
+#CSR3 = #sparse_tensor.encoding<{ map = (d0, d1, d2) -> (d0 : dense, d1 : dense, d2 : compressed) }>
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed) }>
+#m0 = affine_map<(b, m, n, k) -> (b, m, k)>
+#m1 = affine_map<(b, m, n, k) -> (k, n)>
+#m2 = affine_map<(b, m, n, k) -> (b, m, n)>
+func.func @sparse_3d_output(%x: tensor<2x3x8xf32>, %w: tensor<16x8xf32, #CSR>, %o: tensor<2x3x16xf32, #CSR3>) -> tensor<2x3x16xf32, #CSR3> {
+  %e = tensor.empty() : tensor<8x16xf32>
+  %t = linalg.transpose ins(%w : tensor<16x8xf32, #CSR>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
+  %y = linalg.generic {indexing_maps = [#m0, #m1, #m2], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %t : tensor<2x3x8xf32>, tensor<8x16xf32>) outs(%o : tensor<2x3x16xf32, #CSR3>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<2x3x16xf32, #CSR3>
+  return %y : tensor<2x3x16xf32, #CSR3>
+}
