@@ -230,6 +230,49 @@ struct SparseRhsMatmulToWxT : public OpRewritePattern<linalg::MatmulOp> {
   }
 };
 
+/// The weight of a batched linear x[b, m, k] * rhs[k, n]: transpose(W), or
+/// a sparse W[K, N] itself (`weightIsKN`), with a dense x and out (the
+/// kernels write a dense y; a sparse 3-d out would also keep its rank-3
+/// encoding on the collapsed 2-d type) of one float type.
+struct BatchedOperands {
+  Value weight;
+  bool weightIsKN;
+};
+static FailureOr<BatchedOperands>
+matchBatchedOperands(PatternRewriter &rewriter, Operation *op, Value x,
+                     Value rhs, Value out, bool denseWeights) {
+  BatchedOperands operands{getTransposedWeight(rhs, denseWeights), false};
+  if (!operands.weight && isSparseKNWeight(rhs))
+    operands = {rhs, true};
+  if (!operands.weight || isSparseTensor(x))
+    return rewriter.notifyMatchFailure(
+        op, "rhs is neither transpose(sparse) nor a sparse W[K, N]");
+  if (isSparseTensor(out))
+    return rewriter.notifyMatchFailure(op, "sparse output");
+  if (!isUniformFloat({x, operands.weight, out}))
+    return rewriter.notifyMatchFailure(op, "integer or mixed precision");
+  return operands;
+}
+
+/// out[b, m, n] += x[b, m, k] * W: collapse (b, m), build the 2-d kernel
+/// (buildWxT, or buildXW with `weightIsKN`), expand back.
+static Value buildBatchedWxT(PatternRewriter &rewriter, Location loc, Value x,
+                             Value weight, Value out, bool weightIsKN) {
+  SmallVector<ReassociationIndices> collapse = {{0, 1}, {2}};
+  Value x2d = tensor::CollapseShapeOp::create(rewriter, loc, x, collapse);
+  Value out2d = tensor::CollapseShapeOp::create(rewriter, loc, out, collapse);
+  // The zero fill of a 3-d out collapses to a zero fill we can see through
+  // only if we rebuild it: test the 3-d value instead.
+  Value out2dInit =
+      isZeroFill(out) ? zeroFillLike(rewriter, loc, out2d) : out2d;
+  Value y2d = weightIsKN ? buildXW(rewriter, loc, x2d, weight, out2dInit)
+                         : buildWxT(rewriter, loc, x2d, weight, out2dInit);
+  auto outType = cast<RankedTensorType>(out.getType());
+  return tensor::ExpandShapeOp::create(rewriter, loc, outType, y2d, collapse,
+                                       tensor::getMixedSizes(rewriter, loc,
+                                                             out));
+}
+
 /// True when `generic` is out[b, m, n] += x[b, m, k] * Wt[k, n] (the form
 /// torch-mlir gives F.linear on 3-d inputs) with a multiply-add body.
 static bool isBatchedLinear(linalg::GenericOp generic) {
@@ -279,39 +322,85 @@ struct SparseBatchedLinearToWxT : public OpRewritePattern<linalg::GenericOp> {
         generic->hasAttr(kDenseKernelAttrName) || !isBatchedLinear(generic))
       return rewriter.notifyMatchFailure(generic, "not x[b,m,k] * Wt[k,n]");
     Value x = generic.getDpsInputs()[0];
-    Value weight = getTransposedWeight(generic.getDpsInputs()[1], denseWeights);
-    // x[b, m, k] * W[k, n] with a sparse W[K, N] itself (no transpose).
-    bool weightIsKN = false;
-    if (!weight && isSparseKNWeight(generic.getDpsInputs()[1])) {
-      weight = generic.getDpsInputs()[1];
-      weightIsKN = true;
-    }
-    if (!weight || isSparseTensor(x))
-      return rewriter.notifyMatchFailure(
-          generic, "rhs is neither transpose(sparse) nor a sparse W[K, N]");
     Value out = generic.getDpsInits()[0];
-    // The kernels write a dense y (a sparse 3-d out would also keep its
-    // rank-3 encoding on the collapsed 2-d type).
-    if (isSparseTensor(out))
-      return rewriter.notifyMatchFailure(generic, "sparse output");
-    if (!isUniformFloat({x, weight, out}))
-      return rewriter.notifyMatchFailure(generic, "integer or mixed precision");
-    Location loc = generic.getLoc();
-    SmallVector<ReassociationIndices> collapse = {{0, 1}, {2}};
-    Value x2d = tensor::CollapseShapeOp::create(rewriter, loc, x, collapse);
-    Value out2d = tensor::CollapseShapeOp::create(rewriter, loc, out, collapse);
-    // The zero fill of a 3-d out collapses to a zero fill we can see through
-    // only if we rebuild it: test the 3-d value instead.
-    Value out2dInit =
-        isZeroFill(out) ? zeroFillLike(rewriter, loc, out2d) : out2d;
-    Value y2d = weightIsKN
-                    ? buildXW(rewriter, loc, x2d, weight, out2dInit)
-                    : buildWxT(rewriter, loc, x2d, weight, out2dInit);
-    auto outType = cast<RankedTensorType>(out.getType());
-    Value y = tensor::ExpandShapeOp::create(
-        rewriter, loc, outType, y2d, collapse,
-        tensor::getMixedSizes(rewriter, loc, out));
-    rewriter.replaceOp(generic, y);
+    FailureOr<BatchedOperands> operands = matchBatchedOperands(
+        rewriter, generic, x, generic.getDpsInputs()[1], out, denseWeights);
+    if (failed(operands))
+      return failure();
+    rewriter.replaceOp(generic,
+                       buildBatchedWxT(rewriter, generic.getLoc(), x,
+                                       operands->weight, out,
+                                       operands->weightIsKN));
+    return success();
+  }
+};
+
+/// The 2-d source of a broadcast over the leading (batch) dimension of a
+/// rank-3 tensor: `linalg.broadcast ins(%s) dimensions = [0]`, or the
+/// linalg.generic form (maps (b, k, n) -> (k, n) and the identity, all
+/// parallel, yielding its input) torch-mlir gives aten.expand. Null otherwise.
+static Value getBatchBroadcastSource(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || type.getRank() != 3 || isSparseTensor(v))
+    return {};
+  if (auto broadcast = v.getDefiningOp<linalg::BroadcastOp>()) {
+    if (!broadcast.hasPureTensorSemantics() ||
+        broadcast.getDimensions() != ArrayRef<int64_t>{0})
+      return {};
+    return broadcast.getInput();
+  }
+  auto generic = v.getDefiningOp<linalg::GenericOp>();
+  if (!generic || !generic.hasPureTensorSemantics() ||
+      generic.getNumDpsInputs() != 1 || generic.getNumDpsInits() != 1 ||
+      generic.getNumLoops() != 3 ||
+      generic.getNumParallelLoops() != generic.getNumLoops())
+    return {};
+  MLIRContext *ctx = generic.getContext();
+  AffineExpr b, k, n;
+  bindDims(ctx, b, k, n);
+  SmallVector<AffineMap> expected = {AffineMap::get(3, 0, {k, n}, ctx),
+                                     AffineMap::getMultiDimIdentityMap(3, ctx)};
+  if (generic.getIndexingMapsArray() != ArrayRef<AffineMap>(expected))
+    return {};
+  Block &body = generic.getRegion().front();
+  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  if (body.getOperations().size() != 1 || yield.getNumOperands() != 1 ||
+      yield.getOperand(0) != body.getArgument(0))
+    return {};
+  return generic.getDpsInputs()[0];
+}
+
+/// linalg.batch_matmul(x[b, m, k], broadcast_b(transpose(W))[b, k, n]): what
+/// torch decomposes F.linear into when its input is a non-contiguous reshape
+/// (expand + bmm: LLaMA's o_proj after SDPA, MLP-Mixer's token mixing on
+/// x.transpose(1, 2)). Every batch reads the same W, so this is the batched
+/// linear above: collapse (b, m), WxT, expand back. A broadcast sparse
+/// W[K, N] itself takes the x * W kernel.
+struct SparseBatchMatmulToWxT
+    : public OpRewritePattern<linalg::BatchMatmulOp> {
+  SparseBatchMatmulToWxT(MLIRContext *ctx, bool denseWeights)
+      : OpRewritePattern(ctx), denseWeights(denseWeights) {}
+  bool denseWeights;
+
+  LogicalResult matchAndRewrite(linalg::BatchMatmulOp matmul,
+                                PatternRewriter &rewriter) const override {
+    if (matmul.hasUserDefinedMaps() || !matmul.hasPureTensorSemantics())
+      return rewriter.notifyMatchFailure(matmul,
+                                         "not a plain tensor batch_matmul");
+    Value x = matmul.getInputs()[0];
+    Value source = getBatchBroadcastSource(matmul.getInputs()[1]);
+    if (!source)
+      return rewriter.notifyMatchFailure(matmul,
+                                         "rhs is not a batch broadcast");
+    Value out = matmul.getOutputs()[0];
+    FailureOr<BatchedOperands> operands = matchBatchedOperands(
+        rewriter, matmul, x, source, out, denseWeights);
+    if (failed(operands))
+      return failure();
+    rewriter.replaceOp(matmul,
+                       buildBatchedWxT(rewriter, matmul.getLoc(), x,
+                                       operands->weight, out,
+                                       operands->weightIsKN));
     return success();
   }
 };
@@ -322,8 +411,8 @@ struct RewriteSparseMatmulPass
 
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<SparseMatmulToWxT, SparseBatchedLinearToWxT>(&getContext(),
-                                                             denseWeights);
+    patterns.add<SparseMatmulToWxT, SparseBatchedLinearToWxT,
+                 SparseBatchMatmulToWxT>(&getContext(), denseWeights);
     patterns.add<SparseRhsMatmulToWxT>(&getContext());
     // No folding: upstream's linalg.transpose folder returns a mistyped value
     // for a sparse input into a dense init and aborts.

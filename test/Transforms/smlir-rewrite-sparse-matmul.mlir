@@ -521,3 +521,166 @@ func.func @sparse_3d_output(%x: tensor<2x3x8xf32>, %w: tensor<16x8xf32, #CSR>, %
   } -> tensor<2x3x16xf32, #CSR3>
   return %y : tensor<2x3x16xf32, #CSR3>
 }
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+#W_KN = affine_map<(d0, d1, d2) -> (d1, d2)>
+#ID3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+
+/// F.linear on a non-contiguous reshape (LLaMA's o_proj after SDPA,
+/// MLP-Mixer's token mixing on x.transpose(1, 2)) is decomposed into expand +
+/// bmm: linalg.batch_matmul(x, broadcast_b(transpose(W))). Every batch reads
+/// the same W: collapse (b, m), WxT, expand back, as for the batched linear.
+/// The broadcast and the transpose of W, left dead, are erased.
+// CHECK-DAG:   #[[$W_NK:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-DAG:   #[[$XT_KM:.*]] = affine_map<(d0, d1, d2) -> (d2, d1)>
+// CHECK-DAG:   #[[$YT_NM:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-DAG:   #[[$W_KN_READ:.*]] = affine_map<(d0, d1, d2) -> (d2, d0)>
+// CHECK-DAG:   #[[$ID2:.*]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG:   #[[$CSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+// CHECK-LABEL: func.func @bmm_broadcast_generic_zero_outs(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<2x5x16xf32>, %[[W:[^:]*]]: tensor<12x16xf32, #[[$CSR]]>)
+// CHECK-NEXT:    %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:    %[[X2D:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<2x5x16xf32> into tensor<10x16xf32>
+// CHECK-NEXT:    %[[XT_INIT:.*]] = tensor.empty() : tensor<16x10xf32>
+// CHECK-NEXT:    %[[XT:.*]] = linalg.transpose ins(%[[X2D]] : tensor<10x16xf32>) outs(%[[XT_INIT]] : tensor<16x10xf32>) permutation = [1, 0]
+// CHECK-NEXT:    %[[YT_EMPTY:.*]] = tensor.empty() : tensor<12x10xf32>
+// CHECK-NEXT:    %[[YT_INIT:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[YT_EMPTY]] : tensor<12x10xf32>) -> tensor<12x10xf32>
+// CHECK-NEXT:    %[[YT:.*]] = linalg.generic {indexing_maps = [#[[$W_NK]], #[[$XT_KM]], #[[$YT_NM]]], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK-SAME:        ins(%[[W]], %[[XT]] : tensor<12x16xf32, #[[$CSR]]>, tensor<16x10xf32>) outs(%[[YT_INIT]] : tensor<12x10xf32>) attrs =  {smlir.sparse_kernel} {
+// CHECK-NEXT:    ^bb0(%[[WV:.*]]: f32, %[[XV:.*]]: f32, %[[ACC:.*]]: f32):
+// CHECK-NEXT:      %[[MUL:.*]] = arith.mulf %[[WV]], %[[XV]] : f32
+// CHECK-NEXT:      %[[SUM:.*]] = arith.addf %[[ACC]], %[[MUL]] : f32
+// CHECK-NEXT:      linalg.yield %[[SUM]] : f32
+// CHECK-NEXT:    } -> tensor<12x10xf32>
+// CHECK-NEXT:    %[[Y_INIT:.*]] = tensor.empty() : tensor<10x12xf32>
+// CHECK-NEXT:    %[[Y2D:.*]] = linalg.transpose ins(%[[YT]] : tensor<12x10xf32>) outs(%[[Y_INIT]] : tensor<10x12xf32>) permutation = [1, 0]
+// CHECK-NEXT:    %[[Y:.*]] = tensor.expand_shape %[[Y2D]] {{\[\[}}0, 1], [2]] output_shape [2, 5, 12] : tensor<10x12xf32> into tensor<2x5x12xf32>
+// CHECK-NEXT:    return %[[Y]] : tensor<2x5x12xf32>
+// DENSE-LABEL: func.func @bmm_broadcast_generic_zero_outs(
+// DENSE:         linalg.generic {{.*}} attrs =  {smlir.sparse_kernel}
+// DENSE-NOT:     linalg.batch_matmul
+func.func @bmm_broadcast_generic_zero_outs(%x: tensor<2x5x16xf32>, %w: tensor<12x16xf32, #CSR>) -> tensor<2x5x12xf32> {
+  %e = tensor.empty() : tensor<16x12xf32>
+  %t = linalg.transpose ins(%w : tensor<12x16xf32, #CSR>) outs(%e : tensor<16x12xf32>) permutation = [1, 0]
+  %eb = tensor.empty() : tensor<2x16x12xf32>
+  %bt = linalg.generic {indexing_maps = [#W_KN, #ID3], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t : tensor<16x12xf32>) outs(%eb : tensor<2x16x12xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    linalg.yield %in : f32
+  } -> tensor<2x16x12xf32>
+  %zero = arith.constant 0.0 : f32
+  %e2 = tensor.empty() : tensor<2x5x12xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e2 : tensor<2x5x12xf32>) -> tensor<2x5x12xf32>
+  %y = linalg.batch_matmul ins(%x, %bt : tensor<2x5x16xf32>, tensor<2x16x12xf32>) outs(%fill : tensor<2x5x12xf32>) -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+/// The named linalg.broadcast (dimensions = [0]) is seen through too; an outs
+/// that is not a zero fill is collapsed and added back before the expand.
+// CHECK-LABEL: func.func @bmm_broadcast_op_outs_is_argument(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<?x5x16xf32>, %[[W:[^:]*]]: tensor<12x16xf32, #[[$CSR]]>, %[[B:[^:]*]]: tensor<?x5x12xf32>)
+// CHECK-DAG:     %[[X2D:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<?x5x16xf32> into tensor<?x16xf32>
+// CHECK-DAG:     %[[B2D:.*]] = tensor.collapse_shape %[[B]] {{\[\[}}0, 1], [2]] : tensor<?x5x12xf32> into tensor<?x12xf32>
+// CHECK:         %[[XT:.*]] = linalg.transpose ins(%[[X2D]] : tensor<?x16xf32>) outs(%{{.*}} : tensor<16x?xf32>) permutation = [1, 0]
+// CHECK:         %[[YT:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[XT]] : tensor<12x16xf32, #[[$CSR]]>, tensor<16x?xf32>) outs(%{{.*}} : tensor<12x?xf32>) attrs =  {smlir.sparse_kernel} {
+// CHECK:         %[[Y2D:.*]] = linalg.transpose ins(%[[YT]] : tensor<12x?xf32>) outs(%{{.*}} : tensor<?x12xf32>) permutation = [1, 0]
+// CHECK-NEXT:    %[[R2D:.*]] = linalg.generic {indexing_maps = [#[[$ID2]], #[[$ID2]]], iterator_types = ["parallel", "parallel"]} ins(%[[Y2D]] : tensor<?x12xf32>) outs(%[[B2D]] : tensor<?x12xf32>) {
+// CHECK:         %[[R:.*]] = tensor.expand_shape %[[R2D]] {{\[\[}}0, 1], [2]] output_shape [%{{.*}}, 5, 12] : tensor<?x12xf32> into tensor<?x5x12xf32>
+// CHECK-NEXT:    return %[[R]] : tensor<?x5x12xf32>
+// CHECK-NOT:     linalg.broadcast
+func.func @bmm_broadcast_op_outs_is_argument(%x: tensor<?x5x16xf32>, %w: tensor<12x16xf32, #CSR>, %b: tensor<?x5x12xf32>) -> tensor<?x5x12xf32> {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %x, %c0 : tensor<?x5x16xf32>
+  %e = tensor.empty() : tensor<16x12xf32>
+  %t = linalg.transpose ins(%w : tensor<12x16xf32, #CSR>) outs(%e : tensor<16x12xf32>) permutation = [1, 0]
+  %eb = tensor.empty(%n) : tensor<?x16x12xf32>
+  %bt = linalg.broadcast ins(%t : tensor<16x12xf32>) outs(%eb : tensor<?x16x12xf32>) dimensions = [0]
+  %y = linalg.batch_matmul ins(%x, %bt : tensor<?x5x16xf32>, tensor<?x16x12xf32>) outs(%b : tensor<?x5x12xf32>) -> tensor<?x5x12xf32>
+  return %y : tensor<?x5x12xf32>
+}
+
+/// A broadcast sparse W[K, N] itself (no transpose) takes the x * W kernel,
+/// reading W through (k, n).
+// CHECK-LABEL: func.func @bmm_broadcast_sparse_kn_weight(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<2x5x16xf32>, %[[W:[^:]*]]: tensor<16x12xf32, #[[$CSR]]>)
+// CHECK:         linalg.generic {indexing_maps = [#[[$W_KN_READ]], #[[$XT_KM]], #[[$YT_NM]]], {{.*}} ins(%[[W]], %{{.*}} : tensor<16x12xf32, #[[$CSR]]>, tensor<16x10xf32>) {{.*}} attrs =  {smlir.sparse_kernel}
+// CHECK-NOT:     linalg.batch_matmul
+func.func @bmm_broadcast_sparse_kn_weight(%x: tensor<2x5x16xf32>, %w: tensor<16x12xf32, #CSR>) -> tensor<2x5x12xf32> {
+  %eb = tensor.empty() : tensor<2x16x12xf32>
+  %bt = linalg.broadcast ins(%w : tensor<16x12xf32, #CSR>) outs(%eb : tensor<2x16x12xf32>) dimensions = [0]
+  %zero = arith.constant 0.0 : f32
+  %e2 = tensor.empty() : tensor<2x5x12xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e2 : tensor<2x5x12xf32>) -> tensor<2x5x12xf32>
+  %y = linalg.batch_matmul ins(%x, %bt : tensor<2x5x16xf32>, tensor<2x16x12xf32>) outs(%fill : tensor<2x5x12xf32>) -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+#B_N = affine_map<(d0, d1, d2) -> (d0, d2)>
+#ID3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+
+/// A broadcast that is not over the batch dimension reads a different slice
+/// of its source per batch: not a linear, left alone.
+// CHECK-LABEL: func.func @negative_bmm_broadcast_not_over_batch(
+// CHECK:         linalg.broadcast
+// CHECK:         linalg.batch_matmul
+// CHECK-NOT:     smlir.sparse_kernel
+// DENSE-LABEL: func.func @negative_bmm_broadcast_not_over_batch(
+// DENSE:         linalg.batch_matmul
+func.func @negative_bmm_broadcast_not_over_batch(%x: tensor<12x5x16xf32>, %w: tensor<2x12xf32, #CSR>) -> tensor<12x5x2xf32> {
+  %e = tensor.empty() : tensor<12x2xf32>
+  %t = linalg.transpose ins(%w : tensor<2x12xf32, #CSR>) outs(%e : tensor<12x2xf32>) permutation = [1, 0]
+  %eb = tensor.empty() : tensor<12x16x2xf32>
+  %bt = linalg.broadcast ins(%t : tensor<12x2xf32>) outs(%eb : tensor<12x16x2xf32>) dimensions = [1]
+  %zero = arith.constant 0.0 : f32
+  %e2 = tensor.empty() : tensor<12x5x2xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e2 : tensor<12x5x2xf32>) -> tensor<12x5x2xf32>
+  %y = linalg.batch_matmul ins(%x, %bt : tensor<12x5x16xf32>, tensor<12x16x2xf32>) outs(%fill : tensor<12x5x2xf32>) -> tensor<12x5x2xf32>
+  return %y : tensor<12x5x2xf32>
+}
+
+/// The generic form of such a broadcast, (b, k, n) -> (b, n): left alone too.
+// CHECK-LABEL: func.func @negative_bmm_generic_broadcast_not_over_batch(
+// CHECK:         linalg.batch_matmul
+// CHECK-NOT:     smlir.sparse_kernel
+// DENSE-LABEL: func.func @negative_bmm_generic_broadcast_not_over_batch(
+// DENSE:         linalg.batch_matmul
+func.func @negative_bmm_generic_broadcast_not_over_batch(%x: tensor<12x5x16xf32>, %w: tensor<2x12xf32, #CSR>) -> tensor<12x5x2xf32> {
+  %e = tensor.empty() : tensor<12x2xf32>
+  %t = linalg.transpose ins(%w : tensor<2x12xf32, #CSR>) outs(%e : tensor<12x2xf32>) permutation = [1, 0]
+  %eb = tensor.empty() : tensor<12x16x2xf32>
+  %bt = linalg.generic {indexing_maps = [#B_N, #ID3], iterator_types = ["parallel", "parallel", "parallel"]} ins(%t : tensor<12x2xf32>) outs(%eb : tensor<12x16x2xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    linalg.yield %in : f32
+  } -> tensor<12x16x2xf32>
+  %zero = arith.constant 0.0 : f32
+  %e2 = tensor.empty() : tensor<12x5x2xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e2 : tensor<12x5x2xf32>) -> tensor<12x5x2xf32>
+  %y = linalg.batch_matmul ins(%x, %bt : tensor<12x5x16xf32>, tensor<12x16x2xf32>) outs(%fill : tensor<12x5x2xf32>) -> tensor<12x5x2xf32>
+  return %y : tensor<12x5x2xf32>
+}
+
+/// A dense W keeps the batch_matmul by default; with dense-weights=true it
+/// takes the W * xT form tagged smlir.dense_kernel.
+// CHECK-LABEL: func.func @negative_bmm_broadcast_dense_weight(
+// CHECK:         linalg.transpose ins(%{{.*}} : tensor<12x16xf32>)
+// CHECK:         linalg.broadcast
+// CHECK:         linalg.batch_matmul
+// CHECK-NOT:     smlir.dense_kernel
+// DENSE-LABEL: func.func @negative_bmm_broadcast_dense_weight(
+// DENSE:         linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<12x16xf32>, tensor<16x10xf32>) {{.*}} attrs =  {smlir.dense_kernel}
+// DENSE-NOT:     linalg.batch_matmul
+func.func @negative_bmm_broadcast_dense_weight(%x: tensor<2x5x16xf32>, %w: tensor<12x16xf32>) -> tensor<2x5x12xf32> {
+  %e = tensor.empty() : tensor<16x12xf32>
+  %t = linalg.transpose ins(%w : tensor<12x16xf32>) outs(%e : tensor<16x12xf32>) permutation = [1, 0]
+  %eb = tensor.empty() : tensor<2x16x12xf32>
+  %bt = linalg.broadcast ins(%t : tensor<16x12xf32>) outs(%eb : tensor<2x16x12xf32>) dimensions = [0]
+  %zero = arith.constant 0.0 : f32
+  %e2 = tensor.empty() : tensor<2x5x12xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e2 : tensor<2x5x12xf32>) -> tensor<2x5x12xf32>
+  %y = linalg.batch_matmul ins(%x, %bt : tensor<2x5x16xf32>, tensor<2x16x12xf32>) outs(%fill : tensor<2x5x12xf32>) -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}

@@ -54,13 +54,13 @@ class RightMatmul(torch.nn.Module):
 
 
 def _compile_sparse(model: torch.nn.Module, x: torch.Tensor, encoding: sm.Encoding,
-                    **options) -> sm.CompiledModule:
-    """Compiles with `encoding` on `weight`, failing on any fallback warning,
+                    name: str = "weight", **options) -> sm.CompiledModule:
+    """Compiles with `encoding` on `name`, failing on any fallback warning,
     and checks the weight is stored sparse and the result matches eager."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", sm.SparseFallbackWarning)
-        compiled = sm.compile(model, {"weight": encoding}, example_args=(x,), cost_model=False, **options)
-    stats = compiled.stats()["weight"]
+        compiled = sm.compile(model, {name: encoding}, example_args=(x,), cost_model=False, **options)
+    stats = compiled.stats()[name]
     assert stats.format == encoding.format_name, stats.format
     assert "fallback" not in stats.format and stats.density < 1.0
     model.load_state_dict(compiled.effective_state_dict(), strict=False)
@@ -121,3 +121,56 @@ def test_nm_keeps_dense_fallback(encoding: sm.NM) -> None:
     with torch.no_grad():
         expected = model(x)
     torch.testing.assert_close(compiled(x), expected, rtol=1e-5, atol=1e-5)
+
+
+# F.linear on a non-contiguous reshape is decomposed by torch into expand +
+# bmm: linalg.batch_matmul(x, broadcast_b(transpose(W))). The rewrite sees
+# through the batch broadcast: the weight runs sparse (CSR and n:m alike).
+BMM_FORMATS = {
+    "csr": lambda: sm.CSR(sparsifier=sm.ScalarFraction(0.8)),
+    "2:4": lambda: sm.NM(2, 4),
+}
+
+
+class AttnOut(torch.nn.Module):
+    """LLaMA-style attention output: SDPA -> transpose(1, 2) -> reshape -> o_proj."""
+
+    def __init__(self, d: int, bias: bool = False) -> None:
+        super().__init__()
+        self.o_proj = torch.nn.Linear(d, d, bias=bias)
+
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        b, h, s, hd = q.shape
+        a = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        return self.o_proj(a.transpose(1, 2).reshape(b, s, h * hd))
+
+
+class TokenMix(torch.nn.Module):
+    """MLP-Mixer token mixing: a Linear over the token axis of x.transpose(1, 2)."""
+
+    def __init__(self, tokens: int, hidden: int) -> None:
+        super().__init__()
+        self.tok_fc1 = torch.nn.Linear(tokens, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.tok_fc1(x.transpose(1, 2))
+
+
+@pytest.mark.parametrize("fmt", BMM_FORMATS)
+@pytest.mark.parametrize("bias", [False, True], ids=["no-bias", "bias"])
+@pytest.mark.parametrize("shape", [(2, 4, 16, 16), (1, 2, 5, 8)], ids=lambda s: "x".join(map(str, s)))
+def test_linear_after_transpose_reshape(shape: tuple[int, int, int, int], bias: bool, fmt: str) -> None:
+    torch.manual_seed(11)
+    b, h, s, hd = shape
+    model = AttnOut(h * hd, bias=bias).eval()
+    _compile_sparse(model, torch.randn(b, h, s, hd), BMM_FORMATS[fmt](), name="o_proj.weight")
+
+
+@pytest.mark.parametrize("fmt", BMM_FORMATS)
+@pytest.mark.parametrize("shape", [(3, 16, 32, 64), (2, 12, 20, 8), (1, 8, 3, 16)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_token_mixing_linear(shape: tuple[int, int, int, int], fmt: str) -> None:
+    torch.manual_seed(13)
+    b, tokens, channels, hidden = shape
+    model = TokenMix(tokens, hidden).eval()
+    _compile_sparse(model, torch.randn(b, tokens, channels), BMM_FORMATS[fmt](), name="tok_fc1.weight")
