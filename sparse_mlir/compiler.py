@@ -37,7 +37,7 @@ from .runtime import jit, kernel as jit_kernel
 from .sparsifiers import RandomFraction
 from .cpu import vector_lanes as host_vector_lanes
 from .threads import libomp_path, openmp_available
-from .weights import apply_sparsifier, index_limit, pack
+from .weights import apply_sparsifier, check_index_width, pack
 
 MLIR_VERSION = "22.1.8"  # the pinned xtc-mlir wheels (pyproject.toml)
 STAGES = ("linalg", "annotated", "sparse", "llvm")
@@ -410,14 +410,9 @@ def _check_intermediate_widths(name: str, encoding: Encoding, shape: tuple[int, 
     dense-enough call would wrap them silently."""
     if shape is None or not hasattr(encoding, "pos_width"):
         return
-    worst = {"pos_width": (math.prod(shape), "stored entries"),
-             "crd_width": (max(shape, default=1) - 1, "as a coordinate")}
-    for field, (needed, what) in worst.items():
-        width = getattr(encoding, field)
-        if needed > index_limit(width):
-            raise SpecError(f"{name}: {encoding!r} stores a tensor of shape {shape}, computed per call: up to "
-                            f"{needed} {what} do not fit {width}-bit indices (at most {index_limit(width)}); "
-                            f"use a wider {field}")
+    per_call = f" (a dense call of this {list(shape)} tensor, packed per call)"
+    check_index_width(encoding, "pos_width", math.prod(shape), name, "{} stored entries" + per_call)
+    check_index_width(encoding, "crd_width", max(shape, default=1) - 1, name, "coordinate {}" + per_call)
 
 
 def _attach_sparsifier(value: ir.Value, encoding: Encoding, name: str) -> None:

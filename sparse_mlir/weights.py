@@ -225,19 +225,24 @@ def index_limit(width: int) -> int:
     return (1 << width) - 1 if width in _UNSIGNED_DTYPES else np.iinfo(np.int64).max
 
 
-def _index_buffer(values: np.ndarray, encoding: Encoding, field: str, name: str, what: str) -> np.ndarray:
-    """`values` (>= 0) as the index buffer of `encoding`'s `field`
-    ("pos_width" / "crd_width"); `what` names the largest value in the
-    error, "{}" standing for it. The one width check of every packer: a
-    cast alone would wrap silently into wrong answers."""
+def check_index_width(encoding: Encoding, field: str, largest: int, name: str, what: str) -> None:
+    """Raises SpecError when `largest` does not fit `encoding`'s `field`
+    ("pos_width" / "crd_width"); `what` names it in the error, "{}" standing
+    for the value. The one width check: packers' buffers (a cast alone would
+    wrap silently into wrong answers) and intermediates' worst cases."""
     width = getattr(encoding, field)
-    largest = int(values.max()) if values.size else 0
     if largest > index_limit(width):
         wider = next(w for w in (16, 32, 64) if largest <= index_limit(w))
         noun = _NOUNS[field]
         raise SpecError(f"{name}: {_spec_text(encoding, field)} cannot hold {what.format(largest)} "
                         f"({noun} up to {index_limit(width)} with {width}-bit {noun}); "
                         f"use {field}={wider} or wider")
+
+
+def _index_buffer(values: np.ndarray, encoding: Encoding, field: str, name: str, what: str) -> np.ndarray:
+    """`values` (>= 0) as the index buffer of `encoding`'s `field`, checked to fit."""
+    width = getattr(encoding, field)
+    check_index_width(encoding, field, int(values.max()) if values.size else 0, name, what)
     if width in _UNSIGNED_DTYPES:
         return values.astype(_UNSIGNED_DTYPES[width]).view(_INDEX_DTYPES[width])
     return values.astype(_INDEX_DTYPES[width])

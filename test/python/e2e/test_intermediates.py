@@ -69,8 +69,12 @@ def test_nm_storage_of_an_intermediate_is_a_clear_error() -> None:
 
 
 @pytest.mark.parametrize("hidden,encoding,message", [
-    (128, sm.CSR(pos_width=8), r"up to 512 stored entries do not fit 8-bit indices \(at most 255\); use a wider pos_width"),
-    (300, sm.COO(crd_width=8, pos_width=16), r"up to 299 as a coordinate do not fit 8-bit indices"),
+    (128, sm.CSR(pos_width=8),
+     r"CSR\(pos_width=8\) cannot hold 512 stored entries \(a dense call of this \[4, 128\] tensor, packed "
+     r"per call\) \(positions up to 255 with 8-bit positions\); use pos_width=16 or wider"),
+    (300, sm.COO(crd_width=8, pos_width=16),
+     r"COO\(crd_width=8\) cannot hold coordinate 299 \(a dense call of this \[4, 300\] tensor, packed per "
+     r"call\) \(coordinates up to 255 with 8-bit coordinates\); use crd_width=16 or wider"),
 ])
 def test_intermediate_index_widths_must_hold_a_dense_call(hidden: int, encoding: sm.Encoding, message: str) -> None:
     """Packed per call, an intermediate cannot be checked at compile time
