@@ -104,7 +104,7 @@ func.func @vectors(%m: memref<64xi1>, %f: memref<64xf32>, %i: index, %k: vector<
 
 // Sub-byte buffers it does not widen are an error of the pass, not an
 // abort in the LLVM lowering.
-func.func @narrow_float(%m: memref<4xf4E2M1FN>, %i: index) -> f4E2M1FN {
+func.func @negative_narrow_float(%m: memref<4xf4E2M1FN>, %i: index) -> f4E2M1FN {
   // expected-error @below {{smlir-widen-bool-buffers: buffer of sub-byte elements ('memref<4xf4E2M1FN>') left: MLIR 22 cannot lower its loads and stores to LLVM}}
   %v = memref.load %m[%i] : memref<4xf4E2M1FN>
   return %v : f4E2M1FN
@@ -113,7 +113,7 @@ func.func @narrow_float(%m: memref<4xf4E2M1FN>, %i: index) -> f4E2M1FN {
 // -----
 
 // An op with an i1 buffer it has no rewrite for fails the pass.
-func.func @unknown_op(%m: memref<4xi1>, %i: vector<8xindex>, %k: vector<8xi1>, %p: vector<8xi1>) -> vector<8xi1> {
+func.func @negative_unknown_op(%m: memref<4xi1>, %i: vector<8xindex>, %k: vector<8xi1>, %p: vector<8xi1>) -> vector<8xi1> {
   %c0 = arith.constant 0 : index
   // expected-error @below {{smlir-widen-bool-buffers: cannot give the i1 (bool) buffer of 'vector.gather' i8 elements; MLIR 22 cannot lower i1 loads and stores to LLVM}}
   %g = vector.gather %m[%c0][%i], %k, %p : memref<4xi1>, vector<8xindex>, vector<8xi1>, vector<8xi1> into vector<8xi1>

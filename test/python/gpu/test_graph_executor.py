@@ -188,3 +188,19 @@ def test_a_weight_with_a_reader_that_is_not_a_linear_stays_on_cublas() -> None:
     fn = sm.compile(AlsoSummed().half(), {"fc.weight": sm.NM(2, 4)}, (x,), target="cuda", cost_model=False)
     (entry,) = fn.sparsity_plan()
     assert fn.kernels() == [] and "not read only as x @ W^T by F.linears" in entry.stored_as
+
+
+def test_kernels_and_graph_that_disagree_are_errors() -> None:
+    """Kernels saved for another model: too few or too many launches for a weight's linears."""
+    from sparse_mlir.cuda import compile_cuda
+    from sparse_mlir.cuda.graph import GraphExecutor
+
+    model = SharedWeight().half()
+    x = torch.randn(128, 128, dtype=torch.float16)
+    fn = compile_cuda(model, {"fc.weight": sm.NM(2, 4)}, (x,), cost_model=False)
+    program, names, params = fn._graph
+    (launches, values, metadata), = fn._kernels().values()
+    with pytest.raises(sm.SpecError, match=r"fc.weight: read by more F.linears than it has kernels \(1\)"):
+        GraphExecutor(program, names, params, {"fc.weight": (launches[:1], values, metadata)}, ReferenceLauncher(32))
+    with pytest.raises(sm.SpecError, match=r"kernels without an F.linear to run them .*\{'fc.weight': 2\}"):
+        GraphExecutor(program, names, params, {"fc.weight": (launches * 2, values, metadata)}, ReferenceLauncher(32))
