@@ -6,35 +6,33 @@ sparsifiers (`KeepAll`, `Threshold`, `RandomFraction`, `ScalarFraction`,
 artifact), `make_context`, threads (`set_num_threads`), the allocation cache
 (`cached_bytes`, `release_cached_memory`) and the error hierarchy.
 
-The compiler (MLIR, torch-mlir) is imported on first use of a name that
-needs it: a process that only runs `load()`ed artifacts never loads it.
+Every name is imported on first use: a process that only runs `load()`ed
+artifacts never loads the compiler (MLIR, torch-mlir), and the
+`sparse-mlir-opt` entry point (`sparse_mlir._tools`) not even torch.
 """
 
 from __future__ import annotations
 
 from ._lazy import lazy_getattr
-from .artifact import ArtifactError, LoadedModule, load
 from .errors import CompileError, SparseMLIRError, SpecError
-from .memory import cached_bytes, release_cached_memory
-from .threads import get_num_threads, set_num_threads
 
 __version__ = "0.1.0"
 
-_COMPILER_NAMES = {
+_LAZY_NAMES = {
+    "artifact": ("ArtifactError", "LoadedModule", "load"),
+    "memory": ("cached_bytes", "release_cached_memory"),
+    "threads": ("get_num_threads", "set_num_threads"),
     "compiler": ("compile", "CompiledModule", "PlanEntry", "SparseFallbackWarning"),
     "context": ("make_context",),
     "encodings": ("BSR", "COO", "CSC", "CSR", "NM", "Dense", "Encoding"),
     "sparsifiers": ("BlockFraction", "KeepAll", "NMMagnitude", "RandomFraction", "ScalarFraction", "Sparsifier",
                     "Threshold"),
 }
-_LAZY = {name: module for module, names in _COMPILER_NAMES.items() for name in names}
+_LAZY = {name: module for module, names in _LAZY_NAMES.items() for name in names}
 
 __all__ = [
     *_LAZY,
-    "ArtifactError", "CompileError", "SparseMLIRError", "SpecError",
-    "LoadedModule", "load",
-    "get_num_threads", "set_num_threads",
-    "cached_bytes", "release_cached_memory",
+    "CompileError", "SparseMLIRError", "SpecError",
 ]
 
 

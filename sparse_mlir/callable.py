@@ -57,6 +57,9 @@ class CheckedCallable(abc.ABC):
         if tensor.device.type not in self._input_devices:
             expected = " or ".join(device.upper() for device in self._input_devices)
             raise SpecError(f"input {index}: expected a {expected} tensor, got device {tensor.device}")
+        if tensor.layout != torch.strided:
+            raise SpecError(f"input {index}: expected a dense (strided) tensor, got a {tensor.layout} tensor; "
+                            "compiled models take dense inputs (pass .to_dense(); sparsity belongs in `encodings`)")
         if tensor.dtype != dtype:
             raise SpecError(f"input {index}: expected dtype {dtype}, got {tensor.dtype}")
         if tensor.shape != shape:

@@ -28,7 +28,7 @@ from .cost_model import choose_storage
 from .dialects import smlir
 from .encodings import Dense, Encoding
 from .errors import CompileError, SpecError
-from .importers.torch_fx import import_model, start_importer
+from .importers.torch_fx import capture_lock, import_model, start_importer
 from .intermediates import find_node_value, location_names
 from .propagation import Propagated, linear_tokens, propagate_linear_zeros
 from ._memref import Kernel
@@ -379,7 +379,7 @@ def _add_call_number(module: ir.Module, intermediates: Mapping[str, Encoding]) -
     return True
 
 
-def _check_names(encodings: Mapping[str, Encoding], params: Mapping[str, torch.nn.Parameter],
+def _check_names(encodings: Mapping[str, Encoding], params: Mapping[str, torch.Tensor],
                  nodes: Mapping[str, Any]) -> None:
     for name in encodings:
         if name in params and name in nodes:
@@ -397,10 +397,16 @@ def _annotate_intermediates(module: ir.Module, nodes: Mapping[str, Any],
     """Attaches `smlir.sparsify` after the op producing each encoded fx node."""
     main = _main(module)
     for name, encoding in encodings.items():
-        _check_intermediate_widths(name, encoding, nodes[name].shape)
         value = find_node_value(main, nodes[name])
+        # The value's own shape: a node found flattened has rows past its dims.
+        _check_intermediate_widths(name, encoding, tuple(ir.RankedTensorType(value.type).shape))
         with ir.InsertionPoint.after(value.owner), ir.Location.name(name):
-            _attach_sparsifier(value, encoding, name)
+            try:
+                _attach_sparsifier(value, encoding, name)
+            except ir.MLIRError as error:  # the encoding does not fit this tensor (its rank)
+                shape = list(ir.RankedTensorType(value.type).shape)
+                raise SpecError(f"{name}: {encoding!r} cannot store this {len(shape)}-d tensor {shape} "
+                                f"(torch.fx node {nodes[name].target}): {_error_text(error)}") from None
     _verify_annotated(module)
 
 
@@ -438,20 +444,22 @@ _MLIR_ELEMENT_TYPES = {torch.float32: "f32", torch.float64: "f64", torch.float16
                        torch.bfloat16: "bf16", torch.int32: "i32", torch.int64: "i64", torch.int8: "i8"}
 
 
-def parameters(model: torch.nn.Module, encodings: Mapping[str, Encoding]) -> dict[str, torch.nn.Parameter]:
-    """The model's parameters by name; an encoding naming a tied alias (a
-    second name of a shared parameter, which torch lists once) is refused
-    with the name to use."""
-    params = dict(model.named_parameters())
-    for alias, parameter in model.named_parameters(remove_duplicate=False):
-        if alias in encodings and alias not in params:
-            canonical = next(name for name, p in params.items() if p is parameter)
-            raise SpecError(f"{alias}: is the same parameter as '{canonical}' (tied weights); encode it as "
-                            f"'{canonical}' (every reader of the shared weight then sees it sparsified)")
-    return params
+def parameters(model: torch.nn.Module, encodings: Mapping[str, Encoding]) -> dict[str, torch.Tensor]:
+    """The model's parameters by name (detached); an encoding naming a tied
+    alias (a second name of a shared parameter, which torch lists once) is
+    refused with the name to use. Read under the capture lock: a capture in
+    another thread swaps the model's parameters for fake tensors meanwhile."""
+    with capture_lock():
+        named = dict(model.named_parameters())
+        for alias, parameter in model.named_parameters(remove_duplicate=False):
+            if alias in encodings and alias not in named:
+                canonical = next(name for name, p in named.items() if p is parameter)
+                raise SpecError(f"{alias}: is the same parameter as '{canonical}' (tied weights); encode it as "
+                                f"'{canonical}' (every reader of the shared weight then sees it sparsified)")
+        return {name: p.detach() for name, p in named.items()}
 
 
-def _check_cpu_dtypes(params: Mapping[str, torch.nn.Parameter], example_args: Sequence[Any]) -> None:
+def _check_cpu_dtypes(params: Mapping[str, torch.Tensor], example_args: Sequence[Any]) -> None:
     """Parameters and inputs cross to compiled CPU code as numpy arrays: a
     dtype numpy lacks (bfloat16) cannot, so it is refused before any work."""
     tensors = [(f"parameter '{name}'", p) for name, p in params.items()]
@@ -463,7 +471,7 @@ def _check_cpu_dtypes(params: Mapping[str, torch.nn.Parameter], example_args: Se
                             ".float(), or use target='cuda' for 2:4 float16/bfloat16 linears")
 
 
-def _verify_specs(encodings: Mapping[str, Encoding], params: Mapping[str, torch.nn.Parameter]) -> None:
+def _verify_specs(encodings: Mapping[str, Encoding], params: Mapping[str, torch.Tensor]) -> None:
     """Checks every (tensor, encoding, sparsifier) with the smlir.sparsify verifier, before any work."""
     with make_context(), ir.Location.unknown():
         module = ir.Module.create()
@@ -517,7 +525,11 @@ class _Diagnostics:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # The detached handler still holds `self._handle`, and self holds the
+        # context: drop both, or every compile's Context lives on in a cycle
+        # the garbage collector cannot see through (nanobind objects).
         self._handler.detach()
+        del self._handler, self._context
 
     def _handle(self, diagnostic: ir.Diagnostic) -> bool:
         if diagnostic.severity == ir.DiagnosticSeverity.WARNING:

@@ -32,6 +32,8 @@ sparsifierPassList(const smlir::SparseCPUPipelineOptions &options) {
          "sparsification-and-bufferization{enable-simd-index32=true vl=" +
          vl +
          "},"
+         // Upstream's insertion functions sign-extend narrow positions.
+         "smlir-unsigned-insertion-indices,"
          // The sparsifier pipeline frees no temporaries: free them where
          // upstream's deallocation lowers (see smlir-buffer-deallocation).
          "smlir-buffer-deallocation,"

@@ -37,6 +37,7 @@
 #include "SparseMLIR/Transforms/Passes.h"
 #include "SparseMLIR/Transforms/RegisterTranspose.h"
 
+#include "../Utils/IntegerOptions.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -1072,8 +1073,9 @@ private:
     auto i32Vec = VectorType::get({V}, b.getI32Type());
     Value k = vector::LoadOp::create(b, loc, VectorType::get({V}, crdType),
                                      coordinates, ValueRange{p});
-    // GEP sign-extends its indices: widen narrow coordinates as unsigned.
-    if (crdType.getIntOrFloatBitWidth() < 32)
+    // GEP sign-extends its indices: widen narrow coordinates as unsigned
+    // (crdWidth = 0 stores them as index, which is wide already).
+    if (crdType.isInteger() && crdType.getIntOrFloatBitWidth() < 32)
       k = arith::ExtUIOp::create(b, loc, i32Vec, k);
     if (lin.layout.kind == WeightLayout::NOutOfM) {
       // Entry j + i sits in group (j + i) / n, i.e. at k = crd + that * m;
@@ -1321,6 +1323,18 @@ struct LowerSparseLinearPass
     : public smlir::impl::LowerSparseLinearBase<LowerSparseLinearPass> {
   using LowerSparseLinearBase::LowerSparseLinearBase;
 
+  LogicalResult initializeOptions(
+      StringRef options,
+      function_ref<LogicalResult(const Twine &)> errorHandler) override {
+    if (failed(smlir::checkIntegerOptions(
+        "smlir-lower-sparse-linear", options,
+        {"rows", "vectors", "nm-rows", "nm-vectors", "dense-rows",
+        "dense-vectors", "lanes"},
+        errorHandler)))
+      return failure();
+    return Pass::initializeOptions(options, errorHandler);
+  }
+
   /// A tile option, or (0) the default measured for `lanes`: 8 (AVX2,
   /// 16 registers) on a Zen 3, 16 (AVX-512, 32 registers) on a Zen 4.
   int64_t tile(int64_t option, int64_t avx2, int64_t avx512) const {
@@ -1351,15 +1365,22 @@ struct LowerSparseLinearPass
             denseVectors = tile(this->denseVectors, 2, 2);
     // Vector registers the shared-row tile may fill (one for the broadcast).
     int64_t registers = lanes >= 16 ? 31 : 15;
-    SmallVector<SparseLinear> linears;
+    // Kernels are collected first and matched again right before each is
+    // lowered: lowering one linear replaces (and erases) its output
+    // transpose, which the next linear of a chain reads as its x (a match
+    // taken before would hold an erased value).
+    SmallVector<linalg::GenericOp> kernels;
     getOperation().walk([&](linalg::GenericOp kernel) {
+      if (matchSparseLinear(kernel))
+        kernels.push_back(kernel);
+    });
+    for (linalg::GenericOp kernel : kernels) {
+      std::optional<SparseLinear> match = matchSparseLinear(kernel);
       // An empty linear (0 tokens, rows or columns) computes nothing: left
       // to the generic lowering rather than tiled by zero-sized blocks.
-      if (std::optional<SparseLinear> linear = matchSparseLinear(kernel);
-          linear && linear->M > 0 && linear->N > 0 && linear->K > 0)
-        linears.push_back(*linear);
-    });
-    for (SparseLinear &linear : linears) {
+      if (!match || match->M <= 0 || match->N <= 0 || match->K <= 0)
+        continue;
+      SparseLinear &linear = *match;
       OpBuilder b(linear.outputTranspose);
       // Each layout has the tile measured best for it (decode: `rows`).
       int64_t tileRows = rows, tileVectors = vectors;

@@ -30,6 +30,7 @@
 #include "SparseMLIR/Transforms/Passes.h"
 #include "SparseMLIR/Transforms/RegisterTranspose.h"
 
+#include "../Utils/IntegerOptions.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -667,6 +668,17 @@ private:
 struct VectorizeRowsPass
     : public smlir::impl::VectorizeRowsBase<VectorizeRowsPass> {
   using VectorizeRowsBase::VectorizeRowsBase;
+
+  LogicalResult initializeOptions(
+      StringRef options,
+      function_ref<LogicalResult(const Twine &)> errorHandler) override {
+    if (failed(smlir::checkIntegerOptions(
+        "smlir-vectorize-rows", options,
+        {"lanes", "vectors"},
+        errorHandler)))
+      return failure();
+    return Pass::initializeOptions(options, errorHandler);
+  }
 
   /// The transposes of x and y around a linear that
   /// smlir-rewrite-sparse-matmul built: smlir-lower-sparse-linear (or

@@ -135,7 +135,7 @@ def _prune(encoding: Encoding, weight: torch.Tensor, name: str) -> torch.Tensor:
     return torch.where(torch.from_numpy(kept), weight.detach(), torch.zeros((), dtype=weight.dtype))
 
 
-def _check_encodings(encodings: Mapping[str, Encoding], params: Mapping[str, torch.nn.Parameter]) -> None:
+def _check_encodings(encodings: Mapping[str, Encoding], params: Mapping[str, torch.Tensor]) -> None:
     for name, encoding in encodings.items():
         if name not in params:
             raise SpecError(f"{name}: target='cuda' encodes parameters only (2:4 weights); intermediate "

@@ -210,23 +210,43 @@ def start_importer() -> None:
     _SERVER.start()
 
 
+# torch.export is not thread-safe: its tracing modes live on one global
+# dispatch-mode stack ("ProxyTorchDispatchMode slot already occupied" from a
+# second thread), and it swaps the model's parameters for fake tensors while
+# it traces. Captures (and the model's train/eval flag they toggle) are
+# serialised; the rest of a compile runs concurrently.
+_CAPTURE_LOCK = threading.RLock()
+
+
+def capture_lock() -> threading.RLock:
+    """Held while a model is captured (its parameters are swapped for fake
+    tensors meanwhile): hold it to read a model's parameters."""
+    return _CAPTURE_LOCK
+
+
 def export_program(model: torch.nn.Module,
                    example_args: Sequence[torch.Tensor]) -> tuple[Any, list[str], list[torch.Tensor]]:
     """(torch.export program, parameter names, their values): the model in
     eval mode with its parameters as leading inputs, then `example_args`.
-    Needs only torch (GPU machines rebuild target="cuda" graphs with it)."""
-    names = [name for name, _ in model.named_parameters()]
-    params = [p.detach() for _, p in model.named_parameters()]
-    wrapper = _ParamsAsInputs(model, names)
-    was_training = model.training
-    model.eval()  # inference semantics (dropout off, running statistics), the user's flag restored
-    try:
-        program = torch.export.export(wrapper, (*params, *example_args))
-    except Exception as error:  # torch.export raises many types; show them all
-        raise ExportError(f"torch.export / torch-mlir could not capture {type(model).__name__}: "
-                          f"{type(error).__name__}: {error}") from error
-    finally:
-        model.train(was_training)
+    Needs only torch (GPU machines rebuild target="cuda" graphs with it).
+    Safe to call from several threads (captures run one at a time)."""
+    with _CAPTURE_LOCK:
+        names = [name for name, _ in model.named_parameters()]
+        # A snapshot: a compiled model computes with the weights it was
+        # compiled from, dense or encoded alike; later in-place changes to the
+        # model's parameters do not reach it (encoded weights are packed at
+        # compile time, so nothing else could be one rule for all).
+        params = [p.detach().clone() for _, p in model.named_parameters()]
+        wrapper = _ParamsAsInputs(model, names)
+        was_training = model.training
+        model.eval()  # inference semantics (dropout off, running statistics), the user's flag restored
+        try:
+            program = torch.export.export(wrapper, (*params, *example_args))
+        except Exception as error:  # torch.export raises many types; show them all
+            raise ExportError(f"torch.export / torch-mlir could not capture {type(model).__name__}: "
+                              f"{type(error).__name__}: {error}") from error
+        finally:
+            model.train(was_training)
     return program, names, params
 
 
@@ -252,8 +272,9 @@ def import_model(model: torch.nn.Module, example_args: Sequence[torch.Tensor]) -
         program_path, out_path = Path(tmp) / "program.pt2", Path(tmp) / "linalg.mlir"
         nodes_path = Path(tmp) / "nodes.json"
         program.example_inputs = None  # the weights: the worker needs only the graph
-        torch.export.save(program, program_path)
-        text, nodes_json = _import_text(program_path, out_path, nodes_path, type(model).__name__)
+        with _CAPTURE_LOCK:  # saving re-enters torch.export's machinery; the text cache is shared
+            torch.export.save(program, program_path)
+            text, nodes_json = _import_text(program_path, out_path, nodes_path, type(model).__name__)
         nodes = {n["name"]: NodeInfo(n["name"], n["target"], tuple(n["shape"]) if n["shape"] is not None else None,
                                      n["dtype"]) for n in json.loads(nodes_json)}
     graph = tuple(GraphNode(n.name, n.op, str(n.target), tuple(a.name for a in n.all_input_nodes), len(n.users),

@@ -2,6 +2,9 @@
 // RUN: not sparse-mlir-opt %s -smlir-lower-sparse-linear="rows=1000000" -split-input-file 2>&1 | FileCheck %s --check-prefix=OPTIONS
 // RUN: not sparse-mlir-opt %s -smlir-lower-sparse-linear="lanes=7" -split-input-file 2>&1 | FileCheck %s --check-prefix=OPTIONS
 // OPTIONS: error: smlir-lower-sparse-linear: lanes must be 4, 8, 16 or 32 and tile sizes 1 to 16
+// An integer option llvm::cl cannot parse gets a message (MLIR alone printed an empty error).
+// RUN: not sparse-mlir-opt %s -smlir-lower-sparse-linear="rows=18446744073709551615" -split-input-file 2>&1 | FileCheck %s --check-prefix=UNPARSED
+// UNPARSED: error: smlir-lower-sparse-linear: option 'rows' expects an integer (int64), got '18446744073709551615'
 
 // The sparse linear smlir-rewrite-sparse-matmul builds (transpose(x), the
 // tagged W * xT kernel, transpose back) becomes explicit loops over W's

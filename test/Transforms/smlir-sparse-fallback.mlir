@@ -356,3 +356,53 @@ func.func @passed_on_sparse(%w: tensor<8x8xf32, #CSR>, %c: i1, %x: tensor<8x8xf3
   }
   return %r : tensor<8x8xf32, #CSR>
 }
+
+// -----
+
+/// An n:m weight with one group per row (K == m) and elements other than
+/// f32: upstream sparsification cannot read it (its group level folds to 0:
+/// "invalid indexing maps are non-invertible"), and the f32 micro-kernels
+/// do not take it, so even its tagged kernel reads it densely.
+#NM48 = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 8 : dense, d1 mod 8 : structured[4, 8]), crdWidth = 8 }>
+#W_NK = affine_map<(d0, d1, d2) -> (d0, d2)>
+#XT_KM = affine_map<(d0, d1, d2) -> (d2, d1)>
+#YT_NM = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-LABEL: func.func @nm_single_group_f64(
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<32x8xf64> {smlir.encoding = #smlir.nm<n = 4, m = 8>, smlir.fallback, smlir.tensor_name = "weight"},
+// CHECK:         linalg.generic
+// CHECK-SAME:        ins(%[[W]], %{{.*}} : tensor<32x8xf64>, tensor<8x4xf64>)
+func.func @nm_single_group_f64(%w: tensor<32x8xf64, #NM48> {smlir.encoding = #smlir.nm<n = 4, m = 8>, smlir.tensor_name = "weight"}, %xt: tensor<8x4xf64>) -> tensor<32x4xf64> {
+  %cst = arith.constant 0.000000e+00 : f64
+  %e = tensor.empty() : tensor<32x4xf64>
+  %y = linalg.fill ins(%cst : f64) outs(%e : tensor<32x4xf64>) -> tensor<32x4xf64>
+  // expected-warning @below {{no sparse lowering for 'linalg.generic' reading tensor 'weight' stored as 4:8; computing it densely}}
+  %r = linalg.generic {indexing_maps = [#W_NK, #XT_KM, #YT_NM], iterator_types = ["parallel", "parallel", "reduction"]} ins(%w, %xt : tensor<32x8xf64, #NM48>, tensor<8x4xf64>) outs(%y : tensor<32x4xf64>) attrs = {smlir.sparse_kernel} {
+  ^bb0(%a: f64, %b: f64, %c: f64):
+    %m = arith.mulf %a, %b : f64
+    %s = arith.addf %c, %m : f64
+    linalg.yield %s : f64
+  } -> tensor<32x4xf64>
+  return %r : tensor<32x4xf64>
+}
+
+// -----
+
+/// The same weight in f32 is left sparse: the micro-kernels read it.
+#NM48 = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 8 : dense, d1 mod 8 : structured[4, 8]), crdWidth = 8 }>
+#W_NK = affine_map<(d0, d1, d2) -> (d0, d2)>
+#XT_KM = affine_map<(d0, d1, d2) -> (d2, d1)>
+#YT_NM = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-LABEL: func.func @nm_single_group_f32(
+// CHECK-SAME:      %{{[^:]*}}: tensor<32x8xf32, #{{.*}}> {smlir.encoding = #smlir.nm<n = 4, m = 8>, smlir.tensor_name = "weight"},
+func.func @nm_single_group_f32(%w: tensor<32x8xf32, #NM48> {smlir.encoding = #smlir.nm<n = 4, m = 8>, smlir.tensor_name = "weight"}, %xt: tensor<8x4xf32>) -> tensor<32x4xf32> {
+  %cst = arith.constant 0.000000e+00 : f32
+  %e = tensor.empty() : tensor<32x4xf32>
+  %y = linalg.fill ins(%cst : f32) outs(%e : tensor<32x4xf32>) -> tensor<32x4xf32>
+  %r = linalg.generic {indexing_maps = [#W_NK, #XT_KM, #YT_NM], iterator_types = ["parallel", "parallel", "reduction"]} ins(%w, %xt : tensor<32x8xf32, #NM48>, tensor<8x4xf32>) outs(%y : tensor<32x4xf32>) attrs = {smlir.sparse_kernel} {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<32x4xf32>
+  return %r : tensor<32x4xf32>
+}

@@ -2,6 +2,8 @@
 // RUN: not sparse-mlir-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(smlir-vectorize-rows{lanes=7}))' 2>&1 | FileCheck %s --check-prefix=OPTIONS
 // RUN: not sparse-mlir-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(smlir-vectorize-rows{vectors=17}))' 2>&1 | FileCheck %s --check-prefix=OPTIONS
 // OPTIONS: error: smlir-vectorize-rows: lanes must be 4, 8, 16 or 32 and vectors 1 to 16
+// RUN: not sparse-mlir-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(smlir-vectorize-rows{lanes=sixteen}))' 2>&1 | FileCheck %s --check-prefix=UNPARSED
+// UNPARSED: error: smlir-vectorize-rows: option 'lanes' expects an integer (int64), got 'sixteen'
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>

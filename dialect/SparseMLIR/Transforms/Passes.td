@@ -487,4 +487,36 @@ def WidenBoolBuffers
                            "::mlir::memref::MemRefDialect"];
 }
 
+def UnsignedInsertionIndices
+    : Pass<"smlir-unsigned-insertion-indices", "::mlir::ModuleOp"> {
+  let summary = "Read narrow positions as unsigned in upstream's sparse insertion functions";
+  let description = [{
+    Narrow positions and coordinates (`posWidth` / `crdWidth` below 64) are
+    unsigned in MLIR's sparse_tensor storage: its runtime keeps them as
+    `uint8_t` ... `uint32_t` and its generated loops zero-extend every load.
+    MLIR 22's insertion codegen (the private `_insert_<levels>_...`
+    functions that building a sparse tensor in compiled code calls: a dense
+    -> sparse convert, a sparsifier on an intermediate, a sparse result)
+    casts the next position it loads with a sign-extending
+    `arith.index_cast` instead. With 8-bit positions, a row ending past 127
+    entries then reads (and writes a value) before the coordinates buffer:
+    intermittent wrong answers, or a corrupted heap.
+
+    Run right after sparsification, this pass turns every `arith.index_cast`
+    from a signless integer narrower than 64 bits to `index` inside those
+    functions into `arith.index_castui`. Casts in other functions, and
+    casts from `index` (truncations: the same bits either way), are left
+    alone.
+
+    ```mlir
+    func.func private @_insert_dense_compressed_8_24_f32_32_8(%pos: memref<?xi8>, ...) {
+      %hi = memref.load %pos[%next] : memref<?xi8>
+      %i = arith.index_cast %hi : i8 to index
+    // becomes
+      %i = arith.index_castui %hi : i8 to index
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 #endif // SPARSE_MLIR_TRANSFORMS_PASSES_TD

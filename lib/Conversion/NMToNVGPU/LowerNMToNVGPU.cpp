@@ -33,6 +33,7 @@
 #include "SparseMLIR/IR/SparseMLIRDialect.h"
 #include "SparseMLIR/Transforms/KernelTags.h"
 
+#include "../../Utils/IntegerOptions.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -551,6 +552,17 @@ gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
 struct LowerNMToNVGPUPass
     : public smlir::impl::LowerNMToNVGPUBase<LowerNMToNVGPUPass> {
   using LowerNMToNVGPUBase::LowerNMToNVGPUBase;
+
+  LogicalResult initializeOptions(
+      StringRef options,
+      function_ref<LogicalResult(const Twine &)> errorHandler) override {
+    if (failed(smlir::checkIntegerOptions(
+        "smlir-lower-nm-to-nvgpu", options,
+        {"mma-k", "tile-rows", "tile-tokens", "warp-tokens", "pipeline-stages"},
+        errorHandler)))
+      return failure();
+    return Pass::initializeOptions(options, errorHandler);
+  }
 
   void runOnOperation() override {
     if (mmaK != 16 && mmaK != 32) {
