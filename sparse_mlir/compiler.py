@@ -33,7 +33,7 @@ from .intermediates import find_node_value, location_names
 from .propagation import Propagated, linear_tokens, propagate_linear_zeros
 from ._memref import Kernel
 from .callable import InputSpec, ModelCallable, numpy_dtype
-from .runtime import jit, kernel as jit_kernel
+from .jit import jit, kernel as jit_kernel
 from .sparsifiers import RandomFraction
 from .cpu import vector_lanes as host_vector_lanes
 from .threads import libomp_path, openmp_available
@@ -170,8 +170,18 @@ class CompiledModule(CompileReports, ModelCallable):
 def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = None,
             example_args: Sequence[torch.Tensor] = (), *, on_fallback: str = "warn",
             opt_level: int = 2, fuse_sparsifiers: bool = True, cost_model: bool = True,
-            target: str = "cpu", vector_lanes: int | None = None) -> CompiledModule:
+            target: str = "cpu", vector_lanes: int | None = None, mode: str = "graph",
+            example_kwargs: Mapping[str, Any] | None = None, dynamic: bool = True) -> Any:
     """Compiles `model` with the weights named in `encodings` stored sparsely.
+
+    `mode="regions"`: torch runs the model's graph (captured by
+    torch.export with `example_args` and `example_kwargs`; with `dynamic`,
+    batch / sequence / spatial dims are left free), and each F.linear whose
+    weight is encoded runs as the custom op `sparse_mlir::linear` on our
+    kernels, where the cost model measured them faster than torch. Returns a
+    `regions.RegionModule` (any outputs, kwargs, other shapes).
+    `mode="graph"`: the whole model is one compiled function of static
+    shapes (what `export()` ships; sparsifiers on intermediates need it).
 
     `on_fallback="warn"` computes readers without a sparse lowering densely
     with one `SparseFallbackWarning` per (op, format); "error" raises instead.
@@ -187,6 +197,17 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     `vector_lanes` (8 or 16): f32 lanes per micro-kernel vector; by default
     16 where the host has AVX-512F, else 8 (`fn.pipeline` records it).
     """
+    if mode not in ("graph", "regions"):
+        raise SpecError(f"mode must be 'graph' or 'regions', got {mode!r}")
+    if mode == "regions":
+        if target != "cpu" or on_fallback != "warn" or not fuse_sparsifiers:
+            raise SpecError("mode='regions' takes target='cpu' and no on_fallback / fuse_sparsifiers options")
+        from .regions.driver import compile_regions
+        return compile_regions(model, dict(encodings or {}), example_args, dict(example_kwargs or {}),
+                               cost_model=cost_model, dynamic=dynamic, opt_level=opt_level,
+                               vector_lanes=vector_lanes)
+    if example_kwargs:
+        raise SpecError("example_kwargs needs mode='regions' (mode='graph' compiles positional tensor inputs)")
     if target == "cuda":
         cpu_only = {"on_fallback": (on_fallback, "warn"), "fuse_sparsifiers": (fuse_sparsifiers, True),
                     "vector_lanes": (vector_lanes, None)}

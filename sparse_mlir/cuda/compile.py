@@ -33,7 +33,7 @@ from ..encodings import NM, Dense, Encoding
 from ..errors import SpecError
 from ..importers.torch_fx import import_model
 from ..propagation import linear_readers
-from ..runtime import jit
+from ..jit import jit
 from ..weights import apply_sparsifier
 from .cost import choose_gpu
 from .driver import cuda_runtime_path, require_device

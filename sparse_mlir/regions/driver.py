@@ -1,0 +1,219 @@
+"""compile(..., mode="regions"): capture, find the sparse linears, replace them by our op."""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from ..compiler import (PlanEntry, SparseFallbackWarning, TensorStats, _check_cpu_dtypes, _verify_specs,
+                        parameters)
+from ..encodings import NM, Dense, Encoding
+from ..errors import SpecError
+from ..importers.torch_fx import start_importer
+from ..runtime import ops  # noqa: F401  (registers torch.ops.sparse_mlir.linear)
+from ..runtime.ops import REGIONS
+from ..weights import apply_sparsifier, pack
+from .capture import capture
+from .kernels import KernelOptions
+from .linear import LinearRegion
+from .module import RegionModule
+
+log = logging.getLogger("sparse_mlir.regions")
+
+LINEAR = torch.ops.aten.linear.default
+ADDMM = torch.ops.aten.addmm.default
+MM = torch.ops.aten.mm.default
+MATMUL = torch.ops.aten.matmul.default
+
+
+def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], example_args: Sequence[Any],
+                    example_kwargs: Mapping[str, Any], *, cost_model: bool = True, dynamic: bool = True,
+                    opt_level: int = 2, vector_lanes: int | None = None, warm_up: bool = True) -> RegionModule:
+    start = time.perf_counter()
+    start_importer()  # torch-mlir's worker starts while the model is captured
+    for name, encoding in encodings.items():
+        if not isinstance(encoding, Encoding):
+            raise SpecError(f"{name}: expected a sparse_mlir encoding (CSR(), NM(2, 4), ...), got {encoding!r}")
+    params = parameters(model, encodings)
+    unknown = [name for name in encodings if name not in params]
+    if unknown:
+        raise SpecError(f"mode='regions' encodes weights (parameters) only; {', '.join(map(repr, unknown))} "
+                        f"{'is' if len(unknown) == 1 else 'are'} not a parameter of {type(model).__name__} "
+                        "(sparsifiers on intermediates run with mode='graph')")
+    _check_cpu_dtypes(params, [a for a in example_args if isinstance(a, torch.Tensor)])
+    _verify_specs(encodings, params)
+    effective = {name: torch.from_numpy(apply_sparsifier(encoding.effective_sparsifier,
+                                                         params[name].numpy(), name))
+                 for name, encoding in encodings.items()}
+    # Packed before capture: an index width too narrow fails fast (regions pack what they read).
+    for name, encoding in encodings.items():
+        if effective[name].dim() == 2 and not isinstance(encoding, Dense):
+            pack(encoding, effective[name].numpy(), name)
+    captured = capture(model, example_args, example_kwargs, dynamic)
+    graph_module = captured.program.module()
+    _snapshot(graph_module, effective)
+    options = KernelOptions(opt_level=opt_level, vector_lanes=vector_lanes)
+    regions, readers = _replace_linears(graph_module, encodings, effective, options, cost_model)
+    _warn_other_readers(readers, encodings)
+    stats = {name: _stats(encoding, effective[name], name in {r.name for r in regions.values()})
+             for name, encoding in encodings.items()}
+    plan = [_plan(name, encoding, stats[name], readers.get(name, [])) for name, encoding in encodings.items()]
+    module = RegionModule(graph_module, captured, regions, effective, stats, plan, 0.0)
+    if regions and warm_up:
+        # The example's shapes: kernels built and the cost model's choices
+        # made now, not in the first call.
+        module(*example_args, **example_kwargs)
+    module.compile_seconds = time.perf_counter() - start
+    log.info("compiled %s with %d sparse regions in %.2f s", type(model).__name__, len(regions),
+             module.compile_seconds)
+    return module
+
+
+def _snapshot(graph_module: torch.fx.GraphModule, effective: Mapping[str, torch.Tensor]) -> None:
+    """The graph's own copy of every parameter and buffer (encoded weights
+    pruned): later changes to the user's model do not reach it."""
+    for name, tensor in [*graph_module.named_parameters(), *graph_module.named_buffers()]:
+        value = effective.get(name, tensor).detach().clone()
+        owner, _, leaf = name.rpartition(".")
+        module = graph_module.get_submodule(owner) if owner else graph_module
+        if isinstance(tensor, torch.nn.Parameter):
+            setattr(module, leaf, torch.nn.Parameter(value, requires_grad=False))
+        else:
+            module.register_buffer(leaf, value, persistent=leaf in module._buffers and
+                                   leaf not in module._non_persistent_buffers_set)
+
+
+@dataclass(frozen=True)
+class _LinearUse:
+    """An op computing x W^T (+ bias) from an encoded weight W: F.linear
+    reads W as [out, in]; addmm / mm / matmul (HF's Conv1D, `x @ W`) as
+    [in, out] (`transposed`)."""
+
+    x: torch.fx.Node
+    bias: torch.fx.Node | None
+    transposed: bool
+
+
+def _linear_use(user: torch.fx.Node, weight: torch.fx.Node) -> _LinearUse | None:
+    if user.op != "call_function":
+        return None
+    args = user.args
+    if user.target is LINEAR and len(args) >= 2 and args[1] is weight and args[0] is not weight:
+        bias = args[2] if len(args) > 2 else user.kwargs.get("bias")
+        return _LinearUse(args[0], bias, False)
+    if user.target is ADDMM and len(args) == 3 and args[2] is weight and args[1] is not weight \
+            and all(user.kwargs.get(k, 1) == 1 for k in ("beta", "alpha")):
+        bias = args[0]
+        if not (isinstance(bias, torch.fx.Node) and _rank(bias) == 1):
+            return None
+        return _LinearUse(args[1], bias, True)
+    if user.target in (MM, MATMUL) and len(args) == 2 and args[1] is weight and args[0] is not weight:
+        return _LinearUse(args[0], None, True)
+    return None
+
+
+def _rank(node: torch.fx.Node) -> int | None:
+    value = node.meta.get("val")
+    return value.dim() if isinstance(value, torch.Tensor) else None
+
+
+def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str, Encoding],
+                     effective: Mapping[str, torch.Tensor], options: KernelOptions,
+                     cost_model: bool) -> tuple[dict[int, LinearRegion], dict[str, list[str]]]:
+    """Each linear use of an encoded float32 matrix -> sparse_mlir::linear.
+    Returns the regions by handle and, per encoded weight, what reads it
+    (fx node targets; regions as "sparse_mlir::linear (region h)")."""
+    graph = graph_module.graph
+    regions: dict[int, LinearRegion] = {}
+    by_key: dict[tuple[str, bool, bool], int] = {}
+    readers: dict[str, list[str]] = {}
+    buffer_nodes: dict[tuple[str, bool], list[torch.fx.Node]] = {}
+    for node in list(graph.nodes):
+        if node.op != "get_attr" or node.target not in encodings:
+            continue
+        name = str(node.target)
+        encoding = encodings[name]
+        eligible = (effective[name].dim() == 2 and effective[name].dtype == torch.float32
+                    and not isinstance(encoding, Dense))
+        for user in list(node.users):
+            use = _linear_use(user, node) if eligible else None
+            if use is not None and use.transposed and isinstance(encoding, NM):
+                use = None   # its groups run along W's out-features there: no n:m kernel for x @ W
+            if use is None:
+                readers.setdefault(name, []).append(str(user.target))
+                continue
+            key = (name, use.bias is not None, use.transposed)
+            if key not in by_key:
+                weight = effective[name].t().contiguous() if use.transposed else effective[name]
+                region = LinearRegion(name, encoding, weight, pack(encoding, weight.numpy(), name),
+                                      use.bias is not None, options, cost_model)
+                handle = REGIONS.add(region)
+                regions[handle] = region
+                by_key[key] = handle
+            handle = by_key[key]
+            if key[::2] not in buffer_nodes:
+                buffer_nodes[key[::2]] = _register_buffers(graph_module, name, use.transposed,
+                                                           regions[handle].buffers, node)
+            with graph.inserting_before(user):
+                call = graph.call_function(torch.ops.sparse_mlir.linear.default,
+                                           (use.x, buffer_nodes[key[::2]], use.bias,
+                                            regions[handle].signature.out_features, handle))
+            call.meta.update(user.meta)
+            user.replace_all_uses_with(call)
+            graph.erase_node(user)
+            readers.setdefault(name, []).append(f"sparse_mlir::linear (region {handle})")
+    graph.eliminate_dead_code()
+    graph.lint()
+    graph_module.recompile()
+    return regions, readers
+
+
+def _register_buffers(graph_module: torch.fx.GraphModule, name: str, transposed: bool,
+                      buffers: list[torch.Tensor], weight_node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The packed weight as buffers of the graph (`<weight>_sparse_<i>`, of
+    W^T: `<weight>_sparse_t_<i>`) and their get_attr nodes."""
+    nodes = []
+    prefix = name.replace(".", "_") + ("_sparse_t" if transposed else "_sparse")
+    for index, tensor in enumerate(buffers):
+        target = f"{prefix}_{index}"
+        graph_module.register_buffer(target, tensor)
+        with graph_module.graph.inserting_after(weight_node):
+            nodes.append(graph_module.graph.get_attr(target))
+    return nodes
+
+
+def _warn_other_readers(readers: Mapping[str, list[str]], encodings: Mapping[str, Encoding]) -> None:
+    """One SparseFallbackWarning per (torch op, weight) with no sparse region."""
+    for name, ops_reading in readers.items():
+        for op in dict.fromkeys(ops_reading):
+            if op.startswith("sparse_mlir::"):
+                continue
+            warnings.warn(f"no sparse region for '{op}' reading tensor '{name}' stored as "
+                          f"{encodings[name].format_name}; torch runs it on the pruned dense weight",
+                          SparseFallbackWarning, stacklevel=4)
+
+
+def _stats(encoding: Encoding, effective: torch.Tensor, sparse: bool) -> TensorStats:
+    nnz = int(torch.count_nonzero(effective))
+    fmt = encoding.format_name if sparse or isinstance(encoding, Dense) else \
+        f"dense (no sparse region reads it; requested {encoding.format_name})"
+    return TensorStats(shape=tuple(effective.shape), format=fmt, sparsifier=encoding.effective_sparsifier.attr_text(),
+                       nnz=nnz, density=nnz / max(1, effective.numel()))
+
+
+def _plan(name: str, encoding: Encoding, stats: TensorStats, readers: list[str]) -> PlanEntry:
+    sparsifier = encoding.effective_sparsifier
+    regions = [r for r in readers if r.startswith("sparse_mlir::")]
+    others = [r for r in dict.fromkeys(readers) if not r.startswith("sparse_mlir::")]
+    where = "read by " + ", ".join([*dict.fromkeys(regions), *others]) if readers else "not read by the graph"
+    applied = ("once, at compile time; per token count the cost model runs our kernel or torch's F.linear "
+               "(see regions())") if regions else "once, at compile time"
+    return PlanEntry(name=name, role="weight", shape=stats.shape, format=encoding.format_name,
+                     stored_as=stats.format, sparsifier=sparsifier.attr_text(), kind=sparsifier.kind,
+                     applied=f"{applied}; {where}", origin="user",
+                     fallbacks=tuple(f"'{op}' runs on torch (pruned dense weight)" for op in others))

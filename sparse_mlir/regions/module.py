@@ -1,0 +1,91 @@
+"""The module `compile(..., mode="regions")` returns: the model's torch graph
+with its sparse linears on our kernels."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Sequence
+
+import torch
+from torch.utils import _pytree as pytree
+
+from ..compiler import CompileReports, PlanEntry, TensorStats
+from ..errors import SpecError
+from ..runtime.ops import REGIONS
+from .capture import Captured
+from .linear import LinearRegion
+
+
+class RegionModule(CompileReports, torch.nn.Module):
+    """Runs the captured graph: torch's kernels for the dense parts, our
+    kernels (through `torch.ops.sparse_mlir.linear`) for the sparse linears.
+
+    Called like the model (positional and keyword arguments as its forward
+    takes them, any batch size / sequence length the graph allows); returns
+    what the model returns (tensors, tuples, dicts, HF ModelOutput).
+    Parameters are a snapshot taken at compile time (encoded weights pruned);
+    the module is for inference (no gradients: the training issue adds them).
+    It can be used from several threads and wrapped by torch.compile; it
+    cannot be pickled or torch.save'd (its kernels live in this process):
+    `state_dict()` holds the dense parameters and packed weights."""
+
+    def __init__(self, graph: torch.fx.GraphModule, captured: Captured, regions: dict[int, LinearRegion],
+                 effective: dict[str, torch.Tensor], stats: dict[str, TensorStats], plan: list[PlanEntry],
+                 compile_seconds: float) -> None:
+        torch.nn.Module.__init__(self)
+        self.graph_module = graph
+        self._captured = captured
+        self._regions = regions
+        self._effective = effective
+        self._stats = stats
+        self._plan = plan
+        self.compile_seconds = compile_seconds
+        for handle in regions:
+            weakref.finalize(self, REGIONS.remove, handle)
+
+    def regions(self) -> list[LinearRegion]:
+        """The sparse regions (one per encoded weight and bias presence), with their per-token-count choices."""
+        return list(self._regions.values())
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        call_args, call_kwargs = self._arrange(args, kwargs)
+        self._check_inputs(call_args, call_kwargs)
+        with torch.no_grad():
+            return self.graph_module(*call_args, **call_kwargs)
+
+    def _arrange(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[tuple, dict]:
+        """The call in the exported calling convention: the example's
+        positional arguments positionally, its keywords by keyword (defaults
+        filled in); an argument the example did not pass is an error."""
+        captured = self._captured
+        if captured.signature is None:
+            return tuple(args), dict(kwargs)
+        try:
+            bound = captured.signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise SpecError(f"call does not match the model's forward: {error}") from None
+        extra = [name for name in bound.arguments if name not in captured.positional + captured.keywords]
+        if extra:
+            raise SpecError(f"argument(s) {', '.join(map(repr, extra))} were not in example_args / example_kwargs "
+                            "when the model was compiled: compile with them to pass them")
+        bound.apply_defaults()
+        return (tuple(bound.arguments[name] for name in captured.positional),
+                {name: bound.arguments[name] for name in captured.keywords})
+
+    def _check_inputs(self, args: tuple, kwargs: dict) -> None:
+        leaves = [leaf for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+        specs = self._captured.inputs
+        if len(leaves) != len(specs):
+            raise SpecError(f"expected {len(specs)} tensor inputs, got {len(leaves)}")
+        for tensor, spec in zip(leaves, specs):
+            if tensor.layout != torch.strided:
+                raise SpecError(f"input {spec.path}: expected a dense (strided) tensor, got a {tensor.layout} "
+                                "tensor (pass .to_dense(); sparsity belongs in `encodings`)")
+            if tensor.dtype != spec.dtype:
+                raise SpecError(f"input {spec.path}: expected dtype {spec.dtype}, got {tensor.dtype}")
+            if tensor.dim() != len(spec.shape) or any(
+                    want is not None and got != want for got, want in zip(tensor.shape, spec.shape)):
+                shown = "(" + ", ".join("*" if d is None else str(d) for d in spec.shape) + \
+                    ("," if len(spec.shape) == 1 else "") + ")"
+                raise SpecError(f"input {spec.path}: expected shape {shown} (* is any size), "
+                                f"got {tuple(tensor.shape)}")
