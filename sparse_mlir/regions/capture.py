@@ -38,6 +38,7 @@ class Captured:
     keywords: list[str]                # ... and by keyword
     signature: inspect.Signature | None
     inputs: list[InputSpec]
+    example_args: tuple = ()           # (clones: for export's whole-graph compile)
 
 
 def _auto_dims(value: Any) -> Any:
@@ -69,7 +70,9 @@ def capture(model: torch.nn.Module, example_args: Sequence[Any], example_kwargs:
                               f"{type(error).__name__}: {error}") from error
         finally:
             model.train(was_training)
-    return Captured(program, positional, keywords, signature, _input_specs(program, args, kwargs, positional))
+    examples = tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
+    return Captured(program, positional, keywords, signature, _input_specs(program, args, kwargs, positional),
+                    examples)
 
 
 def _input_specs(program: torch.export.ExportedProgram, args: tuple, kwargs: dict,

@@ -20,6 +20,7 @@ from ..runtime.ops import REGIONS
 from ..weights import apply_sparsifier, pack
 from .capture import capture
 from .kernels import KernelOptions
+from .conv import ConvRegion
 from .linear import LinearRegion
 from .module import RegionModule
 
@@ -29,6 +30,7 @@ LINEAR = torch.ops.aten.linear.default
 ADDMM = torch.ops.aten.addmm.default
 MM = torch.ops.aten.mm.default
 MATMUL = torch.ops.aten.matmul.default
+CONV2D = torch.ops.aten.conv2d.default
 
 
 def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], example_args: Sequence[Any],
@@ -50,20 +52,20 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     effective = {name: torch.from_numpy(apply_sparsifier(encoding.effective_sparsifier,
                                                          params[name].numpy(), name))
                  for name, encoding in encodings.items()}
-    # Packed before capture: an index width too narrow fails fast (regions pack what they read).
-    for name, encoding in encodings.items():
-        if effective[name].dim() == 2 and not isinstance(encoding, Dense):
-            pack(encoding, effective[name].numpy(), name)
+    # Packed before capture: an index width too narrow fails fast. (Regions
+    # reading W as [in, out] pack W^T themselves.)
+    packed = {name: pack(encoding, effective[name].numpy(), name) for name, encoding in encodings.items()
+              if effective[name].dim() == 2 and not isinstance(encoding, Dense)}
     captured = capture(model, example_args, example_kwargs, dynamic)
     graph_module = captured.program.module()
-    _snapshot(graph_module, effective)
+    snapshot(graph_module, effective)
     options = KernelOptions(opt_level=opt_level, vector_lanes=vector_lanes)
-    regions, readers = _replace_linears(graph_module, encodings, effective, options, cost_model)
+    regions, readers = _replace_linears(graph_module, encodings, effective, packed, options, cost_model)
     _warn_other_readers(readers, encodings)
     stats = {name: _stats(encoding, effective[name], name in {r.name for r in regions.values()})
              for name, encoding in encodings.items()}
     plan = [_plan(name, encoding, stats[name], readers.get(name, [])) for name, encoding in encodings.items()]
-    module = RegionModule(graph_module, captured, regions, effective, stats, plan, 0.0)
+    module = RegionModule(graph_module, captured, regions, effective, stats, plan, 0.0, encodings)
     if regions and warm_up:
         # The example's shapes: kernels built and the cost model's choices
         # made now, not in the first call.
@@ -74,7 +76,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     return module
 
 
-def _snapshot(graph_module: torch.fx.GraphModule, effective: Mapping[str, torch.Tensor]) -> None:
+def snapshot(graph_module: torch.fx.GraphModule, effective: Mapping[str, torch.Tensor]) -> None:
     """The graph's own copy of every parameter and buffer (encoded weights
     pruned): later changes to the user's model do not reach it."""
     for name, tensor in [*graph_module.named_parameters(), *graph_module.named_buffers()]:
@@ -123,16 +125,16 @@ def _rank(node: torch.fx.Node) -> int | None:
 
 
 def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str, Encoding],
-                     effective: Mapping[str, torch.Tensor], options: KernelOptions,
-                     cost_model: bool) -> tuple[dict[int, LinearRegion], dict[str, list[str]]]:
+                     effective: Mapping[str, torch.Tensor], packed: Mapping[str, list], options: KernelOptions,
+                     cost_model: bool) -> tuple[dict[int, Any], dict[str, list[str]]]:
     """Each linear use of an encoded float32 matrix -> sparse_mlir::linear.
     Returns the regions by handle and, per encoded weight, what reads it
     (fx node targets; regions as "sparse_mlir::linear (region h)")."""
     graph = graph_module.graph
-    regions: dict[int, LinearRegion] = {}
-    by_key: dict[tuple[str, bool, bool], int] = {}
+    regions: dict[int, Any] = {}
+    by_key: dict[tuple, int] = {}
     readers: dict[str, list[str]] = {}
-    buffer_nodes: dict[tuple[str, bool], list[torch.fx.Node]] = {}
+    buffer_nodes: dict[tuple, list[torch.fx.Node]] = {}
     for node in list(graph.nodes):
         if node.op != "get_attr" or node.target not in encodings:
             continue
@@ -141,6 +143,12 @@ def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str,
         eligible = (effective[name].dim() == 2 and effective[name].dtype == torch.float32
                     and not isinstance(encoding, Dense))
         for user in list(node.users):
+            conv = _conv_use(user, node) if _conv_eligible(effective[name], encoding) else None
+            if conv is not None:
+                _replace_conv(graph_module, user, node, name, encoding, effective[name], conv, regions, by_key,
+                              buffer_nodes, options, cost_model)
+                readers.setdefault(name, []).append("sparse_mlir::conv2d")
+                continue
             use = _linear_use(user, node) if eligible else None
             if use is not None and use.transposed and isinstance(encoding, NM):
                 use = None   # its groups run along W's out-features there: no n:m kernel for x @ W
@@ -150,8 +158,8 @@ def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str,
             key = (name, use.bias is not None, use.transposed)
             if key not in by_key:
                 weight = effective[name].t().contiguous() if use.transposed else effective[name]
-                region = LinearRegion(name, encoding, weight, pack(encoding, weight.numpy(), name),
-                                      use.bias is not None, options, cost_model)
+                buffers = pack(encoding, weight.numpy(), name) if use.transposed else packed[name]
+                region = LinearRegion(name, encoding, weight, buffers, use.bias is not None, options, cost_model)
                 handle = REGIONS.add(region)
                 regions[handle] = region
                 by_key[key] = handle
@@ -171,6 +179,70 @@ def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str,
     graph.lint()
     graph_module.recompile()
     return regions, readers
+
+
+@dataclass(frozen=True)
+class _ConvUse:
+    x: torch.fx.Node
+    bias: torch.fx.Node | None
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+
+
+def _pair(value: Any, default: int) -> tuple[int, int] | None:
+    if value is None:
+        return (default, default)
+    if isinstance(value, int):
+        return (value, value)
+    if isinstance(value, (list, tuple)) and len(value) in (1, 2) and all(isinstance(v, int) for v in value):
+        return (value[0], value[-1])
+    return None
+
+
+def _conv_eligible(weight: torch.Tensor, encoding: Encoding) -> bool:
+    return weight.dim() == 4 and weight.dtype == torch.float32 and not isinstance(encoding, Dense)
+
+
+def _conv_use(user: torch.fx.Node, weight: torch.fx.Node) -> _ConvUse | None:
+    """aten.conv2d(x, W, bias, stride, padding, dilation, groups = 1) with int parameters."""
+    if user.op != "call_function" or user.target is not CONV2D:
+        return None
+    names = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
+    given = {**dict(zip(names, user.args)), **user.kwargs}
+    if given.get("weight") is not weight or given.get("input") is weight or given.get("groups", 1) != 1:
+        return None
+    stride, padding, dilation = (_pair(given.get(k), d) for k, d in (("stride", 1), ("padding", 0),
+                                                                      ("dilation", 1)))
+    if stride is None or padding is None or dilation is None:
+        return None
+    return _ConvUse(given["input"], given.get("bias"), stride, padding, dilation)
+
+
+def _replace_conv(graph_module: torch.fx.GraphModule, user: torch.fx.Node, weight_node: torch.fx.Node, name: str,
+                  encoding: Encoding, weight: torch.Tensor, use: _ConvUse, regions: dict[int, Any],
+                  by_key: dict[tuple, int], buffer_nodes: dict[tuple, list[torch.fx.Node]], options: KernelOptions,
+                  cost_model: bool) -> None:
+    key = (name, use.bias is not None, "conv", use.stride, use.padding, use.dilation)
+    if key not in by_key:
+        matrix = weight.reshape(weight.shape[0], -1)
+        region = ConvRegion(name, encoding, weight, pack(encoding, matrix.numpy(), name), use.bias is not None,
+                            use.stride, use.padding, use.dilation, options, cost_model)
+        handle = REGIONS.add(region)
+        regions[handle] = region
+        by_key[key] = handle
+    handle = by_key[key]
+    region = regions[handle]
+    if (name, "conv") not in buffer_nodes:
+        buffer_nodes[(name, "conv")] = _register_buffers(graph_module, name, False, region.buffers, weight_node)
+    with graph_module.graph.inserting_before(user):
+        call = graph_module.graph.call_function(
+            torch.ops.sparse_mlir.conv2d.default,
+            (use.x, buffer_nodes[(name, "conv")], use.bias, weight.shape[0], list(region.kernel_size),
+             list(use.stride), list(use.padding), list(use.dilation), handle))
+    call.meta.update(user.meta)
+    user.replace_all_uses_with(call)
+    graph_module.graph.erase_node(user)
 
 
 def _register_buffers(graph_module: torch.fx.GraphModule, name: str, transposed: bool,

@@ -15,6 +15,7 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ from ..encodings import Encoding
 from ..importers.torch_fx import import_model
 from ..jit import jit
 from ..threads import libomp_path, openmp_available
+from . import disk_cache
 
 log = logging.getLogger("sparse_mlir.regions")
 
@@ -56,12 +58,13 @@ class CompiledLinear:
 
     signature: LinearSignature
     tokens: int
-    engine: Any
+    function: Any                  # the packed C-interface entry (ExecutionEngine or cached library)
     stored_sparse: bool            # False: the pipeline read the weight densely (fallback)
     fallbacks: tuple[str, ...]     # the pipeline's fallback warnings
     annotated: str                 # what sparse-mlir-opt reproduces it from
     pipeline: str
     seconds: float
+    from_disk: bool = False
     keep_alive: tuple = ()
 
 
@@ -89,11 +92,18 @@ def compile_linear(signature: LinearSignature, encoding: Encoding, tokens: int,
                    options: KernelOptions) -> CompiledLinear:
     """Builds the kernel of `signature` for x of `tokens` rows."""
     start = time.perf_counter()
+    openmp = openmp_available()
+    entry = disk_cache.key(signature, tokens, options, openmp)
+    cached = disk_cache.load(entry)
+    if cached is not None:
+        function, info = cached
+        log.info("loaded linear %s, %d tokens from the kernel cache", signature, tokens)
+        return CompiledLinear(signature, tokens, function, info["stored_sparse"], tuple(info["fallbacks"]),
+                              info["annotated"], info["pipeline"], time.perf_counter() - start, from_disk=True)
     k, n = signature.in_features, signature.out_features
     model = _BiasAsInput(k, n) if signature.bias else _NoBias(k, n)
     example = (torch.zeros(tokens, k),) + ((torch.zeros(n),) if signature.bias else ())
     imported = import_model(model, example)
-    openmp = openmp_available()
     frontend, convert, lowering = pipeline_pieces("warn", True, openmp, options.vector_lanes)
     pipeline = f"{frontend} -> {convert} -> {lowering}"
     with make_context() as context, ir.Location.unknown():
@@ -107,10 +117,19 @@ def compile_linear(signature: LinearSignature, encoding: Encoding, tokens: int,
             _run(lowering, module, annotated, pipeline, diagnostics)
         fallbacks = tuple(dict.fromkeys(diagnostics.warnings))
         engine = jit(module, opt_level=options.opt_level, shared_libs=[libomp_path()] if openmp else [])
+    disk_cache.store(entry, engine, dict(stored_sparse=stored_sparse, fallbacks=list(fallbacks),
+                                         annotated=annotated, pipeline=pipeline), openmp)
     seconds = time.perf_counter() - start
     log.info("compiled linear %dx%d (%s, %d tokens) in %.2f s", n, k, signature.encoding, tokens, seconds)
-    return CompiledLinear(signature, tokens, engine, stored_sparse, fallbacks, annotated, pipeline, seconds,
-                          keep_alive=(context, module))
+    return CompiledLinear(signature, tokens, engine.lookup("main"), stored_sparse, fallbacks, annotated, pipeline,
+                          seconds, keep_alive=(engine, context, module))
+
+
+def _compile_quietly(signature: LinearSignature, encoding: Encoding, tokens: int,
+                     options: KernelOptions) -> CompiledLinear:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SparseFallbackWarning)  # reported by the region, once
+        return compile_linear(signature, encoding, tokens, options)
 
 
 class KernelCache:
@@ -138,9 +157,11 @@ class KernelCache:
             with self._lock:
                 if key in self._entries:
                     return self._entries[key]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", SparseFallbackWarning)  # reported by the region, once
-                compiled = compile_linear(signature, encoding, tokens, options)
+            # Built on a thread of its own: the calling thread may be inside a
+            # torch.compile'd graph (a new shape reaching the op), whose
+            # thread-local tracing state torch.export must not see.
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sparse_mlir_kernel") as builder:
+                compiled = builder.submit(_compile_quietly, signature, encoding, tokens, options).result()
             with self._lock:
                 self._entries[key] = compiled
                 self._building.pop(key, None)

@@ -3,13 +3,17 @@ with its sparse linears on our kernels."""
 
 from __future__ import annotations
 
+import os
+import warnings
 import weakref
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import torch
 from torch.utils import _pytree as pytree
 
 from ..compiler import CompileReports, PlanEntry, TensorStats
+from ..encodings import Encoding
 from ..errors import SpecError
 from ..runtime.ops import REGIONS
 from .capture import Captured
@@ -31,8 +35,9 @@ class RegionModule(CompileReports, torch.nn.Module):
 
     def __init__(self, graph: torch.fx.GraphModule, captured: Captured, regions: dict[int, LinearRegion],
                  effective: dict[str, torch.Tensor], stats: dict[str, TensorStats], plan: list[PlanEntry],
-                 compile_seconds: float) -> None:
+                 compile_seconds: float, encodings: Mapping[str, Encoding]) -> None:
         torch.nn.Module.__init__(self)
+        self._encodings = dict(encodings)
         self.graph_module = graph
         self._captured = captured
         self._regions = regions
@@ -42,6 +47,30 @@ class RegionModule(CompileReports, torch.nn.Module):
         self.compile_seconds = compile_seconds
         for handle in regions:
             weakref.finalize(self, REGIONS.remove, handle)
+
+    def export(self, path: str | os.PathLike) -> Path:
+        """A self-contained artifact (`sparse_mlir.load`, the C loader; no torch
+        graph, no compiler) of the model at the example's shapes: the whole
+        graph compiled by `mode="graph"` from the same pruned weights and
+        encodings. Artifacts are static-shape, positional-input programs; a
+        Python service that needs other shapes keeps this module instead."""
+        captured = self._captured
+        if captured.keywords:
+            raise SpecError(f"export() compiles the whole graph, which takes positional tensor inputs only; this "
+                            f"model was compiled with keyword inputs {captured.keywords} (keep the module in a "
+                            "Python service, or compile the model with positional example_args only)")
+        from ..compiler import compile as compile_graph
+        from .driver import snapshot
+        model = captured.program.module()
+        snapshot(model, self._effective)
+        # The program was captured in eval mode; its module refuses train()
+        # / eval(), which the whole-graph capture calls to restore the flag.
+        model.train = model.eval = lambda mode=True: model  # type: ignore[method-assign]
+        model.training = False
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            whole = compile_graph(model, self._encodings, captured.example_args, mode="graph")
+        return whole.export(path)
 
     def regions(self) -> list[LinearRegion]:
         """The sparse regions (one per encoded weight and bias presence), with their per-token-count choices."""

@@ -1,20 +1,22 @@
-"""The torch custom op a compiled sparse region runs as.
+"""The torch custom ops compiled sparse regions run as.
 
 `torch.ops.sparse_mlir.linear(x, buffers, bias, out_features, region)`
 computes `F.linear(x, W, bias)` for the sparse weight `W` that region
 `region` of this process stores in `buffers` (its packed positions,
 coordinates and values, in the kernel's argument order). `region` is a
 handle into `REGIONS`, filled by the compiler: the region object picks (and
-builds on first use) the kernel for the call's token count. The fake
-implementation gives torch.export / torch.compile the output's shape and
-dtype without running anything.
+builds on first use) the kernel for the call's token count.
+`torch.ops.sparse_mlir.conv2d(x, buffers, bias, out_channels, kernel_size,
+stride, padding, dilation, region)` is F.conv2d (groups 1) the same way.
+The fake implementations give torch.export / torch.compile the output's
+shape and dtype without running anything.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import torch
 
@@ -31,10 +33,10 @@ class _Registry:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._regions: dict[int, RegionKernel] = {}
+        self._regions: dict[int, Any] = {}
         self._next = itertools.count(1)
 
-    def add(self, region: RegionKernel) -> int:
+    def add(self, region: "RegionKernel | ConvRegionKernel") -> int:
         with self._lock:
             handle = next(self._next)
             self._regions[handle] = region
@@ -44,7 +46,7 @@ class _Registry:
         with self._lock:
             self._regions.pop(handle, None)
 
-    def get(self, handle: int) -> RegionKernel:
+    def get(self, handle: int) -> Any:
         region = self._regions.get(handle)
         if region is None:
             raise RuntimeError(f"sparse_mlir::linear: region {handle} does not exist in this process (a compiled "
@@ -67,3 +69,26 @@ def linear(x: torch.Tensor, buffers: list[torch.Tensor], bias: torch.Tensor | No
 def _(x: torch.Tensor, buffers: list[torch.Tensor], bias: torch.Tensor | None, out_features: int,
       region: int) -> torch.Tensor:
     return x.new_empty((*x.shape[:-1], out_features))
+
+
+class ConvRegionKernel(Protocol):
+    """What a conv region handle stands for: F.conv2d(x, W, bias, stride, padding, dilation)."""
+
+    def __call__(self, x: torch.Tensor, buffers: Sequence[torch.Tensor], bias: torch.Tensor | None) -> torch.Tensor: ...
+
+
+@torch.library.custom_op("sparse_mlir::conv2d", mutates_args=())
+def conv2d(x: torch.Tensor, buffers: list[torch.Tensor], bias: torch.Tensor | None, out_channels: int,
+           kernel_size: list[int], stride: list[int], padding: list[int], dilation: list[int],
+           region: int) -> torch.Tensor:
+    """F.conv2d(x, W, bias, stride, padding, dilation) (groups = 1) with W stored sparsely in `buffers`."""
+    return REGIONS.get(region)(x, buffers, bias)
+
+
+@conv2d.register_fake
+def _(x: torch.Tensor, buffers: list[torch.Tensor], bias: torch.Tensor | None, out_channels: int,
+      kernel_size: list[int], stride: list[int], padding: list[int], dilation: list[int],
+      region: int) -> torch.Tensor:
+    spatial = [(size + 2 * p - d * (k - 1) - 1) // s + 1
+               for size, k, s, p, d in zip(x.shape[-2:], kernel_size, stride, padding, dilation)]
+    return x.new_empty((*x.shape[:-3], out_channels, *spatial))

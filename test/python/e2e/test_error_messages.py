@@ -83,12 +83,13 @@ def test_sparse_input_is_told_to_pass_a_dense_tensor(layout: str) -> None:
         fn(sparse)
 
 
-def test_opt_tool_entry_point_does_not_import_torch() -> None:
+def test_opt_tool_entry_point_does_not_import_torch(tmp_path) -> None:
     """`sparse-mlir-opt --version` took ~5 s: its wrapper imported the
     package, and the package torch."""
     code = ("import sys, sparse_mlir._tools; "
             "print(sorted(m for m in ('torch', 'mlir', 'numpy') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         cwd=tmp_path).stdout   # outside the source tree: the installed package
     assert out.strip() == "[]"
 
 

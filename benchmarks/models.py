@@ -1,0 +1,231 @@
+"""Whole models on the CPU: sparse_mlir (mode="regions") against eager torch
+and torch.compile (inductor) of the same pruned model, in one process.
+
+Models are built from their libraries' configs with random weights (no hub
+downloads): HF BERT-base, ViT-base, DistilBERT, T5-small's encoder, LLaMA
+(512 hidden, 2 layers), GPT-2 (12 layers); torchvision's ResNet-50 and
+MobileNetV3-Small, timm's ConvNeXt-T (CSR formats only: n:m groups do not
+fit a conv's kw). Every Linear / Conv1D / Conv2d weight (LM
+heads included; GPT-2's is tied to its embedding, which then reads the pruned
+weight on torch) is pruned and encoded: 70% and
+90% CSR (magnitude), 2:4, 2:4 with one pattern per 4 rows. For each model,
+format and thread count (1, 2: torch and sparse_mlir's libomp alike):
+
+- eager      the pruned model in torch (weights with the zeros)
+- inductor   torch.compile(pruned model), default mode
+- ours       sm.compile(model, encodings, mode="regions") with the cost model
+
+Medians of --repeats calls after warm-up calls; each compiled output is
+checked against eager on the same weights first. Causal LMs also run decode
+(one token). Eager and inductor are measured once per (model, threads,
+phase), on the 90% weights (their time does not depend on the values).
+Writes results/models.{json,md,png}.
+
+    .venv/bin/python benchmarks/models.py                 # everything (~1 h on 2 cores)
+    .venv/bin/python benchmarks/models.py --models bert --formats 90% --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import platform
+import statistics
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+import sparse_mlir as sm
+from sparse_mlir.cpu import cpu_model, host_isa_flags
+from sparse_mlir.testing import import_torchvision
+
+RESULTS = Path(__file__).resolve().parent / "results"
+log = logging.getLogger("benchmarks.models")
+
+FORMATS: dict[str, Callable[[], sm.Encoding]] = {
+    "70%": lambda: sm.CSR(sparsifier=sm.ScalarFraction(0.7)),
+    "90%": lambda: sm.CSR(sparsifier=sm.ScalarFraction(0.9)),
+    "2:4": lambda: sm.NM(2, 4),
+    "2:4 (4 rows)": lambda: sm.NM(2, 4, rows=4),
+}
+
+
+def _models() -> dict[str, tuple[Callable[[], torch.nn.Module], bool]]:
+    """name -> (build, causal LM)."""
+    import transformers as tf
+    tf.logging.set_verbosity_error()
+    return {
+        "BERT-base": (lambda: tf.BertModel(tf.BertConfig()), False),
+        "ViT-base": (lambda: tf.ViTModel(tf.ViTConfig()), False),
+        "DistilBERT": (lambda: tf.DistilBertModel(tf.DistilBertConfig()), False),
+        "T5-small encoder": (lambda: tf.T5EncoderModel(tf.T5Config.from_dict(dict(
+            d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_heads=8, vocab_size=32128))), False),
+        "LLaMA (512, 2 layers)": (lambda: tf.LlamaForCausalLM(tf.LlamaConfig(
+            hidden_size=512, intermediate_size=1408, num_hidden_layers=2, num_attention_heads=8,
+            num_key_value_heads=8, vocab_size=32000)), True),
+        "GPT-2": (lambda: tf.GPT2LMHeadModel(tf.GPT2Config()), True),
+        "ResNet-50": (lambda: import_torchvision().models.resnet50(weights=None), False),
+        "MobileNetV3-S": (lambda: import_torchvision().models.mobilenet_v3_small(weights=None), False),
+        "ConvNeXt-T": (lambda: _timm().create_model("convnext_tiny", pretrained=False), False),
+    }
+
+
+def _timm() -> Any:
+    import_torchvision()   # timm imports torchvision
+    import timm
+    return timm
+
+
+CONV_MODELS = ("ResNet", "MobileNet", "ConvNeXt")
+
+
+def _linear_weights(model: torch.nn.Module) -> list[str]:
+    """Canonical names of every Linear / Conv1D weight (a tied LM head under its embedding's name)."""
+    canonical = {id(p): n for n, p in model.named_parameters()}
+    return list(dict.fromkeys(canonical[id(m.weight)] for m in model.modules()
+                              if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d)) or type(m).__name__ == "Conv1D"))
+
+
+def _inputs(name: str, model: torch.nn.Module, phase: str) -> tuple[tuple, dict]:
+    generator = torch.Generator().manual_seed(0)
+    if name.startswith(("ViT", *CONV_MODELS)):
+        return (torch.randn(4, 3, 224, 224, generator=generator),), {}
+    tokens = (4, 128) if phase == "prefill" else (4, 1)
+    ids = torch.randint(0, 1000, tokens, generator=generator)
+    if name.startswith(("LLaMA", "GPT")):
+        return (ids,), {"use_cache": False}
+    return (ids,), {"attention_mask": torch.ones(tokens, dtype=torch.long)}
+
+
+def _median_ms(function: Callable[[], Any], repeats: int) -> float:
+    for _ in range(2):
+        function()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def _first_tensor(output: Any) -> torch.Tensor:
+    values = output.to_tuple() if hasattr(output, "to_tuple") else output
+    return values[0] if isinstance(values, (tuple, list)) else values
+
+
+def run(models: list[str], formats: list[str], threads: list[int], repeats: int) -> list[dict]:
+    rows: list[dict] = []
+    for name in models:
+        build, causal = _models()[name]
+        torch.manual_seed(0)
+        model = build().eval()
+        phases = ["prefill", "decode"] if causal else ["prefill"]
+        weights = _linear_weights(model)
+        baseline: dict[tuple[int, str], tuple[float, float]] = {}
+        for fmt in formats:
+            if name.startswith(CONV_MODELS) and ":" in fmt:
+                continue   # n:m groups along a conv's kw (1 or 3 wide) do not exist
+            encodings = {n: FORMATS[fmt]() for n in weights}
+            args, kwargs = _inputs(name, model, "prefill")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                start = time.perf_counter()
+                fn = sm.compile(model, encodings, example_args=args, example_kwargs=kwargs, mode="regions")
+                compile_s = time.perf_counter() - start
+            pruned = copy.deepcopy(model).eval()
+            pruned.load_state_dict({**model.state_dict(), **fn.effective_state_dict()})
+            for t in threads:
+                torch.set_num_threads(t)
+                sm.set_num_threads(t)
+                for phase in phases:
+                    args, kwargs = _inputs(name, model, phase)
+                    with torch.no_grad():
+                        got, want = _first_tensor(fn(*args, **kwargs)), _first_tensor(pruned(*args, **kwargs))
+                    error = float((got - want).abs().max())
+                    if error > 1e-2 * max(1.0, float(want.abs().max())):
+                        raise AssertionError(f"{name} {fmt} {phase}: max error {error}")
+                    if (t, phase) not in baseline:
+                        with torch.no_grad():
+                            eager = _median_ms(lambda: pruned(*args, **kwargs), repeats)
+                            inductor_fn = torch.compile(pruned)
+                            inductor_fn(*args, **kwargs)
+                            inductor = _median_ms(lambda: inductor_fn(*args, **kwargs), repeats)
+                        baseline[(t, phase)] = (eager, inductor)
+                    eager, inductor = baseline[(t, phase)]
+                    with torch.no_grad():
+                        ours = _median_ms(lambda: fn(*args, **kwargs), repeats)
+                    on_kernels = sum(c.kernel is not None for r in fn.regions() for c in r.choices.values())
+                    decided = sum(len(r.choices) for r in fn.regions())
+                    row = dict(model=name, format=fmt, threads=t, phase=phase, eager_ms=eager, inductor_ms=inductor,
+                               ours_ms=ours, vs_eager=eager / ours, vs_inductor=inductor / ours,
+                               compile_s=compile_s, max_error=error, regions=len(fn.regions()),
+                               region_calls_on_our_kernels=f"{on_kernels}/{decided}")
+                    rows.append(row)
+                    log.warning("%s %s %d thr %s: eager %.1f ms, inductor %.1f ms, ours %.1f ms -> %.2fx eager, "
+                                "%.2fx inductor (compile %.1f s)", name, fmt, t, phase, eager, inductor, ours,
+                                eager / ours, inductor / ours, compile_s)
+            del fn
+    return rows
+
+
+def _write(rows: list[dict], threads: list[int]) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    machine = dict(cpu=cpu_model(), isa=" ".join(host_isa_flags()), python=platform.python_version(),
+                   torch=torch.__version__)
+    (RESULTS / "models.json").write_text(json.dumps(dict(machine=machine, rows=rows), indent=1) + "\n")
+    lines = [f"# Whole models, sparse_mlir mode='regions' ({machine['cpu']}; {machine['isa']})", "",
+             "speedup = time of eager (or inductor) on the same pruned weights / ours; medians.", "",
+             "| model | phase | format | threads | eager ms | inductor ms | ours ms | vs eager | vs inductor | "
+             "compile s | on our kernels |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['phase']} | {r['format']} | {r['threads']} | {r['eager_ms']:.1f} | "
+                     f"{r['inductor_ms']:.1f} | {r['ours_ms']:.1f} | {r['vs_eager']:.2f}x | "
+                     f"{r['vs_inductor']:.2f}x | {r['compile_s']:.1f} | {r['region_calls_on_our_kernels']} |")
+    (RESULTS / "models.md").write_text("\n".join(lines) + "\n")
+    _plot(rows, threads)
+
+
+def _plot(rows: list[dict], threads: list[int]) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    prefill = [r for r in rows if r["phase"] == "prefill"]
+    models = list(dict.fromkeys(r["model"] for r in prefill))
+    formats = list(dict.fromkeys(r["format"] for r in prefill))
+    figure, axes = plt.subplots(1, len(threads), figsize=(7 * len(threads), 4.5), squeeze=False)
+    for axis, t in zip(axes[0], threads):
+        width = 0.8 / max(1, len(formats))
+        for i, fmt in enumerate(formats):
+            values = [next((r["vs_eager"] for r in prefill if r["model"] == m and r["format"] == fmt
+                            and r["threads"] == t), 0.0) for m in models]
+            axis.bar([x + i * width for x in range(len(models))], values, width, label=fmt)
+        axis.axhline(1.0, color="black", linewidth=0.8)
+        axis.set_xticks([x + width * (len(formats) - 1) / 2 for x in range(len(models))])
+        axis.set_xticklabels(models, rotation=20, ha="right", fontsize=8)
+        axis.set_ylabel("speedup over eager (prefill)")
+        axis.set_title(f"{t} thread{'s' if t > 1 else ''}")
+        axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(RESULTS / "models.png", dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="*", help="model names (substring match)")
+    parser.add_argument("--formats", nargs="*", default=list(FORMATS))
+    parser.add_argument("--threads", nargs="*", type=int, default=[1, 2])
+    parser.add_argument("--repeats", type=int, default=7)
+    options = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    names = [n for n in _models() if not options.models or any(s.lower() in n.lower() for s in options.models)]
+    rows = run(names, options.formats, options.threads, options.repeats)
+    _write(rows, options.threads)
+
+
+if __name__ == "__main__":
+    main()

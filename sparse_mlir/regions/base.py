@@ -1,0 +1,146 @@
+"""What linear and conv regions share: the packed weight, the kernel per
+input shape, and the cost model's choice between it and torch's op."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Hashable, Sequence
+
+import numpy as np
+import torch
+
+from .._memref import Kernel
+from ..compiler import SparseFallbackWarning
+from ..encodings import Encoding
+from ..errors import CompileError
+from .kernels import KERNELS, CompiledLinear, KernelOptions, LinearSignature, median_seconds
+
+log = logging.getLogger("sparse_mlir.regions")
+
+
+@dataclass
+class Choice:
+    """What runs a region at one input shape, and why."""
+
+    tokens: int
+    kernel: Kernel | None          # None: torch's op on the pruned dense weight
+    ours_ms: float | None
+    torch_ms: float | None
+    reason: str
+    compiled: CompiledLinear | None = None
+
+
+# (signature, tokens, density, bias, options, what) -> (ours ms, torch ms, reason):
+# the cost model's measurements, shared by the weights they describe.
+_DECISIONS: dict[tuple, tuple[float, float, str]] = {}
+
+
+class Region:
+    """One encoded weight read through the linear kernels (y[T, N] = x[T, K] W2^T + bias).
+
+    Subclasses say how an input becomes the kernel's x (`_tokens`), how the
+    kernel's result becomes the op's (`_ours`) and what torch runs instead
+    (`_torch`). The kernel for an input shape is built on the first call
+    with it (shared by every weight of the same signature) and, with the
+    cost model on, timed against torch's op on that call's input: the faster
+    one runs every later call with that shape."""
+
+    op_name = "op"
+
+    def __init__(self, name: str, encoding: Encoding, effective: torch.Tensor, matrix: torch.Tensor,
+                 packed: Sequence[np.ndarray], bias: bool, options: KernelOptions, cost_model: bool) -> None:
+        self.name = name
+        self.encoding = encoding
+        out_features, in_features = matrix.shape
+        self.signature = LinearSignature(in_features, out_features, encoding.attr_text(), bias)
+        self._weight = effective          # what torch's op reads
+        self._matrix = matrix             # W2 [N, K]: what the kernel reads when stored densely
+        self._packed = [np.ascontiguousarray(a) for a in packed]
+        self._options = options
+        self._cost_model = cost_model
+        self._lock = threading.Lock()
+        self.choices: dict[Hashable, Choice] = {}
+        self._warned = False
+        self.density = float(np.count_nonzero(matrix.numpy())) / max(1, matrix.numel())
+
+    @property
+    def buffers(self) -> list[torch.Tensor]:
+        """The packed weight as tensors (zero-copy views of the kernel's arguments)."""
+        return [torch.from_numpy(a) for a in self._packed]
+
+    def __call__(self, x: torch.Tensor, buffers: Sequence[torch.Tensor], bias: torch.Tensor | None) -> torch.Tensor:
+        key = tuple(x.shape)
+        choice = self.choices.get(key)
+        if choice is None:
+            with self._lock:
+                if key not in self.choices:
+                    self.choices[key] = self._decide(x, bias)
+                    log.info("%s, input %s: %s", self.name, list(key), self.choices[key].reason)
+                choice = self.choices[key]
+        if choice.kernel is None or x.dtype != torch.float32 or x.device.type != "cpu":
+            return self._torch(x, bias)
+        return self._ours(choice.kernel, x, bias)
+
+    def _tokens(self, x: torch.Tensor) -> int:
+        raise NotImplementedError
+
+    def _ours(self, kernel: Kernel, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _torch(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _linear(self, kernel: Kernel, columns: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """The kernel on x[T, K] (made contiguous) and the bias: y[T, N]."""
+        columns = columns.contiguous()
+        tokens, depth = columns.shape
+        signature = [((tokens, depth), (depth, 1), np.dtype(np.float32))]
+        addresses = [columns.data_ptr()]
+        if bias is not None:
+            bias = bias.contiguous()
+            signature.append(((bias.shape[0],), (1,), np.dtype(np.float32)))
+            addresses.append(bias.data_ptr())
+        return torch.from_numpy(kernel.call_addresses(tuple(signature), addresses))
+
+    def _decide(self, x: torch.Tensor, bias: torch.Tensor | None) -> Choice:
+        if x.dtype != torch.float32 or (bias is not None and bias.dtype != torch.float32):
+            return Choice(0, None, None, None, f"torch: {x.dtype} (the CPU kernels take float32)")
+        tokens = self._tokens(x)
+        try:
+            compiled = KERNELS.get(self.signature, self.encoding, tokens, self._options)
+        except CompileError as error:
+            self._warn(f"no sparse kernel for {self.op_name} reading '{self.name}' stored as "
+                       f"{self.encoding.format_name}: {error}; torch's {self.op_name} runs it on the pruned weight")
+            return Choice(tokens, None, None, None, f"torch: the kernel did not compile ({error})")
+        for message in compiled.fallbacks:
+            self._warn(message.replace("tensor 'weight'", f"tensor '{self.name}'"))
+        bound = self._packed if compiled.stored_sparse else [self._matrix.contiguous().numpy()]
+        kernel = Kernel(compiled.function, bound, 2, np.float32, owner=compiled)
+        if not self._cost_model:
+            return Choice(tokens, kernel, None, None, "ours (cost_model=False)", compiled)
+        # Weights of one signature and density run alike: measured once.
+        key = (self.signature, tokens, round(self.density, 2), self._options, self._measure_key(x))
+        if key not in _DECISIONS:
+            x = x.contiguous()
+            ours = median_seconds(lambda: self._ours(kernel, x, bias)) * 1e3
+            theirs = median_seconds(lambda: self._torch(x, bias)) * 1e3
+            _DECISIONS[key] = (ours, theirs, f"{'ours' if ours < theirs else 'torch'} "
+                                             f"(ours {ours:.3f} ms, torch {theirs:.3f} ms)")
+            shared = ""
+        else:
+            shared = ", measured on a weight of the same shape, format and density"
+        ours, theirs, reason = _DECISIONS[key]
+        return Choice(tokens, kernel if ours < theirs else None, ours, theirs, reason + shared, compiled)
+
+    def _measure_key(self, x: torch.Tensor) -> Hashable:
+        """What else the measurement depends on (the op's own parameters)."""
+        return self.op_name
+
+    def _warn(self, message: str) -> None:
+        if not self._warned:
+            self._warned = True
+            warnings.warn(message, SparseFallbackWarning, stacklevel=5)
+

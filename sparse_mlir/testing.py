@@ -1,0 +1,20 @@
+"""Helpers for tests and benchmarks that build real models."""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+
+def import_torchvision() -> Any:
+    """torchvision, imported beside torch's CPU build.
+
+    PyPI's torchvision wheel is built against CUDA torch: importing it
+    registers fake kernels for its C ops (`torchvision::nms`, ...), which do
+    not exist here, and fails. Its models are plain Python and need none of
+    them, so the registrations are skipped (timm imports torchvision too:
+    call this first)."""
+    sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
+    import torchvision
+    return torchvision

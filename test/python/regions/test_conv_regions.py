@@ -1,0 +1,72 @@
+"""Convolutions with encoded weights in mode="regions": im2col + our
+kernels where the cost model measured them faster, torch's conv2d
+otherwise; results against eager on the same pruned weights."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import sparse_mlir as sm
+from sparse_mlir.testing import import_torchvision
+
+
+class ConvNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 16, 3, stride=2, padding=1)
+        self.point = torch.nn.Conv2d(16, 32, 1, bias=False)
+        self.dilated = torch.nn.Conv2d(32, 32, 3, padding=2, dilation=2)
+        self.strided = torch.nn.Conv2d(32, 24, 1, stride=2)
+        self.depthwise = torch.nn.Conv2d(24, 24, 3, padding=1, groups=24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.stem(x))
+        x = torch.relu(self.dilated(self.point(x)))
+        return self.depthwise(self.strided(x))
+
+
+def test_conv_kinds_match_eager_at_other_sizes() -> None:
+    torch.manual_seed(0)
+    model = ConvNet().eval()
+    encodings = {name: sm.CSR(sparsifier=sm.ScalarFraction(0.8))
+                 for name in ("stem.weight", "point.weight", "dilated.weight", "strided.weight", "depthwise.weight")}
+    with pytest.warns(sm.SparseFallbackWarning, match="no sparse region for 'aten.conv2d.default' reading tensor "
+                                                      "'depthwise.weight'"):   # groups > 1
+        fn = sm.compile(model, encodings, example_args=(torch.randn(2, 3, 20, 20),), mode="regions",
+                        cost_model=False)
+    assert {r.name for r in fn.regions()} == set(encodings) - {"depthwise.weight"}
+    model.load_state_dict(fn.effective_state_dict(), strict=False)
+    for shape in [(2, 3, 20, 20), (1, 3, 17, 23)]:
+        x = torch.randn(*shape)
+        torch.testing.assert_close(fn(x), model(x).detach(), rtol=1e-4, atol=1e-4)
+
+
+def test_torchvision_resnet_matches_eager() -> None:
+    torchvision = import_torchvision()
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None, num_classes=10).eval()
+    encodings = {n: sm.CSR(sparsifier=sm.ScalarFraction(0.9)) for n, p in model.named_parameters() if p.dim() == 4}
+    encodings["fc.weight"] = sm.NM(2, 4)
+    x = torch.randn(2, 3, 32, 32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sm.SparseFallbackWarning)
+        fn = sm.compile(model, encodings, example_args=(x,), mode="regions")   # the cost model chooses
+    model.load_state_dict(fn.effective_state_dict(), strict=False)
+    for batch in (2, 3):
+        x = torch.randn(batch, 3, 32, 32)
+        torch.testing.assert_close(fn(x), model(x).detach(), rtol=1e-4, atol=1e-4)
+    assert len(fn.regions()) == len(encodings)
+
+
+def test_conv_fake_shape_for_torch_compile() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(4, 8, 3, stride=2, padding=1), torch.nn.ReLU()).eval()
+    fn = sm.compile(model, {"0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))},
+                    example_args=(torch.randn(2, 4, 9, 9),), mode="regions", cost_model=False)
+    model.load_state_dict(fn.effective_state_dict(), strict=False)
+    compiled = torch.compile(fn, backend="aot_eager", dynamic=True)
+    x = torch.randn(3, 4, 11, 7)
+    torch.testing.assert_close(compiled(x), model(x).detach(), rtol=1e-4, atol=1e-4)
