@@ -42,7 +42,7 @@ import torch
 
 import sparse_mlir as sm
 from sparse_mlir.cpu import cpu_model, host_isa_flags
-from sparse_mlir.testing import import_torchvision
+from sparse_mlir.testing import import_torchvision, import_transformers
 
 RESULTS = Path(__file__).resolve().parent / "results"
 log = logging.getLogger("benchmarks.models")
@@ -57,8 +57,7 @@ FORMATS: dict[str, Callable[[], sm.Encoding]] = {
 
 def _models() -> dict[str, tuple[Callable[[], torch.nn.Module], bool]]:
     """name -> (build, causal LM)."""
-    import transformers as tf
-    tf.logging.set_verbosity_error()
+    tf = import_transformers()
     return {
         "BERT-base": (lambda: tf.BertModel(tf.BertConfig()), False),
         "ViT-base": (lambda: tf.ViTModel(tf.ViTConfig()), False),

@@ -18,3 +18,15 @@ def import_torchvision() -> Any:
     sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
     import torchvision
     return torchvision
+
+
+def import_transformers() -> Any:
+    """transformers (which imports torchvision where it is installed: see
+    `import_torchvision`), its logging quiet."""
+    try:
+        import_torchvision()
+    except ImportError:   # not installed: transformers does without it
+        pass
+    import transformers
+    transformers.logging.set_verbosity_error()
+    return transformers

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import sparse_mlir as sm
+from sparse_mlir.testing import import_transformers
 
-transformers = pytest.importorskip("transformers", reason="transformers is a dev requirement (requirements-dev.txt)")
-transformers.logging.set_verbosity_error()
+transformers = import_transformers()   # a dev requirement (requirements-dev.txt)
 
 SMALL = dict(hidden_size=64, num_attention_heads=4, intermediate_size=128, vocab_size=500)
 IDS = torch.randint(0, 500, (2, 16), generator=torch.Generator().manual_seed(0))
