@@ -117,7 +117,8 @@ def _first_tensor(output: Any) -> torch.Tensor:
     return values[0] if isinstance(values, (tuple, list)) else values
 
 
-def run(models: list[str], formats: list[str], threads: list[int], repeats: int) -> list[dict]:
+def run(models: list[str], formats: list[str], threads: list[int], repeats: int,
+        on_model_done: Callable[[list[dict]], None] | None = None) -> list[dict]:
     rows: list[dict] = []
     for name in models:
         build, causal = _models()[name]
@@ -169,6 +170,8 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int)
                                 "%.2fx inductor (compile %.1f s)", name, fmt, t, phase, eager, inductor, ours,
                                 eager / ours, inductor / ours, compile_s)
             del fn
+        if on_model_done is not None:
+            on_model_done(rows)   # partial results survive an interrupted run
     return rows
 
 
@@ -222,7 +225,8 @@ def main() -> None:
     options = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     names = [n for n in _models() if not options.models or any(s.lower() in n.lower() for s in options.models)]
-    rows = run(names, options.formats, options.threads, options.repeats)
+    rows = run(names, options.formats, options.threads, options.repeats,
+               on_model_done=lambda done: _write(done, options.threads))
     _write(rows, options.threads)
 
 

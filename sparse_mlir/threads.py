@@ -99,3 +99,19 @@ def get_num_threads() -> int:
     """Threads the parallel loops of compiled kernels use (1 without libomp)."""
     lib = _libomp()
     return int(lib.omp_get_max_threads()) if lib is not None else 1
+
+
+class single_threaded:
+    """Runs the compiled kernels called inside on the calling thread alone
+    (libomp's nthreads for this thread set to 1, restored after)."""
+
+    def __enter__(self) -> None:
+        lib = _libomp()
+        self._previous = int(lib.omp_get_max_threads()) if lib is not None else 1
+        if lib is not None and self._previous != 1:
+            lib.omp_set_num_threads(ctypes.c_int(1))
+
+    def __exit__(self, *exc: object) -> None:
+        lib = _libomp()
+        if lib is not None and self._previous != 1:
+            lib.omp_set_num_threads(ctypes.c_int(self._previous))

@@ -176,11 +176,14 @@ class KernelCache:
 KERNELS = KernelCache()
 
 
-def median_seconds(function: Any, repeats: int = 5) -> float:
-    """Median wall time of `function()` over `repeats` runs, after one warm-up."""
+def median_seconds(function: Any, repeats: int = 5, before: Any = None) -> float:
+    """Median wall time of `function()` over `repeats` runs, after one warm-up;
+    `before()` runs (untimed) ahead of each."""
     function()
     times = []
     for _ in range(repeats):
+        if before is not None:
+            before()
         start = time.perf_counter()
         function()
         times.append(time.perf_counter() - start)
