@@ -15,10 +15,11 @@ format and thread count (1, 2: torch and sparse_mlir's libomp alike):
 - inductor   torch.compile(pruned model), default mode
 - ours       sm.compile(model, encodings, mode="regions") with the cost model
 
-Medians of --repeats calls after warm-up calls; each compiled output is
-checked against eager on the same weights first. Causal LMs also run decode
-(one token). Eager and inductor are measured once per (model, threads,
-phase), on the 90% weights (their time does not depend on the values).
+Medians of --repeats calls after warm-up calls, eager and ours alternating;
+each compiled output is checked against eager on the same weights first.
+Causal LMs also run decode (one token). Inductor is measured once per
+(model, threads, phase), on the first format's weights (dense compute: its
+time does not depend on the values).
 Writes results/models.{json,md,png}.
 
     .venv/bin/python benchmarks/models.py                 # everything (~1 h on 2 cores)
@@ -112,6 +113,21 @@ def _median_ms(function: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times) * 1e3
 
 
+def _paired_medians_ms(first: Callable[[], Any], second: Callable[[], Any], repeats: int) -> tuple[float, float]:
+    for _ in range(2):
+        first()
+        second()
+    a, b = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        first()
+        middle = time.perf_counter()
+        second()
+        a.append(middle - start)
+        b.append(time.perf_counter() - middle)
+    return statistics.median(a) * 1e3, statistics.median(b) * 1e3
+
+
 def _first_tensor(output: Any) -> torch.Tensor:
     values = output.to_tuple() if hasattr(output, "to_tuple") else output
     return values[0] if isinstance(values, (tuple, list)) else values
@@ -135,7 +151,12 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int,
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 start = time.perf_counter()
-                fn = sm.compile(model, encodings, example_args=args, example_kwargs=kwargs, mode="regions")
+                try:
+                    fn = sm.compile(model, encodings, example_args=args, example_kwargs=kwargs, mode="regions")
+                except sm.SparseMLIRError as error:
+                    log.warning("%s %s: %s", name, fmt, error)
+                    rows.append(dict(model=name, format=fmt, error=str(error)[:300]))
+                    continue
                 compile_s = time.perf_counter() - start
             pruned = copy.deepcopy(model).eval()
             pruned.load_state_dict({**model.state_dict(), **fn.effective_state_dict()})
@@ -151,14 +172,13 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int,
                         raise AssertionError(f"{name} {fmt} {phase}: max error {error}")
                     if (t, phase) not in baseline:
                         with torch.no_grad():
-                            eager = _median_ms(lambda: pruned(*args, **kwargs), repeats)
                             inductor_fn = torch.compile(pruned)
                             inductor_fn(*args, **kwargs)
-                            inductor = _median_ms(lambda: inductor_fn(*args, **kwargs), repeats)
-                        baseline[(t, phase)] = (eager, inductor)
-                    eager, inductor = baseline[(t, phase)]
-                    with torch.no_grad():
-                        ours = _median_ms(lambda: fn(*args, **kwargs), repeats)
+                            baseline[(t, phase)] = _median_ms(lambda: inductor_fn(*args, **kwargs), repeats)
+                    inductor = baseline[(t, phase)]
+                    with torch.no_grad():   # eager and ours alternate: drift hits both alike
+                        eager, ours = _paired_medians_ms(lambda: pruned(*args, **kwargs),
+                                                         lambda: fn(*args, **kwargs), repeats)
                     on_kernels = sum(c.kernel is not None for r in fn.regions() for c in r.choices.values())
                     decided = sum(len(r.choices) for r in fn.regions())
                     row = dict(model=name, format=fmt, threads=t, phase=phase, eager_ms=eager, inductor_ms=inductor,
@@ -185,6 +205,9 @@ def _write(rows: list[dict], threads: list[int]) -> None:
              "| model | phase | format | threads | eager ms | inductor ms | ours ms | vs eager | vs inductor | "
              "compile s | on our kernels |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | | {r['format']} | | | | | | | | error: {r['error']} |")
+            continue
         lines.append(f"| {r['model']} | {r['phase']} | {r['format']} | {r['threads']} | {r['eager_ms']:.1f} | "
                      f"{r['inductor_ms']:.1f} | {r['ours_ms']:.1f} | {r['vs_eager']:.2f}x | "
                      f"{r['vs_inductor']:.2f}x | {r['compile_s']:.1f} | {r['region_calls_on_our_kernels']} |")
@@ -196,7 +219,7 @@ def _plot(rows: list[dict], threads: list[int]) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    prefill = [r for r in rows if r["phase"] == "prefill"]
+    prefill = [r for r in rows if r.get("phase") == "prefill"]
     models = list(dict.fromkeys(r["model"] for r in prefill))
     formats = list(dict.fromkeys(r["format"] for r in prefill))
     figure, axes = plt.subplots(1, len(threads), figsize=(7 * len(threads), 4.5), squeeze=False)

@@ -16,7 +16,7 @@ from .._memref import Kernel
 from ..compiler import SparseFallbackWarning
 from ..encodings import Encoding
 from ..errors import CompileError
-from ..threads import single_threaded
+from ..threads import get_num_threads, single_threaded
 from .kernels import KERNELS, CompiledLinear, KernelOptions, LinearSignature, median_seconds
 
 log = logging.getLogger("sparse_mlir.regions")
@@ -24,7 +24,7 @@ log = logging.getLogger("sparse_mlir.regions")
 
 @dataclass
 class Choice:
-    """What runs a region at one input shape, and why."""
+    """What runs a region at one input shape and thread count, and why."""
 
     tokens: int
     kernel: Kernel | None          # None: torch's op on the pruned dense weight
@@ -37,6 +37,15 @@ class Choice:
 # (signature, tokens, density, bias, options, what) -> (ours ms, torch ms, reason):
 # the cost model's measurements, shared by the weights they describe.
 _DECISIONS: dict[tuple, tuple[float, float, str]] = {}
+
+
+# Ours must beat torch by this much: a choice made on a few timed calls must
+# not lose in the model to timing noise (a 2-core machine varies by ~5%).
+WIN_MARGIN = 0.9
+
+
+def _ours_wins(ours_ms: float, torch_ms: float) -> bool:
+    return ours_ms < WIN_MARGIN * torch_ms
 
 
 class Region:
@@ -73,13 +82,15 @@ class Region:
         return [torch.from_numpy(a) for a in self._packed]
 
     def __call__(self, x: torch.Tensor, buffers: Sequence[torch.Tensor], bias: torch.Tensor | None) -> torch.Tensor:
-        key = tuple(x.shape)
+        # Which side is faster depends on the threads each may use.
+        key = (tuple(x.shape), torch.get_num_threads(), get_num_threads())
         choice = self.choices.get(key)
         if choice is None:
             with self._lock:
                 if key not in self.choices:
                     self.choices[key] = self._decide(x, bias)
-                    log.info("%s, input %s: %s", self.name, list(key), self.choices[key].reason)
+                    log.info("%s, input %s, threads %d / %d: %s", self.name, list(key[0]), key[1], key[2],
+                             self.choices[key].reason)
                 choice = self.choices[key]
         if choice.kernel is None or x.dtype != torch.float32 or x.device.type != "cpu":
             return self._torch(x, bias)
@@ -132,7 +143,8 @@ class Region:
         if not self._cost_model:
             return Choice(tokens, kernel, None, None, "ours (cost_model=False)", compiled)
         # Weights of one signature and density run alike: measured once.
-        key = (self.signature, tokens, round(self.density, 2), self._options, self._measure_key(x))
+        key = (self.signature, tokens, round(self.density, 2), self._options, self._measure_key(x),
+               torch.get_num_threads(), get_num_threads())
         if key not in _DECISIONS:
             x = x.contiguous()
             run_ours, run_torch = (lambda: self._ours(kernel, x, bias)), (lambda: self._torch(x, bias))
@@ -141,13 +153,13 @@ class Region:
             # spin for a while after their op and compete for the cores.
             ours = median_seconds(run_ours, before=run_torch) * 1e3
             theirs = median_seconds(run_torch, before=run_ours) * 1e3
-            _DECISIONS[key] = (ours, theirs, f"{'ours' if ours < theirs else 'torch'} "
+            _DECISIONS[key] = (ours, theirs, f"{'ours' if _ours_wins(ours, theirs) else 'torch'} "
                                              f"(ours {ours:.3f} ms, torch {theirs:.3f} ms)")
             shared = ""
         else:
             shared = ", measured on a weight of the same shape, format and density"
         ours, theirs, reason = _DECISIONS[key]
-        return Choice(tokens, kernel if ours < theirs else None, ours, theirs, reason + shared, compiled)
+        return Choice(tokens, kernel if _ours_wins(ours, theirs) else None, ours, theirs, reason + shared, compiled)
 
     def _measure_key(self, x: torch.Tensor) -> Hashable:
         """What else the measurement depends on (the op's own parameters)."""

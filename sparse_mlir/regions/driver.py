@@ -14,12 +14,12 @@ from ..compiler import (PlanEntry, SparseFallbackWarning, TensorStats, _check_cp
                         parameters)
 from ..encodings import NM, Dense, Encoding
 from ..errors import SpecError
-from ..importers.torch_fx import start_importer
 from ..runtime import ops  # noqa: F401  (registers torch.ops.sparse_mlir.linear)
 from ..runtime.ops import REGIONS
 from ..weights import apply_sparsifier, pack
 from .capture import capture
 from .kernels import KernelOptions
+from .base import Region
 from .conv import ConvRegion
 from .linear import LinearRegion
 from .module import RegionModule
@@ -37,7 +37,9 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
                     example_kwargs: Mapping[str, Any], *, cost_model: bool = True, dynamic: bool = True,
                     opt_level: int = 2, vector_lanes: int | None = None, warm_up: bool = True) -> RegionModule:
     start = time.perf_counter()
-    start_importer()  # torch-mlir's worker starts while the model is captured
+    # torch-mlir's worker is not started here: kernels found in the disk
+    # cache need none, and its start-up (seconds of imports) would skew the
+    # cost model's timings; the first kernel that needs it starts it.
     for name, encoding in encodings.items():
         if not isinstance(encoding, Encoding):
             raise SpecError(f"{name}: expected a sparse_mlir encoding (CSR(), NM(2, 4), ...), got {encoding!r}")
@@ -126,12 +128,12 @@ def _rank(node: torch.fx.Node) -> int | None:
 
 def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str, Encoding],
                      effective: Mapping[str, torch.Tensor], packed: Mapping[str, list], options: KernelOptions,
-                     cost_model: bool) -> tuple[dict[int, Any], dict[str, list[str]]]:
+                     cost_model: bool) -> tuple[dict[int, Region], dict[str, list[str]]]:
     """Each linear use of an encoded float32 matrix -> sparse_mlir::linear.
     Returns the regions by handle and, per encoded weight, what reads it
     (fx node targets; regions as "sparse_mlir::linear (region h)")."""
     graph = graph_module.graph
-    regions: dict[int, Any] = {}
+    regions: dict[int, Region] = {}
     by_key: dict[tuple, int] = {}
     readers: dict[str, list[str]] = {}
     buffer_nodes: dict[tuple, list[torch.fx.Node]] = {}
@@ -201,7 +203,11 @@ def _pair(value: Any, default: int) -> tuple[int, int] | None:
 
 
 def _conv_eligible(weight: torch.Tensor, encoding: Encoding) -> bool:
-    return weight.dim() == 4 and weight.dtype == torch.float32 and not isinstance(encoding, Dense)
+    # n:m with rows > 1 shares patterns between rows of the 4-d weight's
+    # last dim (kw), not between output channels: no kernel reads that.
+    shared_rows = isinstance(encoding, NM) and encoding.rows > 1
+    return weight.dim() == 4 and weight.dtype == torch.float32 and not isinstance(encoding, Dense) \
+        and not shared_rows
 
 
 def _conv_use(user: torch.fx.Node, weight: torch.fx.Node) -> _ConvUse | None:
@@ -220,7 +226,7 @@ def _conv_use(user: torch.fx.Node, weight: torch.fx.Node) -> _ConvUse | None:
 
 
 def _replace_conv(graph_module: torch.fx.GraphModule, user: torch.fx.Node, weight_node: torch.fx.Node, name: str,
-                  encoding: Encoding, weight: torch.Tensor, use: _ConvUse, regions: dict[int, Any],
+                  encoding: Encoding, weight: torch.Tensor, use: _ConvUse, regions: dict[int, Region],
                   by_key: dict[tuple, int], buffer_nodes: dict[tuple, list[torch.fx.Node]], options: KernelOptions,
                   cost_model: bool) -> None:
     key = (name, use.bias is not None, "conv", use.stride, use.padding, use.dilation)

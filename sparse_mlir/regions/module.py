@@ -17,7 +17,7 @@ from ..encodings import Encoding
 from ..errors import SpecError
 from ..runtime.ops import REGIONS
 from .capture import Captured
-from .linear import LinearRegion
+from .base import Region
 
 
 class RegionModule(CompileReports, torch.nn.Module):
@@ -33,7 +33,7 @@ class RegionModule(CompileReports, torch.nn.Module):
     cannot be pickled or torch.save'd (its kernels live in this process):
     `state_dict()` holds the dense parameters and packed weights."""
 
-    def __init__(self, graph: torch.fx.GraphModule, captured: Captured, regions: dict[int, LinearRegion],
+    def __init__(self, graph: torch.fx.GraphModule, captured: Captured, regions: dict[int, Region],
                  effective: dict[str, torch.Tensor], stats: dict[str, TensorStats], plan: list[PlanEntry],
                  compile_seconds: float, encodings: Mapping[str, Encoding]) -> None:
         torch.nn.Module.__init__(self)
@@ -72,7 +72,7 @@ class RegionModule(CompileReports, torch.nn.Module):
             whole = compile_graph(model, self._encodings, captured.example_args, mode="graph")
         return whole.export(path)
 
-    def regions(self) -> list[LinearRegion]:
+    def regions(self) -> list[Region]:
         """The sparse regions (one per encoded weight and bias presence), with their per-token-count choices."""
         return list(self._regions.values())
 
