@@ -34,7 +34,8 @@ class Choice:
     compiled: CompiledLinear | None = None
 
 
-# (signature, tokens, density, bias, options, what) -> (ours ms, torch ms, reason):
+# (signature, tokens, density, options, op parameters, torch threads, our threads)
+# -> (ours ms, torch ms, reason):
 # the cost model's measurements, shared by the weights they describe.
 _DECISIONS: dict[tuple, tuple[float, float, str]] = {}
 

@@ -64,7 +64,8 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     options = KernelOptions(opt_level=opt_level, vector_lanes=vector_lanes)
     regions, readers = _replace_linears(graph_module, encodings, effective, packed, options, cost_model)
     _warn_other_readers(readers, encodings)
-    stats = {name: _stats(encoding, effective[name], name in {r.name for r in regions.values()})
+    read_by_regions = {region.name for region in regions.values()}
+    stats = {name: _stats(encoding, effective[name], name in read_by_regions)
              for name, encoding in encodings.items()}
     plan = [_plan(name, encoding, stats[name], readers.get(name, [])) for name, encoding in encodings.items()]
     module = RegionModule(graph_module, captured, regions, effective, stats, plan, 0.0, encodings)
