@@ -195,11 +195,11 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int,
     return rows
 
 
-def _write(rows: list[dict], threads: list[int]) -> None:
-    RESULTS.mkdir(exist_ok=True)
+def _write(rows: list[dict], threads: list[int], results: Path = RESULTS) -> None:
+    results.mkdir(parents=True, exist_ok=True)
     machine = dict(cpu=cpu_model(), isa=" ".join(host_isa_flags()), python=platform.python_version(),
                    torch=torch.__version__)
-    (RESULTS / "models.json").write_text(json.dumps(dict(machine=machine, rows=rows), indent=1) + "\n")
+    (results / "models.json").write_text(json.dumps(dict(machine=machine, rows=rows), indent=1) + "\n")
     lines = [f"# Whole models, sparse_mlir mode='regions' ({machine['cpu']}; {machine['isa']})", "",
              "speedup = time of eager (or inductor) on the same pruned weights / ours; medians.", "",
              "| model | phase | format | threads | eager ms | inductor ms | ours ms | vs eager | vs inductor | "
@@ -211,11 +211,11 @@ def _write(rows: list[dict], threads: list[int]) -> None:
         lines.append(f"| {r['model']} | {r['phase']} | {r['format']} | {r['threads']} | {r['eager_ms']:.1f} | "
                      f"{r['inductor_ms']:.1f} | {r['ours_ms']:.1f} | {r['vs_eager']:.2f}x | "
                      f"{r['vs_inductor']:.2f}x | {r['compile_s']:.1f} | {r['region_calls_on_our_kernels']} |")
-    (RESULTS / "models.md").write_text("\n".join(lines) + "\n")
-    _plot(rows, threads)
+    (results / "models.md").write_text("\n".join(lines) + "\n")
+    _plot(rows, threads, results)
 
 
-def _plot(rows: list[dict], threads: list[int]) -> None:
+def _plot(rows: list[dict], threads: list[int], results: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -236,7 +236,7 @@ def _plot(rows: list[dict], threads: list[int]) -> None:
         axis.set_title(f"{t} thread{'s' if t > 1 else ''}")
         axis.legend(fontsize=8)
     figure.tight_layout()
-    figure.savefig(RESULTS / "models.png", dpi=120)
+    figure.savefig(results / "models.png", dpi=120)
 
 
 def main() -> None:
@@ -245,12 +245,13 @@ def main() -> None:
     parser.add_argument("--formats", nargs="*", default=list(FORMATS))
     parser.add_argument("--threads", nargs="*", type=int, default=[1, 2])
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default benchmarks/results)")
     options = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     names = [n for n in _models() if not options.models or any(s.lower() in n.lower() for s in options.models)]
     rows = run(names, options.formats, options.threads, options.repeats,
-               on_model_done=lambda done: _write(done, options.threads))
-    _write(rows, options.threads)
+               on_model_done=lambda done: _write(done, options.threads, options.out))
+    _write(rows, options.threads, options.out)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from .callable import InputSpec, ModelCallable, numpy_dtype
 from .jit import jit, kernel as jit_kernel
 from .sparsifiers import RandomFraction
 from .cpu import vector_lanes as host_vector_lanes
-from .threads import libomp_path, openmp_available
+from .threads import openmp_available, runtime_library
 from .weights import apply_sparsifier, check_index_width, pack
 
 MLIR_VERSION = "22.1.8"  # the pinned xtc-mlir wheels (pyproject.toml)
@@ -288,7 +288,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         with _Diagnostics(context) as diagnostics:
             _run(lowering, module, stages["annotated"], pipeline, diagnostics)
         stages["llvm"] = str(module)
-        engine = jit(module, opt_level=opt_level, shared_libs=[libomp_path()] if openmp else [])
+        engine = jit(module, opt_level=opt_level, shared_libs=[runtime_library()] if openmp else [])
 
     bound: list[np.ndarray] = []
     for name, value in zip(imported.param_names, imported.params):

@@ -16,7 +16,7 @@ from .._memref import Kernel
 from ..compiler import SparseFallbackWarning
 from ..encodings import Encoding
 from ..errors import CompileError
-from ..threads import get_num_threads, single_threaded
+from ..threads import get_num_threads, shares_torch_threads, single_threaded
 from .kernels import KERNELS, CompiledLinear, KernelOptions, LinearSignature, median_seconds
 
 log = logging.getLogger("sparse_mlir.regions")
@@ -116,13 +116,13 @@ class Region:
             bias = bias.contiguous()
             signature.append(((bias.shape[0],), (1,), np.dtype(np.float32)))
             addresses.append(bias.data_ptr())
-        if torch.get_num_threads() > 1:
-            # torch's intra-op threads (libgomp) spin after each torch op and
-            # ours (libomp) after each kernel: on shared cores the two
+        if torch.get_num_threads() > 1 and not shares_torch_threads():
+            # With libomp, torch's intra-op threads (libgomp) spin after each
+            # torch op and ours after each kernel: on shared cores the two
             # runtimes slow each other more than our second thread gains
             # (BERT, 4 layers, 90% CSR, 2 threads: 1.39-1.85x eager with our
             # threads, 2.07x without). Our kernels then run on the calling
-            # thread, beside torch's spinning workers.
+            # thread. (On torch's libgomp, the default, they share its pool.)
             with single_threaded():
                 return torch.from_numpy(kernel.call_addresses(tuple(signature), addresses))
         return torch.from_numpy(kernel.call_addresses(tuple(signature), addresses))

@@ -55,7 +55,9 @@ def _compiler_fingerprint() -> str:
 
 
 def key(signature: "LinearSignature", tokens: int, options: "KernelOptions", openmp: bool) -> str:
-    text = json.dumps([asdict(signature), tokens, asdict(options), openmp, _compiler_fingerprint()])
+    # Kernels link the process's OpenMP runtime (libomp or ours on libgomp).
+    runtime = threads.runtime_kind() if openmp else None
+    text = json.dumps([asdict(signature), tokens, asdict(options), runtime, _compiler_fingerprint()])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -70,7 +72,7 @@ def load(entry: str) -> tuple[Any, dict] | None:
     try:
         info = json.loads(meta.read_text())
         allocator()                   # the allocation cache the code calls, loaded first
-        threads.openmp_available()    # and the process's libomp
+        threads.openmp_available()    # and the process's OpenMP runtime
         function = getattr(ctypes.CDLL(str(library)), ENTRY_POINT)
     except (OSError, ValueError, AttributeError) as error:
         log.warning("kernel cache entry %s unusable (%s): rebuilding it", entry, error)
@@ -101,7 +103,7 @@ def store(entry: str, engine: Any, info: dict, openmp: bool) -> None:
 def _link(object_file: Path, library: Path, openmp: bool) -> None:
     cc = os.environ.get("CC") or "cc"
     libraries = [str(ALLOCATOR_LIBRARY)]
-    omp = threads.libomp_path() if openmp else None
+    omp = threads.runtime_library() if openmp else None
     if omp:
         libraries.append(os.path.realpath(omp))
     rpaths = [f"-Wl,-rpath,{os.path.dirname(path)}" for path in libraries]

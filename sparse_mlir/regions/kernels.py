@@ -30,7 +30,7 @@ from ..context import make_context
 from ..encodings import Encoding
 from ..importers.torch_fx import import_model
 from ..jit import jit
-from ..threads import libomp_path, openmp_available
+from ..threads import openmp_available, runtime_library
 from . import disk_cache
 
 log = logging.getLogger("sparse_mlir.regions")
@@ -116,7 +116,7 @@ def compile_linear(signature: LinearSignature, encoding: Encoding, tokens: int,
             stored_sparse = "weight" in _sparse_arguments(module)
             _run(lowering, module, annotated, pipeline, diagnostics)
         fallbacks = tuple(dict.fromkeys(diagnostics.warnings))
-        engine = jit(module, opt_level=options.opt_level, shared_libs=[libomp_path()] if openmp else [])
+        engine = jit(module, opt_level=options.opt_level, shared_libs=[runtime_library()] if openmp else [])
     disk_cache.store(entry, engine, dict(stored_sparse=stored_sparse, fallbacks=list(fallbacks),
                                          annotated=annotated, pipeline=pipeline), openmp)
     seconds = time.perf_counter() - start
