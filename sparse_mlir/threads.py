@@ -178,14 +178,20 @@ def _warn_missing() -> None:
                   "SPARSE_MLIR_LIBOMP): compiled kernels run on one thread", OpenMPMissingWarning, stacklevel=3)
 
 
-def set_num_threads(threads: int) -> None:
+def set_num_threads(threads: int | None) -> None:
     """Threads for the parallel loops of compiled kernels (like
-    torch.set_num_threads). On torch's pool, the default follows torch's."""
-    if not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be a positive int, got {threads!r}")
+    torch.set_num_threads). On torch's pool they follow torch's count until
+    set; None follows it again."""
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be a positive int or None, got {threads!r}")
     runtime = _runtime()
-    if runtime is not None:
-        runtime.set_num_threads(threads)
+    if runtime is None:
+        return
+    if threads is None:
+        if runtime.kind == "gomp":
+            runtime.set_num_threads(0)
+        return
+    runtime.set_num_threads(threads)
 
 
 def get_num_threads() -> int:

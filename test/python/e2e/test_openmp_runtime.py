@@ -28,6 +28,7 @@ def test_kernels_run_on_torchs_libgomp_and_follow_its_thread_count() -> None:
     assert threads.runtime_kind() == "gomp"
     assert threads.runtime_library().endswith("libsparse_mlir_omp.so")
     before = torch.get_num_threads()
+    sm.set_num_threads(None)   # follow torch (earlier tests may have set a count)
     try:
         torch.set_num_threads(1)
         assert sm.get_num_threads() == 1
@@ -40,6 +41,7 @@ def test_kernels_run_on_torchs_libgomp_and_follow_its_thread_count() -> None:
 def test_set_num_threads_overrides_torchs_count_for_our_kernels() -> None:
     _needs_torch_libgomp()
     before_torch = torch.get_num_threads()
+    sm.set_num_threads(None)
     try:
         torch.set_num_threads(2)
         sm.set_num_threads(1)
@@ -48,7 +50,7 @@ def test_set_num_threads_overrides_torchs_count_for_our_kernels() -> None:
             assert sm.get_num_threads() == 1
         assert sm.get_num_threads() == 1
     finally:
-        threads._runtime().set_num_threads(0)   # back to following torch
+        sm.set_num_threads(None)   # back to following torch
         torch.set_num_threads(before_torch)
     assert sm.get_num_threads() == before_torch
 
