@@ -480,6 +480,15 @@ def parameters(model: torch.nn.Module, encodings: Mapping[str, Encoding]) -> dic
         return {name: p.detach() for name, p in named.items()}
 
 
+def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
+    """Every second name of a shared parameter (GPT-2's `lm_head.weight`) ->
+    the name torch lists it under (`transformer.wte.weight`)."""
+    with capture_lock():
+        canonical = {id(p): name for name, p in model.named_parameters()}
+        return {alias: canonical[id(p)] for alias, p in model.named_parameters(remove_duplicate=False)
+                if canonical[id(p)] != alias}
+
+
 def _check_cpu_dtypes(params: Mapping[str, torch.Tensor], example_args: Sequence[Any]) -> None:
     """Parameters and inputs cross to compiled CPU code as numpy arrays: a
     dtype numpy lacks (bfloat16) cannot, so it is refused before any work."""

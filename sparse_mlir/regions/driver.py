@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from ..compiler import (PlanEntry, SparseFallbackWarning, TensorStats, _check_cpu_dtypes, _verify_specs,
-                        parameters)
+                        parameters, tied_aliases)
 from ..encodings import NM, Dense, Encoding
 from ..errors import SpecError
 from ..runtime import ops  # noqa: F401  (registers torch.ops.sparse_mlir.linear)
@@ -58,11 +58,15 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     # reading W as [in, out] pack W^T themselves.)
     packed = {name: pack(encoding, effective[name].numpy(), name) for name, encoding in encodings.items()
               if effective[name].dim() == 2 and not isinstance(encoding, Dense)}
+    # A tied weight keeps one name in `encodings` (torch's); the captured
+    # graph may read it under another (GPT-2's LM head: `lm_head.weight`).
+    aliases = {alias: name for alias, name in tied_aliases(model).items() if name in encodings}
+    effective.update({alias: effective[name] for alias, name in aliases.items()})
     captured = capture(model, example_args, example_kwargs, dynamic)
     graph_module = captured.program.module()
     snapshot(graph_module, effective)
     options = KernelOptions(opt_level=opt_level, vector_lanes=vector_lanes)
-    regions, readers = _replace_linears(graph_module, encodings, effective, packed, options, cost_model)
+    regions, readers = _replace_linears(graph_module, encodings, aliases, effective, packed, options, cost_model)
     _warn_other_readers(readers, encodings)
     read_by_regions = {region.name for region in regions.values()}
     stats = {name: _stats(encoding, effective[name], name in read_by_regions)
@@ -128,8 +132,8 @@ def _rank(node: torch.fx.Node) -> int | None:
 
 
 def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str, Encoding],
-                     effective: Mapping[str, torch.Tensor], packed: Mapping[str, list], options: KernelOptions,
-                     cost_model: bool) -> tuple[dict[int, Region], dict[str, list[str]]]:
+                     aliases: Mapping[str, str], effective: Mapping[str, torch.Tensor], packed: Mapping[str, list],
+                     options: KernelOptions, cost_model: bool) -> tuple[dict[int, Region], dict[str, list[str]]]:
     """Each linear use of an encoded float32 matrix -> sparse_mlir::linear.
     Returns the regions by handle and, per encoded weight, what reads it
     (fx node targets; regions as "sparse_mlir::linear (region h)")."""
@@ -139,9 +143,11 @@ def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str,
     readers: dict[str, list[str]] = {}
     buffer_nodes: dict[tuple, list[torch.fx.Node]] = {}
     for node in list(graph.nodes):
-        if node.op != "get_attr" or node.target not in encodings:
+        if node.op != "get_attr":
             continue
-        name = str(node.target)
+        name = aliases.get(str(node.target), str(node.target))
+        if name not in encodings:
+            continue
         encoding = encodings[name]
         eligible = (effective[name].dim() == 2 and effective[name].dtype == torch.float32
                     and not isinstance(encoding, Dense))

@@ -288,6 +288,47 @@ func.func @nm_k_slices(%w: tensor<2x1024xf32, #NM>, %x: tensor<8x1024xf32>) -> t
 
 // -----
 
+// A weight past the L2 budget (2:4, 1024 x 256: 512 K entries of 8 bytes,
+// 1 MB) read by 8 token blocks: its row blocks go in 2 chunks, the outer
+// dimension of the token loop (chunk, token block), so that one thread's
+// consecutive iterations read one chunk from L2. Chunk c covers row blocks
+// [c * 256, min(c * 256 + 256, 512)); slabs are packed before (a slab is
+// read by both chunks).
+
+#NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+#mapW = affine_map<(n, m, k) -> (n, k)>
+#mapX = affine_map<(n, m, k) -> (k, m)>
+#mapY = affine_map<(n, m, k) -> (n, m)>
+
+// CHECK-LABEL: func.func @nm_row_chunks(
+// CHECK:         scf.parallel (%{{.*}}) = (%{{.*}}) to (%c8{{(_[0-9]+)?}})
+// CHECK:         memref.alloc() {alignment = 64 : i64} : memref<131072xi64>
+// CHECK:         scf.parallel (%[[CHUNK:.*]], %[[MB:.*]]) = (%{{.*}}, %{{.*}}) to (%c2{{(_[0-9]+)?}}, %c8{{(_[0-9]+)?}})
+// CHECK:           %[[C256:.*]] = arith.constant 256 : index
+// CHECK:           %[[FIRST:.*]] = arith.muli %[[CHUNK]], %[[C256]]
+// CHECK:           %[[END:.*]] = arith.addi %[[FIRST]]
+// CHECK:           %[[LAST:.*]] = arith.minsi %[[END]]
+// CHECK:           scf.for %{{.*}} = %[[FIRST]] to %[[LAST]]
+func.func @nm_row_chunks(%w: tensor<1024x256xf32, #NM>, %x: tensor<64x256xf32>) -> tensor<64x1024xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<256x64xf32>
+  %xt = linalg.transpose ins(%x : tensor<64x256xf32>) outs(%e0 : tensor<256x64xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<1024x64xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1024x64xf32>) -> tensor<1024x64xf32>
+  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%w, %xt : tensor<1024x256xf32, #NM>, tensor<256x64xf32>) outs(%fill : tensor<1024x64xf32>) attrs = {smlir.sparse_kernel} {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<1024x64xf32>
+  %e2 = tensor.empty() : tensor<64x1024xf32>
+  %y = linalg.transpose ins(%yt : tensor<1024x64xf32>) outs(%e2 : tensor<64x1024xf32>) permutation = [1, 0]
+  return %y : tensor<64x1024xf32>
+}
+
+// -----
+
 // 2:4 whose rows share one pattern in pairs (the argument's smlir encoding
 // says rows = 2): per stored k one coordinate load and one slab vector,
 // shared by the tile's two rows (a broadcast value and an FMA each).

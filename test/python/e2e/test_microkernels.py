@@ -78,6 +78,26 @@ def test_benchmarked_wide_groups_match_eager(shape: tuple[int, int, int], n: int
     assert f"linear_{n}of{m}_" in fn.ir("sparse")
 
 
+@pytest.mark.parametrize("fmt", ["dense", "csr", "2:4", "csr-empty-rows"])
+def test_weights_past_the_l2_budget_run_in_row_chunks(fmt: str) -> None:
+    """Weights of more than 512 KB as the token loops read them (2052 x 256,
+    32 token blocks: dense and 2:4 in 5 chunks, CSR in 2, the last one
+    partial) run in row chunks, the outer loop of the token-block loop;
+    any thread count."""
+    encoding = FORMATS[fmt]
+    model = _linear(256, 2052)
+    x = torch.randn(250, 256)
+    fn = compile_and_check(model, x, {"weight": encoding} if encoding else {}, vector_lanes=8, cost_model=False)
+    before = sm.get_num_threads()
+    try:
+        sm.set_num_threads(2)
+        two = fn(x)
+        sm.set_num_threads(1)
+        assert torch.equal(fn(x), two)
+    finally:
+        sm.set_num_threads(before)
+
+
 def test_vector_lanes_default_to_the_host_and_are_checked() -> None:
     from sparse_mlir.cpu import host_isa_flags, vector_lanes
     assert vector_lanes() == (16 if "avx512f" in host_isa_flags() else 8)

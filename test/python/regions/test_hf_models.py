@@ -95,3 +95,30 @@ def test_hf_model_matches_eager(case: str) -> None:
             assert type(out) is type(ref)
             for got, want in zip(_tensors(out), _tensors(ref), strict=True):
                 torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_gpt2_tied_lm_head_runs_on_a_sparse_region() -> None:
+    """GPT-2's LM head shares `transformer.wte.weight`; the captured graph
+    reads it as `lm_head.weight`. Encoded under torch's name, the head's
+    linear is a region, the embedding reads the pruned weight on torch (one
+    warning naming aten.embedding), and both see the same pruned values."""
+    torch.manual_seed(0)
+    model = _gpt2().eval()
+    assert model.lm_head.weight is model.transformer.wte.weight
+    encodings = {"transformer.wte.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.9))}
+    args, kwargs = (IDS,), {"use_cache": False}
+    with pytest.warns(sm.SparseFallbackWarning, match=r"aten\.embedding.*transformer\.wte\.weight") as caught:
+        fn = sm.compile(model, encodings, example_args=args, example_kwargs=kwargs, mode="regions",
+                        cost_model=False)
+    assert len([w for w in caught if "aten.embedding" in str(w.message)]) == 1
+    assert [r.name for r in fn.regions()] == ["transformer.wte.weight"]
+    effective = fn.effective_state_dict()
+    assert torch.equal(effective["lm_head.weight"], effective["transformer.wte.weight"])
+    assert float((effective["lm_head.weight"] == 0).float().mean()) >= 0.89
+    model.load_state_dict(effective, strict=False)   # the tied parameter, pruned
+    with torch.no_grad():
+        for ids in (IDS, IDS[:1, :3]):
+            got, want = fn(ids, use_cache=False).logits, model(ids, use_cache=False).logits
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    (plan,) = fn.sparsity_plan()
+    assert "sparse_mlir::linear" in plan.applied and "aten.embedding" in plan.applied
