@@ -51,27 +51,29 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
                         "(sparsifiers on intermediates run with mode='graph')")
     _check_cpu_dtypes(params, [a for a in example_args if isinstance(a, torch.Tensor)])
     _verify_specs(encodings, params)
-    effective = {name: torch.from_numpy(apply_sparsifier(encoding.effective_sparsifier,
-                                                         params[name].numpy(), name))
-                 for name, encoding in encodings.items()}
-    # Packed before capture: an index width too narrow fails fast. (Regions
-    # reading W as [in, out] pack W^T themselves.)
-    packed = {name: pack(encoding, effective[name].numpy(), name) for name, encoding in encodings.items()
-              if effective[name].dim() == 2 and not isinstance(encoding, Dense)}
     # A tied weight keeps one name in `encodings` (torch's); the captured
     # graph may read it under another (GPT-2's LM head: `lm_head.weight`).
     aliases = {alias: name for alias, name in tied_aliases(model).items() if name in encodings}
-    effective.update({alias: effective[name] for alias, name in aliases.items()})
     captured = capture(model, example_args, example_kwargs, dynamic)
     graph_module = captured.program.module()
+    in_out = _nm_read_as_in_out(graph_module, encodings, aliases)
+    effective = {name: _sparsified(encoding, params[name], name, name in in_out)
+                 for name, encoding in encodings.items()}
+    # Packed now: an index width too narrow fails before any kernel is
+    # built. (Regions reading W as [in, out] pack W^T themselves.)
+    packed = {name: pack(encoding, effective[name].numpy(), name) for name, encoding in encodings.items()
+              if effective[name].dim() == 2 and not isinstance(encoding, Dense) and name not in in_out}
+    effective.update({alias: effective[name] for alias, name in aliases.items()})
     snapshot(graph_module, effective)
     options = KernelOptions(opt_level=opt_level, vector_lanes=vector_lanes)
-    regions, readers = _replace_linears(graph_module, encodings, aliases, effective, packed, options, cost_model)
+    regions, readers = _replace_linears(graph_module, encodings, aliases, in_out, effective, packed, options,
+                                        cost_model)
     _warn_other_readers(readers, encodings)
     read_by_regions = {region.name for region in regions.values()}
     stats = {name: _stats(encoding, effective[name], name in read_by_regions)
              for name, encoding in encodings.items()}
-    plan = [_plan(name, encoding, stats[name], readers.get(name, [])) for name, encoding in encodings.items()]
+    plan = [_plan(name, encoding, stats[name], readers.get(name, []), name in in_out)
+            for name, encoding in encodings.items()]
     module = RegionModule(graph_module, captured, regions, effective, stats, plan, 0.0, encodings)
     if regions and warm_up:
         # The example's shapes: kernels built and the cost model's choices
@@ -95,6 +97,40 @@ def snapshot(graph_module: torch.fx.GraphModule, effective: Mapping[str, torch.T
         else:
             module.register_buffer(leaf, value, persistent=leaf in module._buffers and
                                    leaf not in module._non_persistent_buffers_set)
+
+
+def _nm_read_as_in_out(graph_module: torch.fx.GraphModule, encodings: Mapping[str, Encoding],
+                       aliases: Mapping[str, str]) -> set[str]:
+    """n:m weights whose every linear reader takes them as W[in, out] (x @ W:
+    HF's Conv1D): their groups run along dim 0, the reduction dimension,
+    where n:m kernels (and sparse tensor cores) need them."""
+    uses: dict[str, list[bool]] = {}
+    for node in graph_module.graph.nodes:
+        name = aliases.get(str(node.target), str(node.target)) if node.op == "get_attr" else None
+        if name is None or not isinstance(encodings.get(name), NM):
+            continue
+        for user in node.users:
+            use = _linear_use(user, node)
+            if use is not None:
+                uses.setdefault(name, []).append(use.transposed)
+    return {name for name, transposed in uses.items() if all(transposed)}
+
+
+def _sparsified(encoding: Encoding, weight: torch.Tensor, name: str, in_out: bool) -> torch.Tensor:
+    """The weight after its encoding's sparsifier: on W^T where W is read as
+    [in, out] (n:m groups along the reduction dimension), else as stored."""
+    sparsifier = encoding.effective_sparsifier
+    if not in_out:
+        return torch.from_numpy(apply_sparsifier(sparsifier, weight.numpy(), name))
+    assert isinstance(encoding, NM)
+    if weight.shape[0] % encoding.m or weight.shape[1] % encoding.rows:
+        raise SpecError(f"{name}: {encoding.format_name} on a weight read as x @ W (shape {tuple(weight.shape)} = "
+                        f"[in, out]) groups dim 0 by {encoding.m}"
+                        + (f" and shares patterns across {encoding.rows} columns" if encoding.rows > 1 else "")
+                        + f": expected dim 0 a multiple of {encoding.m}"
+                        + (f" and dim 1 a multiple of {encoding.rows}" if encoding.rows > 1 else ""))
+    pruned = apply_sparsifier(sparsifier, weight.t().contiguous().numpy(), name)
+    return torch.from_numpy(pruned).t().contiguous()
 
 
 @dataclass(frozen=True)
@@ -132,8 +168,9 @@ def _rank(node: torch.fx.Node) -> int | None:
 
 
 def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str, Encoding],
-                     aliases: Mapping[str, str], effective: Mapping[str, torch.Tensor], packed: Mapping[str, list],
-                     options: KernelOptions, cost_model: bool) -> tuple[dict[int, Region], dict[str, list[str]]]:
+                     aliases: Mapping[str, str], in_out: set[str], effective: Mapping[str, torch.Tensor],
+                     packed: Mapping[str, list], options: KernelOptions,
+                     cost_model: bool) -> tuple[dict[int, Region], dict[str, list[str]]]:
     """Each linear use of an encoded float32 matrix -> sparse_mlir::linear.
     Returns the regions by handle and, per encoded weight, what reads it
     (fx node targets; regions as "sparse_mlir::linear (region h)")."""
@@ -159,7 +196,7 @@ def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str,
                 readers.setdefault(name, []).append("sparse_mlir::conv2d")
                 continue
             use = _linear_use(user, node) if eligible else None
-            if use is not None and use.transposed and isinstance(encoding, NM):
+            if use is not None and use.transposed and isinstance(encoding, NM) and name not in in_out:
                 use = None   # its groups run along W's out-features there: no n:m kernel for x @ W
             if use is None:
                 readers.setdefault(name, []).append(str(user.target))
@@ -291,13 +328,16 @@ def _stats(encoding: Encoding, effective: torch.Tensor, sparse: bool) -> TensorS
                        nnz=nnz, density=nnz / max(1, effective.numel()))
 
 
-def _plan(name: str, encoding: Encoding, stats: TensorStats, readers: list[str]) -> PlanEntry:
+def _plan(name: str, encoding: Encoding, stats: TensorStats, readers: list[str], in_out: bool) -> PlanEntry:
     sparsifier = encoding.effective_sparsifier
     regions = [r for r in readers if r.startswith("sparse_mlir::")]
     others = [r for r in dict.fromkeys(readers) if not r.startswith("sparse_mlir::")]
     where = "read by " + ", ".join([*dict.fromkeys(regions), *others]) if readers else "not read by the graph"
-    applied = ("once, at compile time; per token count the cost model runs our kernel or torch's F.linear "
-               "(see regions())") if regions else "once, at compile time"
+    applied = "once, at compile time"
+    if in_out:
+        applied += "; n:m groups along dim 0 (read as x @ W: the reduction dimension)"
+    if regions:
+        applied += "; per token count the cost model runs our kernel or torch's F.linear (see regions())"
     return PlanEntry(name=name, role="weight", shape=stats.shape, format=encoding.format_name,
                      stored_as=stats.format, sparsifier=sparsifier.attr_text(), kind=sparsifier.kind,
                      applied=f"{applied}; {where}", origin="user",

@@ -82,25 +82,75 @@ def test_export_with_keyword_inputs_says_why_not(tmp_path: Path) -> None:
         fn.export(tmp_path / "artifact")
 
 
-def test_x_at_w_with_nm_runs_on_torch_with_a_warning() -> None:
-    """n:m groups of W[in, out] run along the out-features in `x @ W`: no n:m kernel reads that."""
+class _XW(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(16, 24))
 
-    class XW(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.w = torch.nn.Parameter(torch.randn(16, 24))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.w
 
+
+def _groups_along_dim0(weight: torch.Tensor, n: int, m: int) -> bool:
+    """At most n nonzeros in every m consecutive entries of each column."""
+    return bool(((weight.t().reshape(weight.shape[1], -1, m) != 0).sum(-1) <= n).all())
+
+
+@pytest.mark.parametrize("encoding", [sm.NM(2, 4), sm.NM(2, 4, rows=4)], ids=["2:4", "2:4-rows4"])
+def test_nm_read_as_x_at_w_groups_its_reduction_dim_and_runs_a_region(encoding: sm.NM) -> None:
+    """A weight read only as `x @ W` (W[in, out], HF's Conv1D) is pruned with
+    its n:m groups along dim 0, the reduction dimension, and runs on the n:m
+    kernel over W^T; the plan says so."""
+    torch.manual_seed(0)
+    model = _XW().eval()
+    x = torch.randn(3, 5, 16)
+    fn = sm.compile(model, {"w": encoding}, example_args=(x,), mode="regions", cost_model=False)
+    assert [r.name for r in fn.regions()] == ["w"]
+    pruned = fn.effective_state_dict()["w"]
+    assert _groups_along_dim0(pruned, 2, 4) and int((pruned != 0).sum()) == 16 * 24 // 2
+    assert "groups along dim 0" in fn.sparsity_plan()[0].applied
+    model.load_state_dict({"w": pruned})
+    with torch.no_grad():
+        for batch in (x, x[:1, :2]):
+            torch.testing.assert_close(fn(batch), batch @ model.w, rtol=1e-5, atol=1e-5)
+
+
+def test_nm_read_both_as_x_at_w_and_by_f_linear_keeps_its_groups_and_warns() -> None:
+    """Read as [in, out] and as [out, in]: the groups stay along the stored
+    last dim (F.linear's reduction); `x @ W` runs on torch with a warning."""
+
+    class Both(_XW):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x @ self.w
+            return x @ self.w + torch.nn.functional.linear(x @ self.w, self.w)[..., :24]
 
     torch.manual_seed(0)
-    model = XW().eval()
-    x = torch.randn(3, 16)
+    model = Both().eval()
+    w = torch.nn.Parameter(torch.randn(24, 24))
+    model.w = w
+    x = torch.randn(3, 24)
     with pytest.warns(sm.SparseFallbackWarning, match="no sparse region for 'aten.matmul.default' reading tensor "
                                                       "'w' stored as 2:4"):
-        fn = sm.compile(model, {"w": sm.NM(2, 4)}, example_args=(x,), mode="regions")
-    model.load_state_dict(fn.effective_state_dict(), strict=False)
-    torch.testing.assert_close(fn(x), (x @ model.w).detach(), rtol=1e-5, atol=1e-5)
-    csr = sm.compile(XW().eval(), {"w": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,),
+        fn = sm.compile(model, {"w": sm.NM(2, 4)}, example_args=(x,), mode="regions", cost_model=False)
+    pruned = fn.effective_state_dict()["w"]
+    assert _groups_along_dim0(pruned.t(), 2, 4)
+    model.load_state_dict({"w": pruned})
+    with torch.no_grad():
+        torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_nm_read_as_x_at_w_needs_whole_groups_along_dim_0() -> None:
+    class Odd(_XW):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(18, 24))
+
+    with pytest.raises(sm.SpecError, match=r"w: 2:4 on a weight read as x @ W \(shape \(18, 24\) = \[in, out\]\) "
+                                           r"groups dim 0 by 4: expected dim 0 a multiple of 4"):
+        sm.compile(Odd().eval(), {"w": sm.NM(2, 4)}, example_args=(torch.randn(2, 18),), mode="regions")
+
+
+def test_csr_read_as_x_at_w_runs_a_region_on_w_transposed() -> None:
+    x = torch.randn(3, 16)
+    csr = sm.compile(_XW().eval(), {"w": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,),
                      mode="regions", cost_model=False)
     assert [r.name for r in csr.regions()] == ["w"]   # CSR: W^T packed, read by the linear kernel

@@ -59,6 +59,8 @@ CASES: dict[str, tuple[Callable[[], torch.nn.Module], Callable[[str], bool], tup
                  [((IDS[:1, :5],), {"attention_mask": MASK[:1, :5]})], sm.CSR(sparsifier=sm.ScalarFraction(0.9))),
     "gpt2-conv1d-csr": (_gpt2, lambda n: ".h." in n, ((IDS,), {"use_cache": False}),
                         [((IDS[:1, :7],), {"use_cache": False})], sm.CSR(sparsifier=sm.ScalarFraction(0.9))),
+    "gpt2-conv1d-2:4-rows4": (_gpt2, lambda n: ".h." in n, ((IDS,), {"use_cache": False}),
+                              [((IDS[:1, :7],), {"use_cache": False})], sm.NM(2, 4, rows=4)),
     "llama-2:4-decode": (_llama, lambda n: "layers." in n, ((IDS,), {"use_cache": False}),
                          [((IDS[:1, :1],), {"use_cache": False}), ((IDS[:, :3],), {"use_cache": False})],
                          sm.NM(2, 4)),
