@@ -9,7 +9,7 @@ fit a conv's kw). Every Linear / Conv1D / Conv2d weight (LM
 heads included; GPT-2's is tied to its embedding, which then reads the pruned
 weight on torch) is pruned and encoded: 70% and
 90% CSR (magnitude), 2:4, 2:4 with one pattern per 4 rows. For each model,
-format and thread count (1, 2: torch and sparse_mlir's libomp alike):
+format and thread count (1, 2: torch's, which our kernels share):
 
 - eager      the pruned model in torch (weights with the zeros)
 - inductor   torch.compile(pruned model), default mode
@@ -162,7 +162,7 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int,
             pruned.load_state_dict({**model.state_dict(), **fn.effective_state_dict()})
             for t in threads:
                 torch.set_num_threads(t)
-                sm.set_num_threads(t)
+                sm.set_num_threads(None)   # our kernels follow torch's count
                 for phase in phases:
                     args, kwargs = _inputs(name, model, phase)
                     with torch.no_grad():
