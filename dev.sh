@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's set-up and run commands (see README):
-#   bash dev.sh example   install everything, build, run examples/bert_layer.py
+#   bash dev.sh example   install everything, build, run examples/bert_model.py
 #   bash dev.sh test      install everything, build, run all lit and pytest tests
 #   bash dev.sh build     install everything and build only
 #   bash dev.sh bench     install everything, run benchmarks/linear_suite.py
@@ -63,7 +63,7 @@ shift || true
 case "$cmd" in
   build) setup ;;
   test) setup; run_tests "$@" ;;
-  example) setup; "$VENV/bin/python" examples/bert_layer.py "$@" ;;
+  example) setup; "$VENV/bin/python" examples/bert_model.py "$@" ;;
   bench) setup; "$VENV/bin/python" benchmarks/linear_suite.py "$@" ;;
   *) echo "usage: bash dev.sh {example|test|build|bench}" >&2; exit 2 ;;
 esac

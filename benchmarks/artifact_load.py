@@ -57,7 +57,7 @@ def main() -> None:
                            "threads": sm.get_num_threads()}, "shape": args.shape, "runs": args.runs, "variants": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for label, make in variants.items():
-            fn = sm.compile(model, {name: make() for name in model.linear_names()}, example_args=(x,))
+            fn = sm.compile(model, {name: make() for name in model.linear_names()}, example_args=(x,), mode="graph")
             start = time.perf_counter()
             path = fn.export(Path(tmp) / f"{label.replace('%', '').replace(' ', '_').replace(':', '_')}.smlir")
             export_s = time.perf_counter() - start

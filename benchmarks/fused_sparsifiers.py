@@ -65,7 +65,7 @@ def main() -> None:
     }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sm.SparseFallbackWarning)
-        baseline_fn = sm.compile(model, weight, example_args=(x,))
+        baseline_fn = sm.compile(model, weight, example_args=(x,), mode="graph")
     reference = baseline_fn.effective_state_dict()
     with torch.no_grad():
         eager = median_ms(model, x, args.repeats)
@@ -87,7 +87,7 @@ def main() -> None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", sm.SparseFallbackWarning)
                 fn = sm.compile(model, {**weight, "gelu": sm.CSR(sparsifier=sparsifier)}, example_args=(x,),
-                                fuse_sparsifiers=fuse)
+                                fuse_sparsifiers=fuse, mode="graph")
             times[fuse] = median_ms(fn, x, args.repeats)
         rows.append({"sparsifier": name, "density": density, "fused_ms": times[True], "unfused_ms": times[False],
                      "unfused_over_fused": times[False] / times[True], "gelu_dense_over_fused": baseline / times[True]})

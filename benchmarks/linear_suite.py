@@ -140,7 +140,7 @@ def first_compile_seconds() -> float:
     warms torch.export: timed on a small linear, apart from the rows."""
     linear, x = torch.nn.Linear(64, 64, bias=False), torch.randn(8, 64)
     start = time.perf_counter()
-    sm.compile(linear, {"weight": sm.NM(2, 4)}, example_args=(x,))
+    sm.compile(linear, {"weight": sm.NM(2, 4)}, example_args=(x,), mode="graph")
     return time.perf_counter() - start
 
 
@@ -157,7 +157,7 @@ def bench_linear(label: str, m: int, k: int, n: int, sparsity: str, make: Callab
     linear = torch.nn.Linear(k, n, bias=False)
     x = torch.randn(m, k)
     start = time.perf_counter()
-    fn = sm.compile(linear, {"weight": encoding}, example_args=(x,))
+    fn = sm.compile(linear, {"weight": encoding}, example_args=(x,), mode="graph")
     compile_s = time.perf_counter() - start
     weight = fn.effective_state_dict()["weight"]
     (entry,) = fn.sparsity_plan()
@@ -200,7 +200,7 @@ def bench_bert(sparsity: str, make: Callable[[], sm.Encoding], thread_counts: li
         return []
     x = torch.randn(batch, seq, 768)
     start = time.perf_counter()
-    fn = sm.compile(model, {name: make() for name in model.linear_names()}, example_args=(x,))
+    fn = sm.compile(model, {name: make() for name in model.linear_names()}, example_args=(x,), mode="graph")
     compile_s = time.perf_counter() - start
     pruned = BertLayer().eval()
     pruned.load_state_dict({**model.state_dict(), **fn.effective_state_dict()})

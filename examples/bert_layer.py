@@ -52,7 +52,7 @@ def main() -> None:
     for label, make in variants.items():
         encodings = {name: make() for name in model.linear_names()}
         start = time.perf_counter()
-        fn = sm.compile(model, encodings, example_args=(x,))
+        fn = sm.compile(model, encodings, example_args=(x,), mode="graph")
         compile_time = time.perf_counter() - start
         reference = BertLayer().eval()
         reference.load_state_dict({**model.state_dict(), **fn.effective_state_dict()})

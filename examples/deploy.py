@@ -55,7 +55,7 @@ def main() -> None:
     model = MLP(WIDTHS).eval()
     x = torch.randn(64, WIDTHS[0])
     encodings = {f"layers.{i}.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8)) for i in range(len(WIDTHS) - 1)}
-    fn = sm.compile(model, encodings, example_args=(x,))
+    fn = sm.compile(model, encodings, example_args=(x,), mode="graph")
     expected = fn(x).numpy()
     artifact = fn.export(out / "mlp.smlir")
     size = sum(f.stat().st_size for f in artifact.rglob("*") if f.is_file())

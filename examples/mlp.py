@@ -15,7 +15,7 @@ def main() -> None:
     model = MLP(WIDTHS).eval()
     x = torch.randn(32, WIDTHS[0])
     encodings = {f"layers.{i}.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8)) for i in range(len(WIDTHS) - 1)}
-    fn = sm.compile(model, encodings, example_args=(x,))
+    fn = sm.compile(model, encodings, example_args=(x,), mode="graph")
     for name, stats in fn.stats().items():
         print(f"{name:16s} {str(stats.shape):10s} {stats.format:4s} nnz={stats.nnz:5d} density={stats.density:.2f}")
 

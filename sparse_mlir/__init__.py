@@ -14,7 +14,7 @@ artifacts never loads the compiler (MLIR, torch-mlir), and the
 from __future__ import annotations
 
 from ._lazy import lazy_getattr
-from .errors import CompileError, SparseMLIRError, SpecError
+from .errors import CompileError, SparseFallbackWarning, SparseMLIRError, SpecError
 
 __version__ = "0.1.0"
 
@@ -22,7 +22,7 @@ _LAZY_NAMES = {
     "artifact": ("ArtifactError", "LoadedModule", "load"),
     "memory": ("cached_bytes", "release_cached_memory"),
     "threads": ("get_num_threads", "set_num_threads"),
-    "compiler": ("compile", "CompiledModule", "PlanEntry", "SparseFallbackWarning"),
+    "compiler": ("compile", "CompiledModule", "PlanEntry"),
     "context": ("make_context",),
     "encodings": ("BSR", "COO", "CSC", "CSR", "NM", "Dense", "Encoding"),
     "sparsifiers": ("BlockFraction", "KeepAll", "NMMagnitude", "RandomFraction", "ScalarFraction", "Sparsifier",
@@ -32,7 +32,7 @@ _LAZY = {name: module for module, names in _LAZY_NAMES.items() for name in names
 
 __all__ = [
     *_LAZY,
-    "CompileError", "SparseMLIRError", "SpecError",
+    "CompileError", "SparseFallbackWarning", "SparseMLIRError", "SpecError",
 ]
 
 

@@ -27,7 +27,7 @@ from .context import make_context
 from .cost_model import choose_storage
 from .dialects import smlir
 from .encodings import Dense, Encoding
-from .errors import CompileError, SpecError
+from .errors import CompileError, SparseFallbackWarning, SpecError
 from .importers.torch_fx import capture_lock, import_model, start_importer
 from .intermediates import find_node_value, location_names
 from .propagation import Propagated, linear_tokens, propagate_linear_zeros
@@ -38,15 +38,12 @@ from .sparsifiers import RandomFraction
 from .cpu import vector_lanes as host_vector_lanes
 from .threads import openmp_available, runtime_library
 from .weights import apply_sparsifier, check_index_width, pack
+from .specs import MLIR_ELEMENT_TYPES, check_cpu_dtypes, default_mode, parameters, tied_aliases, verify_specs
 
 MLIR_VERSION = "22.1.8"  # the pinned xtc-mlir wheels (pyproject.toml)
 STAGES = ("linalg", "annotated", "sparse", "llvm")
 FALLBACK_POLICIES = ("warn", "error")
 VECTOR_LANES = (8, 16)
-
-
-class SparseFallbackWarning(UserWarning):
-    """A sparse tensor is read densely because its reader has no sparse lowering."""
 
 
 def _pipeline_options(on_fallback: str, fuse_sparsifiers: bool, openmp: bool, lanes: int | None) -> str:
@@ -170,11 +167,13 @@ class CompiledModule(CompileReports, ModelCallable):
 def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = None,
             example_args: Sequence[torch.Tensor] = (), *, on_fallback: str = "warn",
             opt_level: int = 2, fuse_sparsifiers: bool = True, cost_model: bool = True,
-            target: str = "cpu", vector_lanes: int | None = None, mode: str = "graph",
+            target: str = "cpu", vector_lanes: int | None = None, mode: str | None = None,
             example_kwargs: Mapping[str, Any] | None = None, dynamic: bool = True) -> Any:
     """Compiles `model` with the weights named in `encodings` stored sparsely.
 
-    `mode="regions"`: torch runs the model's graph (captured by
+    `mode=None` (the default) picks "regions" where the call allows it (the
+    CPU target, encodings naming parameters only, no graph-only options),
+    else "graph". `mode="regions"`: torch runs the model's graph (captured by
     torch.export with `example_args` and `example_kwargs`; with `dynamic`,
     batch / sequence / spatial dims are left free), and each F.linear whose
     weight is encoded runs as the custom op `sparse_mlir::linear` on our
@@ -197,8 +196,10 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     `vector_lanes` (8 or 16): f32 lanes per micro-kernel vector; by default
     16 where the host has AVX-512F, else 8 (`fn.pipeline` records it).
     """
+    if mode is None:
+        mode = default_mode(model, encodings or {}, target, on_fallback, fuse_sparsifiers, example_kwargs)
     if mode not in ("graph", "regions"):
-        raise SpecError(f"mode must be 'graph' or 'regions', got {mode!r}")
+        raise SpecError(f"mode must be 'graph' or 'regions' (or None: the default), got {mode!r}")
     if mode == "regions":
         if target != "cpu" or on_fallback != "warn" or not fuse_sparsifiers:
             raise SpecError("mode='regions' takes target='cpu' and no on_fallback / fuse_sparsifiers options")
@@ -234,8 +235,8 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     params = parameters(model, all_encodings)
     encodings = {name: e for name, e in all_encodings.items() if name in params}
     example_args = tuple(example_args)
-    _check_cpu_dtypes(params, example_args)
-    _verify_specs(encodings, params)
+    check_cpu_dtypes(params, example_args)
+    verify_specs(encodings, params)
     effective = {name: torch.from_numpy(apply_sparsifier(encoding.effective_sparsifier,
                                                          params[name].detach().numpy(), name))
                  for name, encoding in encodings.items()}
@@ -459,71 +460,6 @@ def _verify_annotated(module: ir.Module) -> None:
         module.operation.verify()
     except ir.MLIRError as error:
         raise SpecError(_error_text(error)) from None
-
-
-_MLIR_ELEMENT_TYPES = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16",
-                       torch.bfloat16: "bf16", torch.int32: "i32", torch.int64: "i64", torch.int8: "i8"}
-
-
-def parameters(model: torch.nn.Module, encodings: Mapping[str, Encoding]) -> dict[str, torch.Tensor]:
-    """The model's parameters by name (detached); an encoding naming a tied
-    alias (a second name of a shared parameter, which torch lists once) is
-    refused with the name to use. Read under the capture lock: a capture in
-    another thread swaps the model's parameters for fake tensors meanwhile."""
-    with capture_lock():
-        named = dict(model.named_parameters())
-        for alias, parameter in model.named_parameters(remove_duplicate=False):
-            if alias in encodings and alias not in named:
-                canonical = next(name for name, p in named.items() if p is parameter)
-                raise SpecError(f"{alias}: is the same parameter as '{canonical}' (tied weights); encode it as "
-                                f"'{canonical}' (every reader of the shared weight then sees it sparsified)")
-        return {name: p.detach() for name, p in named.items()}
-
-
-def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
-    """Every second name of a shared parameter (GPT-2's `lm_head.weight`) ->
-    the name torch lists it under (`transformer.wte.weight`)."""
-    with capture_lock():
-        canonical = {id(p): name for name, p in model.named_parameters()}
-        return {alias: canonical[id(p)] for alias, p in model.named_parameters(remove_duplicate=False)
-                if canonical[id(p)] != alias}
-
-
-def _check_cpu_dtypes(params: Mapping[str, torch.Tensor], example_args: Sequence[Any]) -> None:
-    """Parameters and inputs cross to compiled CPU code as numpy arrays: a
-    dtype numpy lacks (bfloat16) cannot, so it is refused before any work."""
-    tensors = [(f"parameter '{name}'", p) for name, p in params.items()]
-    tensors += [(f"input {i}", a) for i, a in enumerate(example_args) if isinstance(a, torch.Tensor)]
-    for what, tensor in tensors:
-        if numpy_dtype(tensor.dtype) is None:
-            raise SpecError(f"{what}: target='cpu' cannot pass {tensor.dtype} tensors to compiled code (numpy has "
-                            f"no {str(tensor.dtype).removeprefix('torch.')}); convert the model and inputs with "
-                            ".float(), or use target='cuda' for 2:4 float16/bfloat16 linears")
-
-
-def _verify_specs(encodings: Mapping[str, Encoding], params: Mapping[str, torch.Tensor]) -> None:
-    """Checks every (tensor, encoding, sparsifier) with the smlir.sparsify verifier, before any work."""
-    with make_context(), ir.Location.unknown():
-        module = ir.Module.create()
-        with ir.InsertionPoint(module.body):
-            for name, encoding in encodings.items():
-                weight = params[name]
-                if weight.dtype not in _MLIR_ELEMENT_TYPES:
-                    raise SpecError(f"{name}: unsupported dtype {weight.dtype}")
-                element = ir.Type.parse(_MLIR_ELEMENT_TYPES[weight.dtype])
-                tensor_type = ir.RankedTensorType.get(list(weight.shape), element)
-                value = ir.Operation.create("tensor.empty", results=[tensor_type]).result
-                # The dense result type is deliberately unchecked: only the
-                # shape/format/sparsifier diagnostics matter here.
-                smlir.SparsifyOp(tensor_type, value, encoding.effective_sparsifier.to_attr(), encoding.to_attr(),
-                                 tensor_name=ir.StringAttr.get(name))
-        try:
-            module.operation.verify()
-        except ir.MLIRError as error:
-            messages = [str(d.message) for d in error.error_diagnostics
-                        if "result type must be" not in str(d.message)]
-            if messages:
-                raise SpecError("; ".join(messages)) from None
 
 
 def _annotate(module: ir.Module, param_names: list[str], encodings: Mapping[str, Encoding]) -> None:

@@ -11,6 +11,10 @@ class SpecError(SparseMLIRError, ValueError):
     """An encoding or sparsifier was given invalid arguments."""
 
 
+class SparseFallbackWarning(UserWarning):
+    """A sparse tensor is read densely because its reader has no sparse lowering."""
+
+
 class CompileError(SparseMLIRError):
     """A pass pipeline failed; carries the pipeline, the IR it ran on
     (`annotated_ir`: there is no compiled module to ask after a failure)

@@ -27,12 +27,13 @@ from mlir.dialects import gpu
 
 from ..callable import CheckedCallable, InputSpec
 from ..compiler import (MLIR_VERSION, CompileReports, PlanEntry, TensorStats, _annotate, _main, _single_result,
-                        parameters, pipeline_error)
+                        pipeline_error)
 from ..context import make_context
 from ..encodings import NM, Dense, Encoding
 from ..errors import SpecError
 from ..importers.torch_fx import import_model
 from ..propagation import linear_readers
+from ..specs import parameters
 from ..jit import jit
 from ..weights import apply_sparsifier
 from .cost import choose_gpu

@@ -3,6 +3,7 @@ input shape, and the cost model's choice between it and torch's op."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import warnings
@@ -13,13 +14,21 @@ import numpy as np
 import torch
 
 from .._memref import Kernel
-from ..compiler import SparseFallbackWarning
 from ..encodings import Encoding
-from ..errors import CompileError
+from ..errors import CompileError, SparseFallbackWarning
 from ..threads import get_num_threads, shares_torch_threads, single_threaded
 from .kernels import KERNELS, CompiledLinear, KernelOptions, LinearSignature, median_seconds
+from .token_plan import Piece, plan
 
 log = logging.getLogger("sparse_mlir.regions")
+
+
+@dataclass(frozen=True)
+class PieceKernels:
+    """The kernels that run x[T, K]: one per piece of T's token plan."""
+
+    pieces: tuple[Piece, ...]
+    by_size: dict[int, Kernel]
 
 
 @dataclass
@@ -27,14 +36,14 @@ class Choice:
     """What runs a region at one input shape and thread count, and why."""
 
     tokens: int
-    kernel: Kernel | None          # None: torch's op on the pruned dense weight
+    kernel: PieceKernels | None    # None: torch's op on the pruned dense weight
     ours_ms: float | None
     torch_ms: float | None
     reason: str
     compiled: CompiledLinear | None = None
 
 
-# (signature, tokens, density, options, op parameters, torch threads, our threads)
+# (signature, token plan, density, options, op parameters, torch threads, our threads)
 # -> (ours ms, torch ms, reason):
 # the cost model's measurements, shared by the weights they describe.
 _DECISIONS: dict[tuple, tuple[float, float, str]] = {}
@@ -47,6 +56,27 @@ WIN_MARGIN = 0.9
 
 def _ours_wins(ours_ms: float, torch_ms: float) -> bool:
     return ours_ms < WIN_MARGIN * torch_ms
+
+
+@functools.cache
+def dispatch_overhead_ms() -> float:
+    """What a call through a `sparse_mlir::` custom op costs beyond the
+    region's own work (torch's dispatcher, the Python op, the handle
+    lookup): charged to our side, since torch's op, where it wins, goes back
+    into the graph and pays none (~20 us a call here: MobileNetV3's 86
+    small convs lost 13% to it)."""
+    from ..runtime.ops import REGIONS
+
+    result = torch.empty(1)
+    handle = REGIONS.add(lambda x, buffers, bias: result)
+    x = torch.empty(1, 1)
+    op = torch.ops.sparse_mlir.linear.default
+    try:
+        through_op = median_seconds(lambda: op(x, [], None, 1, handle), repeats=201)
+        direct = median_seconds(lambda: REGIONS.get(handle)(x, [], None), repeats=201)
+    finally:
+        REGIONS.remove(handle)
+    return max(0.0, through_op - direct) * 1e3
 
 
 class Region:
@@ -75,6 +105,13 @@ class Region:
         self._lock = threading.Lock()
         self.choices: dict[Hashable, Choice] = {}
         self._warned = False
+        # Token counts with kernels of their own: those seen before freeze()
+        # (the example's); later ones run on the token plan's buckets.
+        self._exact: set[int] = set()
+        self._frozen = False
+        # Set when torch won every shape seen at compile time: the graph then
+        # calls torch's op directly (the region no longer runs).
+        self.handed_back = False
         self.density = float(np.count_nonzero(matrix.numpy())) / max(1, matrix.numel())
 
     @property
@@ -97,18 +134,37 @@ class Region:
             return self._torch(x, bias)
         return self._ours(choice.kernel, x, bias)
 
+    def freeze(self) -> None:
+        """Later token counts run on bucket-sized kernels (no compile on the call path)."""
+        self._frozen = True
+
     def _tokens(self, x: torch.Tensor) -> int:
         raise NotImplementedError
 
-    def _ours(self, kernel: Kernel, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    def _ours(self, kernel: PieceKernels, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         raise NotImplementedError
 
     def _torch(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         raise NotImplementedError
 
-    def _linear(self, kernel: Kernel, columns: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        """The kernel on x[T, K] (made contiguous) and the bias: y[T, N]."""
+    def _linear(self, kernels: PieceKernels, columns: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """The kernels on x[T, K] (made contiguous) and the bias: y[T, N]."""
         columns = columns.contiguous()
+        pieces = kernels.pieces
+        if len(pieces) == 1 and pieces[0].rows == pieces[0].size:
+            return self._call(kernels.by_size[pieces[0].size], columns, bias)
+        y = columns.new_empty(columns.shape[0], self.signature.out_features)
+        for piece in pieces:
+            rows = columns[piece.start:piece.start + piece.rows]
+            if piece.rows < piece.size:
+                padded = columns.new_zeros(piece.size, columns.shape[1])
+                padded[:piece.rows] = rows
+                rows = padded
+            y[piece.start:piece.start + piece.rows] = self._call(kernels.by_size[piece.size], rows, bias)[:piece.rows]
+        return y
+
+    def _call(self, kernel: Kernel, columns: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """One kernel on contiguous x[T, K]."""
         tokens, depth = columns.shape
         signature = [((tokens, depth), (depth, 1), np.dtype(np.float32))]
         addresses = [columns.data_ptr()]
@@ -131,31 +187,39 @@ class Region:
         if x.dtype != torch.float32 or (bias is not None and bias.dtype != torch.float32):
             return Choice(0, None, None, None, f"torch: {x.dtype} (the CPU kernels take float32)")
         tokens = self._tokens(x)
+        if not self._frozen:
+            self._exact.add(tokens)
+        pieces = plan(tokens, frozenset(self._exact))
         try:
-            compiled = KERNELS.get(self.signature, self.encoding, tokens, self._options)
+            built = {size: KERNELS.get(self.signature, self.encoding, size, self._options)
+                     for size in dict.fromkeys(piece.size for piece in pieces)}
         except CompileError as error:
             self._warn(f"no sparse kernel for {self.op_name} reading '{self.name}' stored as "
                        f"{self.encoding.format_name}: {error}; torch's {self.op_name} runs it on the pruned weight")
             return Choice(tokens, None, None, None, f"torch: the kernel did not compile ({error})")
-        for message in compiled.fallbacks:
+        compiled = built[pieces[0].size]
+        for message in dict.fromkeys(m for c in built.values() for m in c.fallbacks):
             self._warn(message.replace("tensor 'weight'", f"tensor '{self.name}'"))
         bound = self._packed if compiled.stored_sparse else [self._matrix.contiguous().numpy()]
-        kernel = Kernel(compiled.function, bound, 2, np.float32, owner=compiled)
+        kernel = PieceKernels(pieces, {size: Kernel(c.function, bound, 2, np.float32, owner=c)
+                                       for size, c in built.items()})
         if not self._cost_model:
             return Choice(tokens, kernel, None, None, "ours (cost_model=False)", compiled)
         # Weights of one signature and density run alike: measured once.
-        key = (self.signature, tokens, round(self.density, 2), self._options, self._measure_key(x),
-               torch.get_num_threads(), get_num_threads())
+        key = (self.signature, tuple((p.rows, p.size) for p in pieces), round(self.density, 2), self._options,
+               self._measure_key(x), torch.get_num_threads(), get_num_threads())
         if key not in _DECISIONS:
             x = x.contiguous()
             run_ours, run_torch = (lambda: self._ours(kernel, x, bias)), (lambda: self._torch(x, bias))
             # Each timed after the other, as they alternate in a model: the
             # other runtime's threads (torch's libgomp, our libomp) still
             # spin for a while after their op and compete for the cores.
-            ours = median_seconds(run_ours, before=run_torch) * 1e3
+            call = dispatch_overhead_ms()
+            ours = median_seconds(run_ours, before=run_torch) * 1e3 + call
             theirs = median_seconds(run_torch, before=run_ours) * 1e3
             _DECISIONS[key] = (ours, theirs, f"{'ours' if _ours_wins(ours, theirs) else 'torch'} "
-                                             f"(ours {ours:.3f} ms, torch {theirs:.3f} ms)")
+                                             f"(ours {ours:.3f} ms incl. {call * 1e3:.0f} us for the custom op "
+                                             f"call, torch {theirs:.3f} ms)")
             shared = ""
         else:
             shared = ", measured on a weight of the same shape, format and density"

@@ -17,9 +17,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._memref import Kernel
 from ..encodings import Encoding
-from .base import Region
+from .base import PieceKernels, Region
 from .kernels import KernelOptions
 
 
@@ -53,7 +52,7 @@ class ConvRegion(Region):
         unfolded = F.unfold(x, self.kernel_size, self.dilation, self.padding, self.stride)  # [N, C*kh*kw, L]
         return unfolded.transpose(1, 2).reshape(-1, unfolded.shape[1])
 
-    def _ours(self, kernel: Kernel, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    def _ours(self, kernel: PieceKernels, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         height, width = self._output_size(x)
         y = self._linear(kernel, self._columns(x), bias)
         return y.view(x.shape[0], height, width, -1).permute(0, 3, 1, 2).contiguous()

@@ -10,8 +10,9 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from ..compiler import (PlanEntry, SparseFallbackWarning, TensorStats, _check_cpu_dtypes, _verify_specs,
-                        parameters, tied_aliases)
+from ..compiler import PlanEntry, TensorStats
+from ..errors import SparseFallbackWarning
+from ..specs import check_cpu_dtypes, parameters, tied_aliases, verify_specs
 from ..encodings import NM, Dense, Encoding
 from ..errors import SpecError
 from ..runtime import ops  # noqa: F401  (registers torch.ops.sparse_mlir.linear)
@@ -31,6 +32,10 @@ ADDMM = torch.ops.aten.addmm.default
 MM = torch.ops.aten.mm.default
 MATMUL = torch.ops.aten.matmul.default
 CONV2D = torch.ops.aten.conv2d.default
+REGION_OPS = (torch.ops.sparse_mlir.linear.default, torch.ops.sparse_mlir.conv2d.default)
+# Node meta of a region's call: the torch op it replaced (target, args,
+# kwargs, the weight's get_attr node in them), to hand it back.
+ORIGINAL = "sparse_mlir_replaced"
 
 
 def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], example_args: Sequence[Any],
@@ -49,8 +54,8 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
         raise SpecError(f"mode='regions' encodes weights (parameters) only; {', '.join(map(repr, unknown))} "
                         f"{'is' if len(unknown) == 1 else 'are'} not a parameter of {type(model).__name__} "
                         "(sparsifiers on intermediates run with mode='graph')")
-    _check_cpu_dtypes(params, [a for a in example_args if isinstance(a, torch.Tensor)])
-    _verify_specs(encodings, params)
+    check_cpu_dtypes(params, [a for a in example_args if isinstance(a, torch.Tensor)])
+    verify_specs(encodings, params)
     # A tied weight keeps one name in `encodings` (torch's); the captured
     # graph may read it under another (GPT-2's LM head: `lm_head.weight`).
     aliases = {alias: name for alias, name in tied_aliases(model).items() if name in encodings}
@@ -69,16 +74,20 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     regions, readers = _replace_linears(graph_module, encodings, aliases, in_out, effective, packed, options,
                                         cost_model)
     _warn_other_readers(readers, encodings)
-    read_by_regions = {region.name for region in regions.values()}
-    stats = {name: _stats(encoding, effective[name], name in read_by_regions)
-             for name, encoding in encodings.items()}
-    plan = [_plan(name, encoding, stats[name], readers.get(name, []), name in in_out)
-            for name, encoding in encodings.items()]
-    module = RegionModule(graph_module, captured, regions, effective, stats, plan, 0.0, encodings)
+    module = RegionModule(graph_module, captured, regions, effective, {}, [], 0.0, encodings)
     if regions and warm_up:
         # The example's shapes: kernels built and the cost model's choices
         # made now, not in the first call.
         module(*example_args, **example_kwargs)
+        _hand_back(graph_module, regions, readers)
+    for region in regions.values():
+        region.freeze()   # other token counts: bucket-sized kernels, never a compile per shape
+    in_graph = {region.name for region in regions.values() if not region.handed_back}
+    handed_back = {region.name for region in regions.values() if region.handed_back} - in_graph
+    module._stats = {name: _stats(encoding, effective[name], name in in_graph, name in handed_back)
+                     for name, encoding in encodings.items()}
+    module._plan = [_plan(name, encoding, module._stats[name], readers.get(name, []), name in in_out)
+                    for name, encoding in encodings.items()]
     module.compile_seconds = time.perf_counter() - start
     log.info("compiled %s with %d sparse regions in %.2f s", type(model).__name__, len(regions),
              module.compile_seconds)
@@ -87,15 +96,22 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
 
 def snapshot(graph_module: torch.fx.GraphModule, effective: Mapping[str, torch.Tensor]) -> None:
     """The graph's own copy of every parameter and buffer (encoded weights
-    pruned): later changes to the user's model do not reach it."""
-    for name, tensor in [*graph_module.named_parameters(), *graph_module.named_buffers()]:
-        value = effective.get(name, tensor).detach().clone()
+    pruned): later changes to the user's model do not reach it. Tied names
+    (GPT-2's embedding and LM head) keep sharing one copy."""
+    copies: dict[int, torch.Tensor] = {}
+    named = [*graph_module.named_parameters(remove_duplicate=False),
+             *graph_module.named_buffers(remove_duplicate=False)]
+    for name, tensor in named:
+        if id(tensor) not in copies:
+            value = effective.get(name, tensor).detach().clone()
+            parameter = isinstance(tensor, torch.nn.Parameter)
+            copies[id(tensor)] = torch.nn.Parameter(value, requires_grad=False) if parameter else value
         owner, _, leaf = name.rpartition(".")
         module = graph_module.get_submodule(owner) if owner else graph_module
         if isinstance(tensor, torch.nn.Parameter):
-            setattr(module, leaf, torch.nn.Parameter(value, requires_grad=False))
+            setattr(module, leaf, copies[id(tensor)])
         else:
-            module.register_buffer(leaf, value, persistent=leaf in module._buffers and
+            module.register_buffer(leaf, copies[id(tensor)], persistent=leaf in module._buffers and
                                    leaf not in module._non_persistent_buffers_set)
 
 
@@ -191,9 +207,9 @@ def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str,
         for user in list(node.users):
             conv = _conv_use(user, node) if _conv_eligible(effective[name], encoding) else None
             if conv is not None:
-                _replace_conv(graph_module, user, node, name, encoding, effective[name], conv, regions, by_key,
-                              buffer_nodes, options, cost_model)
-                readers.setdefault(name, []).append("sparse_mlir::conv2d")
+                handle = _replace_conv(graph_module, user, node, name, encoding, effective[name], conv, regions,
+                                       by_key, buffer_nodes, options, cost_model)
+                readers.setdefault(name, []).append(f"sparse_mlir::conv2d (region {handle})")
                 continue
             use = _linear_use(user, node) if eligible else None
             if use is not None and use.transposed and isinstance(encoding, NM) and name not in in_out:
@@ -218,6 +234,7 @@ def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str,
                                            (use.x, buffer_nodes[key[::2]], use.bias,
                                             regions[handle].signature.out_features, handle))
             call.meta.update(user.meta)
+            call.meta[ORIGINAL] = (user.target, user.args, user.kwargs, node)
             user.replace_all_uses_with(call)
             graph.erase_node(user)
             readers.setdefault(name, []).append(f"sparse_mlir::linear (region {handle})")
@@ -272,7 +289,7 @@ def _conv_use(user: torch.fx.Node, weight: torch.fx.Node) -> _ConvUse | None:
 def _replace_conv(graph_module: torch.fx.GraphModule, user: torch.fx.Node, weight_node: torch.fx.Node, name: str,
                   encoding: Encoding, weight: torch.Tensor, use: _ConvUse, regions: dict[int, Region],
                   by_key: dict[tuple, int], buffer_nodes: dict[tuple, list[torch.fx.Node]], options: KernelOptions,
-                  cost_model: bool) -> None:
+                  cost_model: bool) -> int:
     key = (name, use.bias is not None, "conv", use.stride, use.padding, use.dilation)
     if key not in by_key:
         matrix = weight.reshape(weight.shape[0], -1)
@@ -291,8 +308,48 @@ def _replace_conv(graph_module: torch.fx.GraphModule, user: torch.fx.Node, weigh
             (use.x, buffer_nodes[(name, "conv")], use.bias, weight.shape[0], list(region.kernel_size),
              list(use.stride), list(use.padding), list(use.dilation), handle))
     call.meta.update(user.meta)
+    call.meta[ORIGINAL] = (user.target, user.args, user.kwargs, weight_node)
     user.replace_all_uses_with(call)
     graph_module.graph.erase_node(user)
+    return handle
+
+
+def _hand_back(graph_module: torch.fx.GraphModule, regions: Mapping[int, Region],
+               readers: dict[str, list[str]]) -> None:
+    """Regions whose every compile-time choice was torch's op get that op back
+    in the graph: the custom op's call costs ~20 us, which small ops (a
+    mobile net's convs) feel. Their packed buffers are dropped."""
+    back = {handle for handle, region in regions.items()
+            if region.choices and all(choice.kernel is None for choice in region.choices.values())}
+    if not back:
+        return
+    graph = graph_module.graph
+    packed: set[str] = set()
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target not in REGION_OPS or node.args[-1] not in back:
+            continue
+        packed.update(str(buffer.target) for buffer in node.args[1])
+        target, args, kwargs, weight_node = node.meta[ORIGINAL]
+        with graph.inserting_before(node):
+            weight = graph.get_attr(weight_node.target)
+            swap = (lambda a: weight if a is weight_node else a)
+            original = graph.call_function(target, torch.fx.node.map_arg(args, swap),
+                                           torch.fx.node.map_arg(kwargs, swap))
+        original.meta.update({k: v for k, v in node.meta.items() if k != ORIGINAL})
+        node.replace_all_uses_with(original)
+        graph.erase_node(node)
+    graph.eliminate_dead_code()
+    graph.lint()
+    read = {str(node.target) for node in graph.nodes if node.op == "get_attr"}
+    for name in packed - read:
+        delattr(graph_module, name)
+    graph_module.recompile()
+    for handle in back:
+        region = regions[handle]
+        region.handed_back = True
+        op = f"sparse_mlir::{'conv2d' if region.op_name == 'conv2d' else 'linear'} (region {handle})"
+        readers[region.name] = [f"torch's {region.op_name} (region {handle} handed back: torch won at the "
+                                f"compile-time shapes)" if r == op else r for r in readers[region.name]]
 
 
 def _register_buffers(graph_module: torch.fx.GraphModule, name: str, transposed: bool,
@@ -320,10 +377,14 @@ def _warn_other_readers(readers: Mapping[str, list[str]], encodings: Mapping[str
                           SparseFallbackWarning, stacklevel=4)
 
 
-def _stats(encoding: Encoding, effective: torch.Tensor, sparse: bool) -> TensorStats:
+def _stats(encoding: Encoding, effective: torch.Tensor, sparse: bool, handed_back: bool = False) -> TensorStats:
     nnz = int(torch.count_nonzero(effective))
-    fmt = encoding.format_name if sparse or isinstance(encoding, Dense) else \
-        f"dense (no sparse region reads it; requested {encoding.format_name})"
+    if sparse or isinstance(encoding, Dense):
+        fmt = encoding.format_name
+    elif handed_back:
+        fmt = f"dense (torch's op won at the compile-time shapes; requested {encoding.format_name})"
+    else:
+        fmt = f"dense (no sparse region reads it; requested {encoding.format_name})"
     return TensorStats(shape=tuple(effective.shape), format=fmt, sparsifier=encoding.effective_sparsifier.attr_text(),
                        nnz=nnz, density=nnz / max(1, effective.numel()))
 

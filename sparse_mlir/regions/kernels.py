@@ -172,6 +172,11 @@ class KernelCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def token_counts(self, signature: LinearSignature) -> set[int]:
+        """The token counts of the cached kernels of `signature`."""
+        with self._lock:
+            return {tokens for (cached, tokens, _) in self._entries if cached == signature}
+
 
 KERNELS = KernelCache()
 

@@ -7,9 +7,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .._memref import Kernel
 from ..encodings import Encoding
-from .base import Choice, Region
+from .base import Choice, PieceKernels, Region
 from .kernels import KernelOptions
 
 __all__ = ["Choice", "LinearRegion"]
@@ -28,7 +27,7 @@ class LinearRegion(Region):
     def _tokens(self, x: torch.Tensor) -> int:
         return x.numel() // self.signature.in_features
 
-    def _ours(self, kernel: Kernel, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    def _ours(self, kernel: PieceKernels, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         y = self._linear(kernel, x.reshape(-1, self.signature.in_features), bias)
         return y.reshape(*x.shape[:-1], self.signature.out_features)
 

@@ -46,9 +46,11 @@ def eager_reference(model: torch.nn.Module, example_args: tuple[torch.Tensor, ..
 
 def compile_and_check(model: torch.nn.Module, x: torch.Tensor,
                       encodings: Mapping[str, sm.Encoding], **options: Any) -> sm.CompiledModule:
-    """Compiles `model` with `encodings` (and compile()'s keyword `options`) and
-    checks its first call (call number 0) against the eager reference with
-    the same sparsifiers at the same points."""
+    """Compiles `model` with `encodings` (and compile()'s keyword `options`;
+    the whole-graph mode unless they say otherwise) and checks its first call
+    (call number 0) against the eager reference with the same sparsifiers at
+    the same points."""
+    options.setdefault("mode", "graph")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sm.SparseFallbackWarning)
         compiled = sm.compile(model, dict(encodings), example_args=(x,), **options)

@@ -33,7 +33,7 @@ def _model_and_input() -> tuple[torch.nn.Module, torch.Tensor]:
 
 def test_temporaries_are_reused_and_results_stay_intact() -> None:
     model, x = _model_and_input()
-    fn = sm.compile(model, {"layers.0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8))}, (x,))
+    fn = sm.compile(model, {"layers.0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8))}, (x,), mode="graph")
     sm.release_cached_memory()
     assert sm.cached_bytes() == 0
     inputs = [torch.randn(64, 256) for _ in range(6)]
@@ -43,7 +43,7 @@ def test_temporaries_are_reused_and_results_stay_intact() -> None:
     held = sm.cached_bytes()
     assert held >= 64 * 1024 * 4, f"the 256 KiB hidden activation was not cached ({held} bytes)"
     reference = sm.compile(model, {"layers.0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8))}, (x,),
-                           cost_model=False)
+                           cost_model=False, mode="graph")
     for t, got in zip(inputs, results):
         torch.testing.assert_close(got, reference(t), rtol=1e-5, atol=1e-5)
     # Steady state: calls take from the cache and give back; it does not grow.
@@ -54,7 +54,7 @@ def test_temporaries_are_reused_and_results_stay_intact() -> None:
 
 def test_release_returns_every_cached_byte() -> None:
     model, x = _model_and_input()
-    fn = sm.compile(model, {}, (x,))
+    fn = sm.compile(model, {}, (x,), mode="graph")
     fn(x)
     held = sm.cached_bytes()
     assert held > 0

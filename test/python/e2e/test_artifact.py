@@ -94,7 +94,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         torch.manual_seed(0)
         model = make_model()
         x = [torch.randn(shape), torch.randn(shape)]
-        fn = sm.compile(model, make_encodings(model), example_args=(x[0],))
+        fn = sm.compile(model, make_encodings(model), example_args=(x[0],), mode="graph")
         outputs = [fn(t) for t in x]
         inputs = []
         for i, t in enumerate(x):
@@ -160,7 +160,7 @@ def test_call_numbers_round_trip(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = MLP([16, 32, 8]).eval()
     x = torch.randn(4, 16)
-    fn = sm.compile(model, {"relu": sm.CSR(sparsifier=sm.RandomFraction(0.5, seed=9))}, example_args=(x,))
+    fn = sm.compile(model, {"relu": sm.CSR(sparsifier=sm.RandomFraction(0.5, seed=9))}, example_args=(x,), mode="graph")
     outputs = [fn(x) for _ in range(3)]
     assert not torch.equal(outputs[0], outputs[1])
     loaded = sm.load(fn.export(tmp_path / "random.smlir"))
@@ -283,11 +283,11 @@ def test_an_artifact_exported_again_in_place_runs_its_new_code(tmp_path: Path) -
     new weights (wrong results, or a crash when the signatures differed)."""
     path = tmp_path / "model.smlir"
     x = torch.randn(4, 16)
-    first = sm.compile(torch.nn.Sequential(torch.nn.Linear(16, 8)), {}, (x,))
+    first = sm.compile(torch.nn.Sequential(torch.nn.Linear(16, 8)), {}, (x,), mode="graph")
     first.export(path)
     assert torch.equal(sm.load(path)(x), first(x))
     second = sm.compile(torch.nn.Sequential(torch.nn.Linear(16, 12), torch.nn.ReLU(), torch.nn.Linear(12, 3)),
-                        {"0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, (x,))
+                        {"0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, (x,), mode="graph")
     second.export(path)
     reloaded = sm.load(path)
     assert torch.equal(reloaded(x), second(x)) and not list(path.glob(".model-*"))

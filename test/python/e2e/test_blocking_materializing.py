@@ -28,7 +28,7 @@ class Scale(torch.nn.Module):
 
 
 def _compile_scale(sparsifier: sm.Sparsifier, x: torch.Tensor) -> sm.CompiledModule:
-    return sm.compile(Scale(), {"mul": sm.Dense(sparsifier=sparsifier)}, example_args=(x,))
+    return sm.compile(Scale(), {"mul": sm.Dense(sparsifier=sparsifier)}, example_args=(x,), mode="graph")
 
 
 def _reference_scale(sparsifier: sm.Sparsifier, x: torch.Tensor) -> torch.Tensor:

@@ -85,7 +85,7 @@ MODELS = _models()
 def test_bool_tensor_models_match_eager(name: str) -> None:
     model, args = MODELS[name]
     model = model.eval()
-    compiled = sm.compile(model, {}, args)
+    compiled = sm.compile(model, {}, args, mode="graph")
     # The model really keeps a bool tensor (else this test proves nothing).
     assert re.search(r"tensor<[0-9x]+xi1>", compiled.ir("sparse")), compiled.ir("sparse")
     with torch.no_grad():
@@ -117,7 +117,7 @@ def test_encoded_weight_with_attention_mask() -> None:
             return self.layer(x, src_mask=torch.ones(n, n, dtype=torch.bool).triu(1))
 
     model = Causal().eval()
-    compiled = sm.compile(model, {"layer.linear1.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, (x,))
+    compiled = sm.compile(model, {"layer.linear1.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, (x,), mode="graph")
     assert compiled.stats()["layer.linear1.weight"].format != "dense"
     model.load_state_dict(compiled.effective_state_dict(), strict=False)
     with torch.no_grad():
@@ -129,7 +129,7 @@ def test_bool_input() -> None:
     model = Apply(lambda x, mask: x.masked_fill(mask, 0.0))
     x = _randn(3, 5)
     mask = _randn(3, 5, seed=1) > 0
-    compiled = sm.compile(model, {}, (x, mask))
+    compiled = sm.compile(model, {}, (x, mask), mode="graph")
     torch.testing.assert_close(compiled(x, mask), model(x, mask), rtol=0, atol=0)
 
 
@@ -138,7 +138,7 @@ def test_bool_output() -> None:
     x = _randn(64, 2)
     expected = model(x)
     assert bool(expected.any()) and not bool(expected.all())
-    compiled = sm.compile(model, {}, (x,))
+    compiled = sm.compile(model, {}, (x,), mode="graph")
     assert compiled(x).dtype == torch.bool
     torch.testing.assert_close(compiled(x), expected)
 

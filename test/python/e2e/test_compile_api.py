@@ -27,7 +27,7 @@ def _x(*shape: int) -> torch.Tensor:
 def test_unknown_name_lists_close_matches() -> None:
     model = MLP([8, 8, 4]).eval()
     with pytest.raises(sm.SpecError, match=r"unknown tensor name 'layers\.0\.weigth'; did you mean 'layers\.0\.weight'"):
-        sm.compile(model, {"layers.0.weigth": sm.CSR()}, example_args=(_x(2, 8),))
+        sm.compile(model, {"layers.0.weigth": sm.CSR()}, example_args=(_x(2, 8),), mode="graph")
 
 
 @pytest.mark.parametrize("name,encoding,message", [
@@ -41,23 +41,23 @@ def test_unknown_name_lists_close_matches() -> None:
 ])
 def test_encoding_that_does_not_fit_the_tensor(name: str, encoding: sm.Encoding, message: str) -> None:
     with pytest.raises(sm.SpecError) as info:
-        sm.compile(_linear(), {name: encoding}, example_args=(_x(3, 16),))
+        sm.compile(_linear(), {name: encoding}, example_args=(_x(3, 16),), mode="graph")
     assert message in str(info.value)
 
 
 def test_not_an_encoding() -> None:
     with pytest.raises(sm.SpecError, match="weight: expected a sparse_mlir encoding"):
-        sm.compile(_linear(), {"weight": "csr"}, example_args=(_x(3, 16),))
+        sm.compile(_linear(), {"weight": "csr"}, example_args=(_x(3, 16),), mode="graph")
 
 
 def test_bad_fallback_policy() -> None:
     with pytest.raises(sm.SpecError, match="on_fallback must be one of"):
-        sm.compile(_linear(), {}, example_args=(_x(3, 16),), on_fallback="ignore")
+        sm.compile(_linear(), {}, example_args=(_x(3, 16),), on_fallback="ignore", mode="graph")
 
 
 @pytest.fixture(scope="module")
 def compiled_linear() -> sm.CompiledModule:
-    return sm.compile(_linear(), {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(_x(3, 16),))
+    return sm.compile(_linear(), {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(_x(3, 16),), mode="graph")
 
 
 @pytest.mark.parametrize("make_input,message", [
@@ -99,14 +99,14 @@ def test_importer_process_is_reused_and_restarted() -> None:
     """torch-mlir runs in one long-lived worker; a worker that died is replaced."""
     from sparse_mlir.importers import torch_fx
 
-    sm.compile(_linear(), {}, example_args=(_x(3, 16),))
+    sm.compile(_linear(), {}, example_args=(_x(3, 16),), mode="graph")
     worker = torch_fx._SERVER._process
     assert worker is not None and worker.poll() is None
-    sm.compile(_linear(), {}, example_args=(_x(5, 16),))  # another graph: sent to the worker
+    sm.compile(_linear(), {}, example_args=(_x(5, 16),), mode="graph")  # another graph: sent to the worker
     assert torch_fx._SERVER._process is worker
     worker.kill()
     worker.wait()
-    fn = sm.compile(_linear(), {}, example_args=(_x(7, 16),))
+    fn = sm.compile(_linear(), {}, example_args=(_x(7, 16),), mode="graph")
     assert torch_fx._SERVER._process is not worker
     torch.testing.assert_close(fn(_x(7, 16)), _linear()(_x(7, 16)), rtol=1e-5, atol=1e-6)
 
@@ -131,7 +131,7 @@ def test_imported_graphs_are_reused(monkeypatch: pytest.MonkeyPatch) -> None:
     for seed, mean, encodings, asked in [(0, 0.5, {}, 1), (1, 0.5, {"0.weight": sm.NM(2, 4)}, 1),
                                          (2, -2.0, {}, 2)]:  # a new constant: imported again
         m = model(seed, mean)
-        fn = sm.compile(m, encodings, example_args=(x,))
+        fn = sm.compile(m, encodings, example_args=(x,), mode="graph")
         assert len(requests) == asked
         reference = copy.deepcopy(m)
         reference.load_state_dict({**m.state_dict(), **fn.effective_state_dict()})
@@ -147,7 +147,7 @@ def test_model_that_torch_export_cannot_capture() -> None:
             return x
 
     with pytest.raises(sm.SparseMLIRError, match="torch.export / torch-mlir could not capture DataDependent"):
-        sm.compile(DataDependent(), {}, example_args=(_x(3, 16),))
+        sm.compile(DataDependent(), {}, example_args=(_x(3, 16),), mode="graph")
 
 
 def test_ir_stages(compiled_linear: sm.CompiledModule) -> None:
@@ -193,7 +193,7 @@ def test_fallback_warns_once_and_computes_densely() -> None:
     x = _x(16, 16)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        compiled = sm.compile(model, {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,))
+        compiled = sm.compile(model, {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,), mode="graph")
     fallback = [w for w in caught if issubclass(w.category, sm.SparseFallbackWarning)]
     assert len(fallback) == 1
     assert "reading tensor 'weight' stored as csr; computing it densely" in str(fallback[0].message)
@@ -204,7 +204,7 @@ def test_fallback_warns_once_and_computes_densely() -> None:
 
 def test_fallback_as_error(tmp_path) -> None:
     with pytest.raises(sm.CompileError, match="no sparse lowering for .* reading tensor 'weight'") as info:
-        sm.compile(_TransposedUse().eval(), {"weight": sm.CSR()}, example_args=(_x(16, 16),), on_fallback="error")
+        sm.compile(_TransposedUse().eval(), {"weight": sm.CSR()}, example_args=(_x(16, 16),), on_fallback="error", mode="graph")
     assert "fail-on-fallback=true" in str(info.value)
     # There is no compiled module after a failure: the error carries the IR its reproducer reads.
     annotated = tmp_path / "annotated.mlir"
@@ -218,9 +218,9 @@ def test_fallback_as_error(tmp_path) -> None:
 def test_bfloat16_on_the_cpu_is_refused_up_front() -> None:
     model = torch.nn.Linear(32, 16).to(torch.bfloat16)
     with pytest.raises(sm.SpecError, match="parameter 'weight': target='cpu' cannot pass torch.bfloat16 tensors"):
-        sm.compile(model, {"weight": sm.CSR()}, example_args=(torch.randn(4, 32, dtype=torch.bfloat16),))
+        sm.compile(model, {"weight": sm.CSR()}, example_args=(torch.randn(4, 32, dtype=torch.bfloat16),), mode="graph")
     with pytest.raises(sm.SpecError, match="input 0: target='cpu' cannot pass torch.bfloat16"):
-        sm.compile(torch.nn.ReLU(), {}, example_args=(torch.randn(4, 32, dtype=torch.bfloat16),))
+        sm.compile(torch.nn.ReLU(), {}, example_args=(torch.randn(4, 32, dtype=torch.bfloat16),), mode="graph")
 
 
 def test_ops_torch_mlir_keeps_outside_linalg_are_named() -> None:
@@ -233,7 +233,7 @@ def test_ops_torch_mlir_keeps_outside_linalg_are_named() -> None:
             return self.fc(x).cumsum(-1)
 
     with pytest.raises(sm.SparseMLIRError, match=r"tm_tensor.scan \(fx node 'cumsum', aten.cumsum.default\)"):
-        sm.compile(Cumsum(), {"fc.weight": sm.CSR()}, example_args=(_x(2, 8),))
+        sm.compile(Cumsum(), {"fc.weight": sm.CSR()}, example_args=(_x(2, 8),), mode="graph")
 
 
 def test_tied_weights_are_encoded_by_their_first_name() -> None:
@@ -250,7 +250,7 @@ def test_tied_weights_are_encoded_by_their_first_name() -> None:
     ids = torch.randint(0, 64, (8,))
     with pytest.raises(sm.SpecError, match="out.weight: is the same parameter as 'embed.weight' .tied weights.; "
                                            "encode it as 'embed.weight'"):
-        sm.compile(Tied(), {"out.weight": sm.CSR()}, example_args=(ids,))
+        sm.compile(Tied(), {"out.weight": sm.CSR()}, example_args=(ids,), mode="graph")
 
 
 def test_buffers_and_training_flag() -> None:
@@ -264,7 +264,7 @@ def test_buffers_and_training_flag() -> None:
         model[1].running_var.uniform_(0.5, 2.0)
     model.train()
     x = _x(4, 16)
-    fn = sm.compile(model, {"0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,))
+    fn = sm.compile(model, {"0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,), mode="graph")
     assert model.training and all(layer.training for layer in model)
     reference = copy.deepcopy(model).eval()
     reference.load_state_dict({**model.state_dict(), **fn.effective_state_dict()})

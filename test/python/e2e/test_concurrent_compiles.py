@@ -17,7 +17,7 @@ def _compile_and_check(seed: int) -> float:
     width = 16 + seed   # a different model (and graph) per thread
     model = torch.nn.Sequential(torch.nn.Linear(width, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8)).eval()
     x = torch.randn(4, width)
-    fn = sm.compile(model, {"0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,))
+    fn = sm.compile(model, {"0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,), mode="graph")
     model.load_state_dict(fn.effective_state_dict(), strict=False)
     return float((fn(x) - model(x)).abs().max())
 
@@ -36,7 +36,7 @@ def test_one_model_compiled_from_two_threads() -> None:
     x = torch.randn(3, 16)
 
     def compile_once(_: int) -> torch.Tensor:
-        return sm.compile(model, {"0.weight": sm.NM(2, 4)}, example_args=(x,))(x)
+        return sm.compile(model, {"0.weight": sm.NM(2, 4)}, example_args=(x,), mode="graph")(x)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         first, second = pool.map(compile_once, range(2))

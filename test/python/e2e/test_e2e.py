@@ -23,7 +23,7 @@ def _eager_reference(case: Case, compiled: sm.CompiledModule) -> torch.nn.Module
 def test_case_matches_eager(case: Case) -> None:
     model = case.make_model()
     inputs = case.make_inputs()
-    compiled = sm.compile(model, case.make_encodings(model), example_args=inputs)
+    compiled = sm.compile(model, case.make_encodings(model), example_args=inputs, mode="graph")
     with torch.no_grad():
         expected = _eager_reference(case, compiled)(*inputs)
     actual = compiled(*inputs)
@@ -40,7 +40,7 @@ def test_compiled_module_is_reusable_with_new_inputs() -> None:
     case = CASES["mlp_csr80"]
     model = case.make_model()
     (x,) = case.make_inputs()
-    compiled = sm.compile(model, case.make_encodings(model), example_args=(x,))
+    compiled = sm.compile(model, case.make_encodings(model), example_args=(x,), mode="graph")
     reference = _eager_reference(case, compiled)
     for seed in range(3):
         y = torch.randn(x.shape, generator=torch.Generator().manual_seed(seed))
@@ -53,7 +53,7 @@ def test_pruning_changes_the_result() -> None:
     case = CASES["linear_csr_bias_2d"]
     model = case.make_model()
     inputs = case.make_inputs()
-    compiled = sm.compile(model, case.make_encodings(model), example_args=inputs)
+    compiled = sm.compile(model, case.make_encodings(model), example_args=inputs, mode="graph")
     with torch.no_grad():
         unpruned = model(*inputs)
     assert not torch.allclose(compiled(*inputs), unpruned, rtol=1e-4, atol=1e-5)

@@ -31,7 +31,7 @@ class TiedEmbeddingHead(nn.Module):
 def _compile_and_compare(model, encoding, ids, fallback_from):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sm.SparseFallbackWarning)
-        fn = sm.compile(model, {"wte.weight": encoding}, (ids,), cost_model=False)
+        fn = sm.compile(model, {"wte.weight": encoding}, (ids,), cost_model=False, mode="graph")
     assert fn.stats()["wte.weight"].format == f"dense (fallback from {fallback_from})"
     model.load_state_dict(fn.effective_state_dict(), strict=False)
     with torch.no_grad():
@@ -93,4 +93,4 @@ def test_index_widths_are_checked_for_a_weight_read_densely_too():
     model = TiedEmbeddingHead(300, 256).eval()   # 76800 stored entries
     ids = torch.tensor([[0, 299]])
     with pytest.raises(sm.SpecError, match="wte.weight: CSR.*pos_width=16.* cannot hold 76800 stored entries"):
-        sm.compile(model, {"wte.weight": sm.CSR(pos_width=16)}, (ids,), cost_model=False)
+        sm.compile(model, {"wte.weight": sm.CSR(pos_width=16)}, (ids,), cost_model=False, mode="graph")

@@ -77,7 +77,7 @@ def test_compile_path_at_real_size() -> None:
     torch.manual_seed(0)
     model = torch.nn.Linear(768, 3072).eval()
     x = torch.randn(1024, 768)
-    compiled = sm.compile(model, {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.9))}, example_args=(x,))
+    compiled = sm.compile(model, {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.9))}, example_args=(x,), mode="graph")
     reference = torch.nn.Linear(768, 3072)
     reference.load_state_dict({"bias": model.bias, **compiled.effective_state_dict()})
     with torch.no_grad():

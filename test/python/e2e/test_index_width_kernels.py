@@ -49,7 +49,7 @@ def test_weight_index_widths_match_eager(fmt: str, width: int, tokens: int) -> N
     x = torch.randn(tokens, cols)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sm.SparseFallbackWarning)
-        fn = sm.compile(model, {"weight": encoding}, example_args=(x,), cost_model=False)
+        fn = sm.compile(model, {"weight": encoding}, example_args=(x,), cost_model=False, mode="graph")
     assert not fn.stats()["weight"].format.startswith("dense")
     torch.testing.assert_close(fn(x), model(x).detach(), rtol=1e-4, atol=1e-4)
 
@@ -57,7 +57,7 @@ def test_weight_index_widths_match_eager(fmt: str, width: int, tokens: int) -> N
 def test_crd_width_0_issue_reproducer() -> None:
     model = torch.nn.Linear(16, 16).eval()
     x = torch.randn(2, 16)
-    fn = sm.compile(model, {"weight": sm.CSR(crd_width=0)}, example_args=(x,))
+    fn = sm.compile(model, {"weight": sm.CSR(crd_width=0)}, example_args=(x,), mode="graph")
     torch.testing.assert_close(fn(x), model(x).detach(), rtol=1e-4, atol=1e-5)
 
 
@@ -78,7 +78,7 @@ def test_intermediate_narrow_positions_are_unsigned(fmt: str, tokens: int, hidde
     x = torch.randn(tokens, 3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sm.SparseFallbackWarning)
-        fn = sm.compile(model, {"linear": encoding}, example_args=(x,))
+        fn = sm.compile(model, {"linear": encoding}, example_args=(x,), mode="graph")
     expected = model(x).detach()
     calls = 200 if width == 8 else 20
     wrong = sum(not torch.allclose(fn(x), expected, rtol=1e-4, atol=1e-5) for _ in range(calls))
@@ -95,7 +95,7 @@ def test_inferred_sparse_result_with_narrow_positions(width: int) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sm.SparseFallbackWarning)
         fn = sm.compile(model, {"linear": sm.CSR(pos_width=width, crd_width=width, sparsifier=sm.KeepAll())},
-                        example_args=(x,))
+                        example_args=(x,), mode="graph")
     expected = model(x).detach()
     wrong = sum(not torch.allclose(fn(x), expected, rtol=1e-4, atol=1e-5) for _ in range(200))
     assert wrong == 0, f"{wrong} of 200 calls wrong"

@@ -43,7 +43,7 @@ def test_keep_all_on_relu() -> None:
 def test_unknown_node_lists_available_names() -> None:
     model = MLP([16, 32, 8]).eval()
     with pytest.raises(sm.SpecError) as info:
-        sm.compile(model, {"rleu": sm.CSR()}, example_args=(torch.randn(4, 16),))
+        sm.compile(model, {"rleu": sm.CSR()}, example_args=(torch.randn(4, 16),), mode="graph")
     text = str(info.value)
     assert "unknown tensor name 'rleu'; did you mean 'relu'" in text
     assert "Intermediate tensors (torch.fx nodes): linear, relu, linear_1" in text
@@ -59,13 +59,13 @@ def test_name_both_parameter_and_node() -> None:
             return torch.relu(x) * self.relu
 
     with pytest.raises(sm.SpecError, match="tensor name 'relu' is both a parameter and a torch.fx node"):
-        sm.compile(Clash(), {"relu": sm.COO()}, example_args=(torch.randn(3, 4),))
+        sm.compile(Clash(), {"relu": sm.COO()}, example_args=(torch.randn(3, 4),), mode="graph")
 
 
 def test_nm_storage_of_an_intermediate_is_a_clear_error() -> None:
     model = MLP([16, 32, 8]).eval()
     with pytest.raises(sm.CompileError, match="tensor 'relu': storing into #smlir.nm<n = 2, m = 4> needs every group padded"):
-        sm.compile(model, {"relu": sm.NM(2, 4)}, example_args=(torch.randn(4, 16),))
+        sm.compile(model, {"relu": sm.NM(2, 4)}, example_args=(torch.randn(4, 16),), mode="graph")
 
 
 @pytest.mark.parametrize("hidden,encoding,message", [
@@ -82,7 +82,7 @@ def test_intermediate_index_widths_must_hold_a_dense_call(hidden: int, encoding:
     (relu is 4 x hidden)."""
     model = MLP([16, hidden, 8]).eval()
     with pytest.raises(sm.SpecError, match=f"relu: .*{message}"):
-        sm.compile(model, {"relu": encoding}, example_args=(torch.randn(4, 16),))
+        sm.compile(model, {"relu": encoding}, example_args=(torch.randn(4, 16),), mode="graph")
 
 
 def test_sparsity_plan_lists_weights_and_intermediates() -> None:
@@ -91,7 +91,7 @@ def test_sparsity_plan_lists_weights_and_intermediates() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sm.SparseFallbackWarning)
         compiled = sm.compile(model, {"layers.0.weight": sm.NM(2, 4), "relu": sm.CSR(sparsifier=sm.Threshold(0.1))},
-                              example_args=(torch.randn(4, 16),))
+                              example_args=(torch.randn(4, 16),), mode="graph")
     plan = {entry.name: entry for entry in compiled.sparsity_plan()}
     weight, relu = plan["layers.0.weight"], plan["relu"]
     assert (weight.role, weight.format, weight.stored_as, weight.kind) == ("weight", "2:4", "2:4", "blocking")
@@ -112,7 +112,7 @@ def test_sparsity_plan_reports_fallback() -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         compiled = sm.compile(model, {"gelu": sm.CSR(sparsifier=sm.Threshold(0.05))},
-                              example_args=(torch.randn(1, 4, 32),))
+                              example_args=(torch.randn(1, 4, 32),), mode="graph")
     (gelu,) = [e for e in compiled.sparsity_plan() if e.name == "gelu"]
     assert gelu.fallbacks and "reading tensor 'gelu' stored as csr; computing it densely" in gelu.fallbacks[0]
     assert "densified" in gelu.stored_as
@@ -126,9 +126,9 @@ def test_random_fraction_on_relu_matches_philox_reference() -> None:
     compiled = compile_and_check(model, x, {"relu": sm.CSR(sparsifier=sm.RandomFraction(0.3, seed=5))})
     compiled.reset_call_number(0)
     first = compiled(x)
-    again = sm.compile(model, {"relu": sm.CSR(sparsifier=sm.RandomFraction(0.3, seed=5))}, example_args=(x,))
+    again = sm.compile(model, {"relu": sm.CSR(sparsifier=sm.RandomFraction(0.3, seed=5))}, example_args=(x,), mode="graph")
     torch.testing.assert_close(again(x), first, rtol=0, atol=0)
-    other = sm.compile(model, {"relu": sm.CSR(sparsifier=sm.RandomFraction(0.3, seed=6))}, example_args=(x,))
+    other = sm.compile(model, {"relu": sm.CSR(sparsifier=sm.RandomFraction(0.3, seed=6))}, example_args=(x,), mode="graph")
     assert not torch.allclose(other(x), first)
 
 
@@ -138,7 +138,7 @@ def test_random_fraction_draws_a_new_mask_per_call() -> None:
     model = MLP([16, 64, 8]).eval()
     x = torch.randn(32, 16)
     sparsifier = sm.RandomFraction(0.5, seed=9)
-    compiled = sm.compile(model, {"relu": sm.CSR(sparsifier=sparsifier)}, example_args=(x,))
+    compiled = sm.compile(model, {"relu": sm.CSR(sparsifier=sparsifier)}, example_args=(x,), mode="graph")
     outputs = [compiled(x) for _ in range(3)]
     state = model.state_dict()
     with torch.no_grad():
@@ -196,7 +196,7 @@ def test_random_fraction_on_a_weight() -> None:
     torch.manual_seed(0)
     model = torch.nn.Linear(64, 64).eval()
     compiled = sm.compile(model, {"weight": sm.CSR(sparsifier=sm.RandomFraction(0.5, seed=3))},
-                          example_args=(torch.randn(4, 64),))
+                          example_args=(torch.randn(4, 64),), mode="graph")
     assert abs(compiled.stats()["weight"].density - 0.5) < 0.05
 
 
@@ -215,7 +215,7 @@ def test_nm_magnitude_ties_go_to_the_lower_index() -> None:
             return torch.relu(x) * 0 + 1.0  # every value equal: ranks decided by index
 
     x = torch.randn(2, 8)
-    compiled = sm.compile(Plateau(), {"add": sm.Dense(sparsifier=sm.NMMagnitude(2, 4))}, example_args=(x,))
+    compiled = sm.compile(Plateau(), {"add": sm.Dense(sparsifier=sm.NMMagnitude(2, 4))}, example_args=(x,), mode="graph")
     expected = torch.tensor([1.0, 1.0, 0.0, 0.0] * 2).repeat(2, 1)
     torch.testing.assert_close(compiled(x), expected)
 
@@ -246,8 +246,8 @@ def test_fused_and_unfused_sparsifiers_agree() -> None:
     model = MLP([16, 32, 8]).eval()
     x = torch.randn(6, 16)
     encodings = {"relu": sm.CSR(sparsifier=sm.Threshold(0.2))}
-    fused = sm.compile(model, encodings, example_args=(x,))
-    unfused = sm.compile(model, encodings, example_args=(x,), fuse_sparsifiers=False)
+    fused = sm.compile(model, encodings, example_args=(x,), mode="graph")
+    unfused = sm.compile(model, encodings, example_args=(x,), fuse_sparsifiers=False, mode="graph")
     assert "smlir.fused_sparsifier" in fused.ir("sparse") and "smlir.fused_sparsifier" not in unfused.ir("sparse")
     assert "fuse-sparsifiers=false" in unfused.pipeline
     (relu,) = unfused.sparsity_plan()

@@ -23,7 +23,7 @@ def test_rss_is_flat_over_10000_calls() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 32)).eval()
     x = torch.randn(16, 64)
     compiled = sm.compile(model, {"0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8)), "2.weight": sm.NM(2, 4)},
-                          example_args=(x,))
+                          example_args=(x,), mode="graph")
     for _ in range(500):  # warm up allocator pools
         compiled(x)
     before = _rss_kib()
@@ -48,10 +48,10 @@ def test_dropped_compiled_model_releases_its_mlir_context() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8)).eval()
     x = torch.randn(4, 32)
     encodings = {"0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.9))}
-    sm.compile(model, encodings, example_args=(x,))(x)   # the process's long-lived contexts exist from here on
+    sm.compile(model, encodings, example_args=(x,), mode="graph")(x)   # the process's long-lived contexts exist from here on
     before = _live_contexts()
     for _ in range(3):
-        compiled = sm.compile(model, encodings, example_args=(x,))
+        compiled = sm.compile(model, encodings, example_args=(x,), mode="graph")
         compiled(x)
         del compiled
     assert _live_contexts() == before

@@ -55,7 +55,7 @@ class Apply(torch.nn.Module):
 @pytest.mark.parametrize("name", OPS)
 def test_matches_eager_over_the_range(name: str) -> None:
     op = OPS[name]
-    compiled = sm.compile(Apply(op), {}, (SWEEP,))
+    compiled = sm.compile(Apply(op), {}, (SWEEP,), mode="graph")
     got, want = compiled(SWEEP), op(SWEEP)
     # torch's AVX-512 f32 gelu returns nan at +inf (its scalar and f64 kernels
     # give inf): where eager f32 is nan and eager f64 is not, f64 is the reference.
@@ -75,7 +75,7 @@ def test_bert_gelu_and_softmax_call_no_libm() -> None:
             return torch.softmax(F.gelu(x), dim=-1) + torch.tanh(x)
 
     x = torch.randn(4, 64)
-    compiled = sm.compile(GeluSoftmax(), {}, (x,))
+    compiled = sm.compile(GeluSoftmax(), {}, (x,), mode="graph")
     llvm = compiled.ir("llvm")
     for libm in ("@erff", "@expf", "@tanhf"):
         assert libm not in llvm, f"{libm} is still called: smlir-approximate-math did not run"

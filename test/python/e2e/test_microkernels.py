@@ -103,9 +103,9 @@ def test_vector_lanes_default_to_the_host_and_are_checked() -> None:
     assert vector_lanes() == (16 if "avx512f" in host_isa_flags() else 8)
     model = _linear(32, 8)
     x = torch.randn(4, 32)
-    assert f"lanes={vector_lanes()}" in sm.compile(model, {}, example_args=(x,)).pipeline
+    assert f"lanes={vector_lanes()}" in sm.compile(model, {}, example_args=(x,), mode="graph").pipeline
     with pytest.raises(sm.SpecError, match="vector_lanes must be one of"):
-        sm.compile(model, {}, example_args=(x,), vector_lanes=12)
+        sm.compile(model, {}, example_args=(x,), vector_lanes=12, mode="graph")
 
 
 def test_batched_input_and_two_layers() -> None:
@@ -126,7 +126,7 @@ def test_thread_count_does_not_change_results(fmt: str) -> None:
     encoding = FORMATS[fmt]
     model = _linear(96, 40)
     x = torch.randn(70, 96)
-    fn = sm.compile(model, {"weight": encoding} if encoding else {}, example_args=(x,))
+    fn = sm.compile(model, {"weight": encoding} if encoding else {}, example_args=(x,), mode="graph")
     before = sm.get_num_threads()
     try:
         sm.set_num_threads(1)
@@ -159,7 +159,7 @@ def test_row_kernels_are_threaded_and_thread_count_does_not_change_them() -> Non
     torch.manual_seed(6)
     model = torch.nn.Sequential(torch.nn.LayerNorm(72), torch.nn.GELU()).eval()
     x = torch.randn(4, 33, 72)
-    fn = sm.compile(model, {}, example_args=(x,))
+    fn = sm.compile(model, {}, example_args=(x,), mode="graph")
     assert "call @smlir_row_reduction_" in fn.ir("sparse") and "call @smlir_rows_" in fn.ir("sparse")
     before = sm.get_num_threads()
     try:
@@ -181,7 +181,7 @@ def test_openmp_is_used_when_available() -> None:
         pytest.skip("no libomp on this machine (bash dev.sh installs Debian's libomp5)")
     model = _linear(64, 32)
     x = torch.randn(32, 64)
-    fn = sm.compile(model, {}, example_args=(x,))
+    fn = sm.compile(model, {}, example_args=(x,), mode="graph")
     assert "openmp=true" in fn.pipeline
     assert "omp.parallel" in fn.ir("llvm")
 
@@ -196,7 +196,7 @@ def test_cost_model_stores_dense_above_break_even() -> None:
     (entry,) = chosen.sparsity_plan()
     assert entry.stored_as.startswith("dense (cost model: density 0.70 is above the csr break-even")
     assert "sparse_tensor" not in chosen.ir("sparse")
-    forced = sm.compile(model, encodings, example_args=(x,), cost_model=False)
+    forced = sm.compile(model, encodings, example_args=(x,), cost_model=False, mode="graph")
     (entry,) = forced.sparsity_plan()
     assert entry.stored_as == "csr"
     torch.testing.assert_close(forced(x), chosen(x), rtol=1e-5, atol=1e-5)
@@ -207,7 +207,7 @@ def test_cost_model_stores_dense_above_break_even() -> None:
 def test_cost_model_keeps_sparse_below_break_even(encoding: sm.Encoding) -> None:
     model = _linear(512, 256, bias=False)
     x = torch.randn(4, 512)
-    fn = sm.compile(model, {"weight": encoding}, example_args=(x,))
+    fn = sm.compile(model, {"weight": encoding}, example_args=(x,), mode="graph")
     (entry,) = fn.sparsity_plan()
     assert entry.stored_as == entry.format
 
@@ -233,7 +233,7 @@ def test_cost_model_uses_upstreams_break_even_for_csr_not_read_by_a_linear() -> 
     x = torch.randn(16, 512)
     (right,) = compile_and_check(_RightOperand().eval(), x, encodings).sparsity_plan()
     assert right.stored_as.startswith("dense (cost model: density 0.30 is above the csr break-even 0.20")
-    (linear,) = sm.compile(_linear(512, 256, bias=False), encodings, example_args=(x,)).sparsity_plan()
+    (linear,) = sm.compile(_linear(512, 256, bias=False), encodings, example_args=(x,), mode="graph").sparsity_plan()
     assert linear.stored_as == "csr"
 
 
@@ -245,10 +245,10 @@ def test_cost_model_knows_decode_shapes() -> None:
     (decode,) = compile_and_check(model, torch.randn(1, 512), encodings).sparsity_plan()
     assert decode.stored_as.startswith("dense (cost model: density 0.25 is above the csr break-even 0.20 "
                                        "for 1 token (decode)")
-    (batch,) = sm.compile(model, encodings, example_args=(torch.randn(16, 512),)).sparsity_plan()
+    (batch,) = sm.compile(model, encodings, example_args=(torch.randn(16, 512),), mode="graph").sparsity_plan()
     assert batch.stored_as == "csr"
     very_sparse = {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.95))}
-    (kept,) = sm.compile(model, very_sparse, example_args=(torch.randn(1, 512),)).sparsity_plan()
+    (kept,) = sm.compile(model, very_sparse, example_args=(torch.randn(1, 512),), mode="graph").sparsity_plan()
     assert kept.stored_as == "csr"
 
 
@@ -282,7 +282,7 @@ def test_shared_row_nm_on_activations_matches_numpy() -> None:
 def test_shared_row_nm_shape_errors_name_the_weight() -> None:
     model = _linear(64, 30)
     with pytest.raises(sm.SparseMLIRError, match="weight.*rows = 4 to divide"):
-        sm.compile(model, {"weight": sm.NM(2, 4, rows=4)}, example_args=(torch.randn(8, 64),))
+        sm.compile(model, {"weight": sm.NM(2, 4, rows=4)}, example_args=(torch.randn(8, 64),), mode="graph")
 
 
 @pytest.mark.parametrize("shape,perm", [((8, 16, 3, 24), (0, 2, 3, 1)), ((5, 12, 3, 20), (0, 2, 3, 1)),
@@ -298,6 +298,6 @@ def test_transposes_that_move_the_innermost_dimension_match_torch(shape: tuple[i
             return x.permute(*perm).contiguous() * 2.0
 
     x = torch.randn(*shape)
-    fn = sm.compile(Permute(), {}, example_args=(x,))
+    fn = sm.compile(Permute(), {}, example_args=(x,), mode="graph")
     assert "call @smlir_transpose_" in fn.ir("sparse") and "linalg.transpose" not in fn.ir("sparse")
     torch.testing.assert_close(fn(x), Permute()(x), rtol=0, atol=0)

@@ -62,7 +62,7 @@ def test_every_iteration_runs_once_at_any_thread_count(out_features: int, tokens
     torch.manual_seed(out_features)
     model = torch.nn.Linear(24, out_features)
     x = torch.randn(tokens, 24)
-    fn = sm.compile(model, {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,))
+    fn = sm.compile(model, {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,), mode="graph")
     model.load_state_dict(fn.effective_state_dict(), strict=False)   # the pruned weight
     before = sm.get_num_threads()
     results = []

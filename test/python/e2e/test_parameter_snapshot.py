@@ -15,7 +15,7 @@ def test_in_place_changes_after_compile_do_not_reach_the_compiled_model() -> Non
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8)).eval()
     x = torch.randn(4, 16)
-    fn = sm.compile(model, {"0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,))
+    fn = sm.compile(model, {"0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,), mode="graph")
     before = fn(x).clone()
     with torch.no_grad():
         model[0].bias.add_(100)    # dense parameter
@@ -28,7 +28,7 @@ def test_effective_state_dict_is_the_snapshot() -> None:
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 4).eval()
     x = torch.randn(2, 8)
-    fn = sm.compile(model, {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,))
+    fn = sm.compile(model, {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,), mode="graph")
     snapshot = fn.effective_state_dict()["weight"].clone()
     with torch.no_grad():
         model.weight.mul_(3)

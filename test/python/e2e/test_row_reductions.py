@@ -56,7 +56,7 @@ def test_layer_norm(length: int, affine: bool) -> None:
             model.bias.uniform_(-1.0, 1.0)
     # A large offset: the variance must come from the centered values.
     x = _input(6, length, offset=100.0)
-    compiled = sm.compile(model, {}, (x,))
+    compiled = sm.compile(model, {}, (x,), mode="graph")
     assert "xf64>" not in compiled.ir("linalg"), "layer norm statistics should stay in f32"
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=2e-5)
@@ -66,7 +66,7 @@ def test_layer_norm(length: int, affine: bool) -> None:
 def test_rms_norm(length: int) -> None:
     model = RMSNorm(length).eval()
     x = _input(5, length)
-    compiled = sm.compile(model, {}, (x,))
+    compiled = sm.compile(model, {}, (x,), mode="graph")
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-6)
 
@@ -87,7 +87,7 @@ OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 def test_reduction(name: str, length: int) -> None:
     op = OPS[name]
     x = _input(7, length)
-    compiled = sm.compile(Apply(op), {}, (x,))
+    compiled = sm.compile(Apply(op), {}, (x,), mode="graph")
     torch.testing.assert_close(compiled(x), op(x), rtol=1e-5, atol=1e-5)
 
 
@@ -97,13 +97,13 @@ def test_max_propagates_nan_and_handles_infinities() -> None:
     x[0, 1, 3] = float("nan")  # in the first group
     x[1, 2, :] = float("-inf")
     x[1, 3, 20] = float("inf")
-    compiled = sm.compile(Apply(lambda t: t.amax(-1)), {}, (x,))
+    compiled = sm.compile(Apply(lambda t: t.amax(-1)), {}, (x,), mode="graph")
     torch.testing.assert_close(compiled(x), x.amax(-1), equal_nan=True)
 
 
 def test_reductions_are_vectorized() -> None:
     x = _input(8, 768)
-    compiled = sm.compile(torch.nn.LayerNorm(768).eval(), {}, (x,))
+    compiled = sm.compile(torch.nn.LayerNorm(768).eval(), {}, (x,), mode="graph")
     llvm = compiled.ir("llvm")
     assert "llvm.vector.reduce.fadd" in llvm or "vector.reduce.fadd" in llvm, \
         "layer norm's row sums should be vector reductions"

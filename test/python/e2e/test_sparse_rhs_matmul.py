@@ -59,7 +59,8 @@ def _compile_sparse(model: torch.nn.Module, x: torch.Tensor, encoding: sm.Encodi
     and checks the weight is stored sparse and the result matches eager."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", sm.SparseFallbackWarning)
-        compiled = sm.compile(model, {name: encoding}, example_args=(x,), cost_model=False, **options)
+        compiled = sm.compile(model, {name: encoding}, example_args=(x,), cost_model=False,
+                              **{"mode": "graph", **options})
     stats = compiled.stats()[name]
     assert stats.format == encoding.format_name, stats.format
     assert "fallback" not in stats.format and stats.density < 1.0
@@ -115,7 +116,7 @@ def test_nm_keeps_dense_fallback(encoding: sm.NM) -> None:
     torch.manual_seed(5)
     model, x = RightMatmul(64, 32), torch.randn(16, 64)
     with pytest.warns(sm.SparseFallbackWarning, match="linalg.matmul"):
-        compiled = sm.compile(model, {"weight": encoding}, example_args=(x,), cost_model=False)
+        compiled = sm.compile(model, {"weight": encoding}, example_args=(x,), cost_model=False, mode="graph")
     assert "fallback" in compiled.stats()["weight"].format
     model.load_state_dict(compiled.effective_state_dict(), strict=False)
     with torch.no_grad():

@@ -35,7 +35,7 @@ def _x(in_features: int) -> torch.Tensor:
 def test_largest_8_bit_indices_compute_what_eager_does(shape: tuple[int, int], encoding: sm.Encoding) -> None:
     model = _linear(*shape)
     x = _x(shape[1])
-    fn = sm.compile(model, {"weight": encoding}, example_args=(x,), cost_model=False)
+    fn = sm.compile(model, {"weight": encoding}, example_args=(x,), cost_model=False, mode="graph")
     assert fn.stats()["weight"].format != "dense"
     model.load_state_dict(fn.effective_state_dict(), strict=False)
     torch.testing.assert_close(fn(x), model(x), rtol=1e-4, atol=1e-4)
@@ -52,7 +52,7 @@ def test_largest_8_bit_indices_compute_what_eager_does(shape: tuple[int, int], e
 ], ids=["csr-pos8", "csr-crd8", "csc-crd8", "coo-pos8", "bsr-pos8"])
 def test_index_past_its_width_fails_compile(shape: tuple[int, int], encoding: sm.Encoding, message: str) -> None:
     with pytest.raises(sm.SpecError) as info:
-        sm.compile(_linear(*shape), {"weight": encoding}, example_args=(_x(shape[1]),), cost_model=False)
+        sm.compile(_linear(*shape), {"weight": encoding}, example_args=(_x(shape[1]),), cost_model=False, mode="graph")
     assert message in str(info.value)
 
 
@@ -62,6 +62,6 @@ def test_bsr_block_spanning_a_dimension_fails_before_lowering(block: tuple[int, 
     segfault. The smlir.sparsify verifier now refuses them up front."""
     with pytest.raises(sm.SpecError) as info:
         sm.compile(_linear(20, 32), {"weight": sm.BSR(block=block, sparsifier=sm.ScalarFraction(0.5))},
-                   example_args=(_x(32),), cost_model=False)
+                   example_args=(_x(32),), cost_model=False, mode="graph")
     assert (f"tensor 'weight': encoding #smlir.bsr<block = [{block[0]}, {block[1]}]> needs at least 2 blocks "
             "along each dimension of shape [20, 32]") in str(info.value)

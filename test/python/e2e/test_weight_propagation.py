@@ -36,7 +36,7 @@ def test_zero_rows_prune_the_next_weights_columns() -> None:
     model = _model_with_zero_first_bias()
     x = torch.randn(6, 16)
     compiled = sm.compile(model, {"layers.0.weight": sm.CSR(sparsifier=sm.BlockFraction(0.5, block=(4, 16))),
-                                  "layers.1.weight": sm.CSR()}, example_args=(x,))
+                                  "layers.1.weight": sm.CSR()}, example_args=(x,), mode="graph")
     effective = compiled.effective_state_dict()
     zero_rows = (effective["layers.0.weight"] == 0).all(dim=1)
     assert int(zero_rows.sum()) == 16
@@ -55,7 +55,7 @@ def test_unread_columns_prune_the_previous_weights_rows() -> None:
     x = torch.randn(6, 16)
     compiled = sm.compile(model, {"layers.0.weight": sm.CSR(),
                                   "layers.1.weight": sm.CSR(sparsifier=sm.BlockFraction(0.25, block=(8, 4)))},
-                          example_args=(x,))
+                          example_args=(x,), mode="graph")
     effective = compiled.effective_state_dict()
     unread = (effective["layers.1.weight"] == 0).all(dim=0)
     assert int(unread.sum()) == 8
@@ -70,7 +70,7 @@ def test_dense_weights_and_nonzero_bias_are_left_alone() -> None:
     model = MLP([16, 32, 8]).eval()  # nonzero bias: pruned rows still produce relu(bias)
     x = torch.randn(6, 16)
     compiled = sm.compile(model, {"layers.0.weight": sm.CSR(sparsifier=sm.BlockFraction(0.5, block=(4, 16))),
-                                  "layers.1.weight": sm.CSR()}, example_args=(x,))
+                                  "layers.1.weight": sm.CSR()}, example_args=(x,), mode="graph")
     assert compiled.stats()["layers.1.weight"].nnz == 8 * 32
     assert all(e.origin == "user" for e in compiled.sparsity_plan())
 
@@ -82,7 +82,7 @@ def test_dense_weights_and_nonzero_bias_are_left_alone() -> None:
 
 def _compile_keep_all(model: nn.Module, x: torch.Tensor) -> sm.CompiledModule:
     return sm.compile(model, {name: sm.CSR() for name, p in model.named_parameters() if p.dim() == 2},
-                      (x,), cost_model=False)
+                      (x,), cost_model=False, mode="graph")
 
 
 def _assert_matches_eager(model: nn.Module, compiled: sm.CompiledModule, x: torch.Tensor) -> None:

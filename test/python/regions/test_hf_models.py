@@ -116,6 +116,9 @@ def test_gpt2_tied_lm_head_runs_on_a_sparse_region() -> None:
     assert [r.name for r in fn.regions()] == ["transformer.wte.weight"]
     effective = fn.effective_state_dict()
     assert torch.equal(effective["lm_head.weight"], effective["transformer.wte.weight"])
+    graph = fn.graph_module   # its own snapshot: still one tied, pruned parameter
+    assert graph.get_parameter("lm_head.weight") is graph.get_parameter("transformer.wte.weight")
+    assert torch.equal(graph.get_parameter("lm_head.weight"), effective["lm_head.weight"])
     assert float((effective["lm_head.weight"] == 0).float().mean()) >= 0.89
     model.load_state_dict(effective, strict=False)   # the tied parameter, pruned
     with torch.no_grad():

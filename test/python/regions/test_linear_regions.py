@@ -212,3 +212,28 @@ def test_torch_compile_inductor_fuses_around_the_custom_op() -> None:
     compiled = torch.compile(fn, dynamic=True)
     x = torch.randn(6, 32)
     torch.testing.assert_close(compiled(x), model(x).detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_default_mode_is_regions_where_the_call_allows_it() -> None:
+    """mode=None: regions for weights only on the CPU; the whole graph for
+    intermediates or graph-only options; bad modes are named."""
+    from sparse_mlir.compiler import CompiledModule
+    from sparse_mlir.regions.module import RegionModule
+
+    torch.manual_seed(0)
+    model = MLP().eval()
+    x = torch.randn(4, 32)
+    csr = sm.CSR(sparsifier=sm.ScalarFraction(0.8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sm.SparseFallbackWarning)
+        assert isinstance(sm.compile(model, {"up.weight": csr}, example_args=(x,)), RegionModule)
+        assert isinstance(sm.compile(model, {}, example_args=(x,)), RegionModule)
+        assert isinstance(sm.compile(model, {"up.weight": csr}, example_args=(x,), on_fallback="error"),
+                          CompiledModule)
+        assert isinstance(sm.compile(model, {"up.weight": csr}, example_args=(x,), fuse_sparsifiers=False),
+                          CompiledModule)
+        intermediate = sm.CSR(sparsifier=sm.ScalarFraction(0.5))
+        fn = sm.compile(model, {"up.weight": csr, "gelu": intermediate}, example_args=(x,))
+        assert isinstance(fn, CompiledModule)   # an fx node's name: a sparsifier on an intermediate
+    with pytest.raises(sm.SpecError, match=r"mode must be 'graph' or 'regions' \(or None: the default\), got 'fast'"):
+        sm.compile(model, {}, example_args=(x,), mode="fast")
