@@ -168,7 +168,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
             example_args: Sequence[torch.Tensor] = (), *, on_fallback: str = "warn",
             opt_level: int = 2, fuse_sparsifiers: bool = True, cost_model: bool = True,
             target: str = "cpu", vector_lanes: int | None = None, mode: str | None = None,
-            example_kwargs: Mapping[str, Any] | None = None, dynamic: bool = True) -> Any:
+            example_kwargs: Mapping[str, Any] | None = None, dynamic: bool = True, capture_by: str = "auto") -> Any:
     """Compiles `model` with the weights named in `encodings` stored sparsely.
 
     `mode=None` (the default) picks "regions" where the call allows it (the
@@ -179,6 +179,11 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     weight is encoded runs as the custom op `sparse_mlir::linear` on our
     kernels, where the cost model measured them faster than torch. Returns a
     `regions.RegionModule` (any outputs, kwargs, other shapes).
+    `capture_by` (regions): "modules" swaps the modules holding encoded
+    weights (nn.Linear, HF Conv1D, nn.Conv2d) for our ops and runs the
+    model itself, eagerly; "graph" captures it with torch.export and
+    replaces the ops reading them (functional `x @ W` included); "auto"
+    (default) swaps where every holder of an encoded weight allows it.
     `mode="graph"`: the whole model is one compiled function of static
     shapes (what `export()` ships; sparsifiers on intermediates need it).
 
@@ -206,7 +211,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         from .regions.driver import compile_regions
         return compile_regions(model, dict(encodings or {}), example_args, dict(example_kwargs or {}),
                                cost_model=cost_model, dynamic=dynamic, opt_level=opt_level,
-                               vector_lanes=vector_lanes)
+                               vector_lanes=vector_lanes, capture_by=capture_by)
     if example_kwargs:
         raise SpecError("example_kwargs needs mode='regions' (mode='graph' compiles positional tensor inputs)")
     if target == "cuda":

@@ -120,6 +120,7 @@ class Region:
         return [torch.from_numpy(a) for a in self._packed]
 
     def __call__(self, x: torch.Tensor, buffers: Sequence[torch.Tensor], bias: torch.Tensor | None) -> torch.Tensor:
+        self._check(x)
         # Which side is faster depends on the threads each may use.
         key = (tuple(x.shape), torch.get_num_threads(), get_num_threads())
         choice = self.choices.get(key)
@@ -139,6 +140,10 @@ class Region:
         self._frozen = True
 
     def _tokens(self, x: torch.Tensor) -> int:
+        raise NotImplementedError
+
+    def _check(self, x: torch.Tensor) -> None:
+        """A SpecError naming the weight when x cannot be its op's input."""
         raise NotImplementedError
 
     def _ours(self, kernel: PieceKernels, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:

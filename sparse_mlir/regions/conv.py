@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from ..encodings import Encoding
+from ..errors import SpecError
 from .base import PieceKernels, Region
 from .kernels import KernelOptions
 
@@ -39,6 +40,12 @@ class ConvRegion(Region):
         height, width = [(size + 2 * p - d * (k - 1) - 1) // s + 1 for size, k, s, p, d in
                          zip(x.shape[-2:], self.kernel_size, self.stride, self.padding, self.dilation)]
         return height, width
+
+    def _check(self, x: torch.Tensor) -> None:
+        channels = self._weight.shape[1]
+        if x.dim() != 4 or x.shape[1] != channels:
+            raise SpecError(f"{self.name} ({self.encoding.format_name}, {list(self._weight.shape)}): conv2d expects "
+                            f"inputs [N, {channels}, H, W], got shape {tuple(x.shape)}")
 
     def _tokens(self, x: torch.Tensor) -> int:
         height, width = self._output_size(x)

@@ -12,18 +12,20 @@ import torch
 
 from ..compiler import PlanEntry, TensorStats
 from ..errors import SparseFallbackWarning
+from ..importers.torch_fx import capture_lock
 from ..specs import check_cpu_dtypes, parameters, tied_aliases, verify_specs
 from ..encodings import NM, Dense, Encoding
 from ..errors import SpecError
 from ..runtime import ops  # noqa: F401  (registers torch.ops.sparse_mlir.linear)
 from ..runtime.ops import REGIONS
 from ..weights import apply_sparsifier, pack
+from . import swap
 from .capture import capture
 from .kernels import KernelOptions
 from .base import Region
 from .conv import ConvRegion
 from .linear import LinearRegion
-from .module import RegionModule
+from .module import RegionModule, SwappedModule
 
 log = logging.getLogger("sparse_mlir.regions")
 
@@ -40,7 +42,14 @@ ORIGINAL = "sparse_mlir_replaced"
 
 def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], example_args: Sequence[Any],
                     example_kwargs: Mapping[str, Any], *, cost_model: bool = True, dynamic: bool = True,
-                    opt_level: int = 2, vector_lanes: int | None = None, warm_up: bool = True) -> RegionModule:
+                    opt_level: int = 2, vector_lanes: int | None = None, warm_up: bool = True,
+                    capture_by: str = "auto") -> RegionModule | SwappedModule:
+    """capture_by="modules": swap the modules reading encoded weights (the
+    model then runs eagerly, swap.py); "graph": torch.export the model and
+    replace the ops reading them; "auto": modules where every holder of an
+    encoded weight is a module swap.py knows, else the graph."""
+    if capture_by not in ("auto", "modules", "graph"):
+        raise SpecError(f"capture_by must be 'auto', 'modules' or 'graph', got {capture_by!r}")
     start = time.perf_counter()
     # torch-mlir's worker is not started here: kernels found in the disk
     # cache need none, and its start-up (seconds of imports) would skew the
@@ -59,6 +68,17 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     # A tied weight keeps one name in `encodings` (torch's); the captured
     # graph may read it under another (GPT-2's LM head: `lm_head.weight`).
     aliases = {alias: name for alias, name in tied_aliases(model).items() if name in encodings}
+    options = KernelOptions(opt_level=opt_level, vector_lanes=vector_lanes)
+    if capture_by != "graph":
+        with capture_lock():
+            named = dict(model.named_parameters())
+        found = swap.owners(model, {name: named[name] for name in encodings})
+        if found is None and capture_by == "modules":
+            raise SpecError("capture_by='modules' needs every encoded weight held as `weight` by an nn.Linear, "
+                            "HF Conv1D, nn.Conv2d or nn.Embedding; use capture_by='graph' (or 'auto')")
+        if found is not None:
+            return _compile_swapped(model, encodings, params, found, aliases, example_args, example_kwargs,
+                                    options, cost_model, warm_up, start)
     captured = capture(model, example_args, example_kwargs, dynamic)
     graph_module = captured.program.module()
     in_out = _nm_read_as_in_out(graph_module, encodings, aliases)
@@ -70,7 +90,6 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
               if effective[name].dim() == 2 and not isinstance(encoding, Dense) and name not in in_out}
     effective.update({alias: effective[name] for alias, name in aliases.items()})
     snapshot(graph_module, effective)
-    options = KernelOptions(opt_level=opt_level, vector_lanes=vector_lanes)
     regions, readers = _replace_linears(graph_module, encodings, aliases, in_out, effective, packed, options,
                                         cost_model)
     _warn_other_readers(readers, encodings)
@@ -80,6 +99,37 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
         # made now, not in the first call.
         module(*example_args, **example_kwargs)
         _hand_back(graph_module, regions, readers)
+    _finish(module, regions, encodings, effective, readers, in_out)
+    module.compile_seconds = time.perf_counter() - start
+    log.info("compiled %s with %d sparse regions in %.2f s", type(model).__name__, len(regions),
+             module.compile_seconds)
+    return module
+
+
+def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], params: Mapping[str, torch.Tensor],
+                     found: Mapping[str, list[swap.Owner]], aliases: Mapping[str, str], example_args: Sequence[Any],
+                     example_kwargs: Mapping[str, Any], options: KernelOptions, cost_model: bool, warm_up: bool,
+                     start: float) -> SwappedModule:
+    in_out = swap.in_out_nm(found, encodings)
+    effective = {name: _sparsified(encoding, params[name], name, name in in_out)
+                 for name, encoding in encodings.items()}
+    copied, regions, readers, paths = swap.swap(model, found, encodings, effective, options, cost_model)
+    _warn_other_readers(readers, encodings)
+    effective.update({alias: effective[name] for alias, name in aliases.items()})
+    module = SwappedModule(copied, regions, effective, encodings, example_args, example_kwargs)
+    if regions and warm_up:
+        module(*example_args, **example_kwargs)   # kernels built, choices made now
+        swap.hand_back(copied, regions, paths, readers)
+    _finish(module, regions, encodings, effective, readers, in_out)
+    module.compile_seconds = time.perf_counter() - start
+    log.info("compiled %s (modules swapped) with %d sparse regions in %.2f s", type(model).__name__, len(regions),
+             module.compile_seconds)
+    return module
+
+
+def _finish(module: RegionModule | SwappedModule, regions: Mapping[int, Region], encodings: Mapping[str, Encoding],
+            effective: Mapping[str, torch.Tensor], readers: Mapping[str, list[str]], in_out: set[str]) -> None:
+    """Freezes the regions' exact token counts and writes the stats and plan."""
     for region in regions.values():
         region.freeze()   # other token counts: bucket-sized kernels, never a compile per shape
     in_graph = {region.name for region in regions.values() if not region.handed_back}
@@ -88,10 +138,6 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
                      for name, encoding in encodings.items()}
     module._plan = [_plan(name, encoding, module._stats[name], readers.get(name, []), name in in_out)
                     for name, encoding in encodings.items()]
-    module.compile_seconds = time.perf_counter() - start
-    log.info("compiled %s with %d sparse regions in %.2f s", type(model).__name__, len(regions),
-             module.compile_seconds)
-    return module
 
 
 def snapshot(graph_module: torch.fx.GraphModule, effective: Mapping[str, torch.Tensor]) -> None:

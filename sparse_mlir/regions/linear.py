@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from ..encodings import Encoding
+from ..errors import SpecError
 from .base import Choice, PieceKernels, Region
 from .kernels import KernelOptions
 
@@ -23,6 +24,12 @@ class LinearRegion(Region):
     def __init__(self, name: str, encoding: Encoding, effective: torch.Tensor, packed: Sequence[np.ndarray],
                  bias: bool, options: KernelOptions, cost_model: bool) -> None:
         super().__init__(name, encoding, effective, effective, packed, bias, options, cost_model)
+
+    def _check(self, x: torch.Tensor) -> None:
+        if x.dim() == 0 or x.shape[-1] != self.signature.in_features:
+            raise SpecError(f"{self.name} ({self.encoding.format_name}, [{self.signature.out_features}, "
+                            f"{self.signature.in_features}]): {self.op_name} expects inputs whose last dim is "
+                            f"{self.signature.in_features}, got shape {tuple(x.shape)}")
 
     def _tokens(self, x: torch.Tensor) -> int:
         return x.numel() // self.signature.in_features

@@ -3,6 +3,7 @@ with its sparse linears on our kernels."""
 
 from __future__ import annotations
 
+import copy
 import os
 import warnings
 import weakref
@@ -118,3 +119,64 @@ class RegionModule(CompileReports, torch.nn.Module):
                     ("," if len(spec.shape) == 1 else "") + ")"
                 raise SpecError(f"input {spec.path}: expected shape {shown} (* is any size), "
                                 f"got {tuple(tensor.shape)}")
+
+
+class SwappedModule(CompileReports, torch.nn.Module):
+    """Runs the model itself (a snapshot copy) with the modules reading
+    encoded weights swapped for our custom ops (see swap.py): the dense
+    parts are eager torch, as written; any input the model takes works.
+
+    Same rules as RegionModule: parameters are a compile-time snapshot,
+    inference only, usable from several threads and under torch.compile,
+    not picklable (its kernels live in this process)."""
+
+    def __init__(self, model: torch.nn.Module, regions: dict[int, Region], effective: dict[str, torch.Tensor],
+                 encodings: Mapping[str, Encoding], example_args: Sequence[Any],
+                 example_kwargs: Mapping[str, Any]) -> None:
+        torch.nn.Module.__init__(self)
+        self.model = model
+        self._regions = regions
+        self._effective = effective
+        self._encodings = dict(encodings)
+        self._stats: dict[str, TensorStats] = {}
+        self._plan: list[PlanEntry] = []
+        self._example = (tuple(pytree.tree_map(_clone, tuple(example_args))),
+                         dict(pytree.tree_map(_clone, dict(example_kwargs))))
+        self.compile_seconds = 0.0
+        for handle in regions:
+            weakref.finalize(self, REGIONS.remove, handle)
+
+    def regions(self) -> list[Region]:
+        """The sparse regions (one per encoded weight, module kind and bias presence), with their choices."""
+        return list(self._regions.values())
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        for index, leaf in enumerate(pytree.tree_leaves((args, kwargs))):
+            if isinstance(leaf, torch.Tensor) and leaf.layout != torch.strided:
+                raise SpecError(f"input tensor {index}: expected a dense (strided) tensor, got a {leaf.layout} "
+                                "tensor (pass .to_dense(); sparsity belongs in `encodings`)")
+        with torch.no_grad():
+            return self.model(*args, **kwargs)
+
+    def export(self, path: str | os.PathLike) -> Path:
+        """The whole-graph artifact (as RegionModule.export) of the model at
+        the example's shapes, from its pruned weights."""
+        args, kwargs = self._example
+        if kwargs:
+            raise SpecError(f"export() compiles the whole graph, which takes positional tensor inputs only; this "
+                            f"model was compiled with keyword inputs {sorted(kwargs)} (keep the module in a "
+                            "Python service, or compile the model with positional example_args only)")
+        from ..compiler import compile as compile_graph
+        model = copy.deepcopy(self.model)
+        for name, module in list(model.named_modules()):
+            if hasattr(module, "_original") and name:
+                owner, _, leaf = name.rpartition(".")
+                setattr(model.get_submodule(owner) if owner else model, leaf, module._original[0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            whole = compile_graph(model.eval(), self._encodings, args, mode="graph")
+        return whole.export(path)
+
+
+def _clone(value: Any) -> Any:
+    return value.detach().clone() if isinstance(value, torch.Tensor) else value

@@ -94,7 +94,7 @@ def test_kwargs_and_nested_outputs() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sm.SparseFallbackWarning)
         fn = sm.compile(model, {"proj.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.7))}, example_args=(x,),
-                        example_kwargs={"mask": mask}, mode="regions", cost_model=False)
+                        example_kwargs={"mask": mask}, mode="regions", cost_model=False, capture_by="graph")
     model.load_state_dict(fn.effective_state_dict(), strict=False)
     for batch, seq in [(2, 6), (1, 9)]:
         x, mask = torch.randn(batch, seq, 16), (torch.rand(batch, seq) > 0.5).float()
@@ -110,7 +110,8 @@ def test_kwargs_and_nested_outputs() -> None:
 
 def test_wrong_inputs_name_the_input() -> None:
     torch.manual_seed(0)
-    fn = _compile(MLP().eval(), {"up.weight": sm.NM(2, 4)}, torch.randn(2, 8, 32), cost_model=False)
+    fn = _compile(MLP().eval(), {"up.weight": sm.NM(2, 4)}, torch.randn(2, 8, 32), cost_model=False,
+                  capture_by="graph")
     with pytest.raises(sm.SpecError, match=r"input x: expected dtype torch.float32, got torch.float64"):
         fn(torch.randn(2, 8, 32, dtype=torch.float64))
     with pytest.raises(sm.SpecError, match=r"input x: expected shape \(\*, \*, 32\) \(\* is any size\), got "
@@ -141,7 +142,7 @@ def test_weight_read_by_another_op_warns_once_naming_the_torch_op() -> None:
     with pytest.warns(sm.SparseFallbackWarning, match="no sparse region for 'aten.embedding.default' reading "
                                                       "tensor 'embed.weight' stored as csr") as record:
         fn = sm.compile(model, {"embed.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(ids,),
-                        mode="regions", cost_model=False)
+                        mode="regions", cost_model=False)   # F.linear on a module's weight: the graph finds it
     assert sum("embedding" in str(w.message) for w in record) == 1
     model.load_state_dict(fn.effective_state_dict(), strict=False)
     torch.testing.assert_close(fn(ids), model(ids).detach(), rtol=1e-4, atol=1e-5)
@@ -181,7 +182,8 @@ def test_calls_from_threads_at_new_token_counts() -> None:
 
 def test_dropping_the_module_releases_its_regions() -> None:
     torch.manual_seed(0)
-    fn = _compile(MLP().eval(), {"up.weight": sm.NM(2, 4)}, torch.randn(4, 32), cost_model=False)
+    fn = _compile(MLP().eval(), {"up.weight": sm.NM(2, 4)}, torch.randn(4, 32), cost_model=False,
+                  capture_by="graph")
     handles = [node.args[-1] for node in fn.graph_module.graph.nodes if "sparse_mlir" in str(node.target)]
     assert len(handles) == 1 and REGIONS.get(handles[0]) is fn.regions()[0]
     del fn
@@ -196,7 +198,7 @@ def test_torch_compile_traces_the_custom_op() -> None:
     torch.manual_seed(0)
     model = MLP().eval()
     fn = _compile(model, {"up.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8))}, torch.randn(4, 32),
-                  cost_model=False)
+                  cost_model=False, capture_by="graph")
     compiled = torch.compile(fn, backend="aot_eager", dynamic=True)
     for tokens in (4, 7):
         x = torch.randn(tokens, 32)
@@ -218,7 +220,7 @@ def test_default_mode_is_regions_where_the_call_allows_it() -> None:
     """mode=None: regions for weights only on the CPU; the whole graph for
     intermediates or graph-only options; bad modes are named."""
     from sparse_mlir.compiler import CompiledModule
-    from sparse_mlir.regions.module import RegionModule
+    from sparse_mlir.regions.module import RegionModule, SwappedModule
 
     torch.manual_seed(0)
     model = MLP().eval()
@@ -226,8 +228,9 @@ def test_default_mode_is_regions_where_the_call_allows_it() -> None:
     csr = sm.CSR(sparsifier=sm.ScalarFraction(0.8))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sm.SparseFallbackWarning)
-        assert isinstance(sm.compile(model, {"up.weight": csr}, example_args=(x,)), RegionModule)
-        assert isinstance(sm.compile(model, {}, example_args=(x,)), RegionModule)
+        assert isinstance(sm.compile(model, {"up.weight": csr}, example_args=(x,)), SwappedModule)
+        assert isinstance(sm.compile(model, {}, example_args=(x,)), SwappedModule)
+        assert isinstance(sm.compile(model, {"up.weight": csr}, example_args=(x,), capture_by="graph"), RegionModule)
         assert isinstance(sm.compile(model, {"up.weight": csr}, example_args=(x,), on_fallback="error"),
                           CompiledModule)
         assert isinstance(sm.compile(model, {"up.weight": csr}, example_args=(x,), fuse_sparsifiers=False),

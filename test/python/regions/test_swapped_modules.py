@@ -1,0 +1,181 @@
+"""capture_by="modules" (the default where it applies): the model runs
+eagerly with its encoded nn.Linear / Conv1D / Conv2d modules swapped for our
+custom ops. Results against eager on the same pruned weights, at other
+shapes; tied weights, hand-back, export, torch.compile and bad inputs."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import sparse_mlir as sm
+from sparse_mlir.regions.module import RegionModule, SwappedModule
+from sparse_mlir.regions.swap import SparseConv2d, SparseLinear
+from sparse_mlir.testing import import_transformers
+
+CSR = sm.CSR(sparsifier=sm.ScalarFraction(0.8))
+
+
+class Block(torch.nn.Module):
+    """Python control flow on a tensor value (torch.export cannot capture
+    it without rewriting) and an in-place op: the eager model runs as is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(32, 64)
+        self.down = torch.nn.Linear(64, 32, bias=False)
+
+    def forward(self, x: torch.Tensor, scale: float = 1.0) -> dict:
+        h = torch.relu_(self.up(x))
+        if float(h.mean()) > 10.0:
+            h = h / 2
+        return {"y": self.down(h) * scale, "hidden": h}
+
+
+def _compile(model: torch.nn.Module, encodings: dict, *args: torch.Tensor, **options) -> torch.nn.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sm.SparseFallbackWarning)
+        return sm.compile(model, encodings, example_args=args, **options)
+
+
+@pytest.mark.parametrize("encoding", [CSR, sm.NM(2, 4), sm.NM(2, 4, rows=4)], ids=["csr", "2:4", "2:4-rows4"])
+def test_swapped_linears_match_eager_at_any_shape(encoding: sm.Encoding) -> None:
+    torch.manual_seed(0)
+    model = Block().eval()
+    fn = _compile(model, {"up.weight": encoding, "down.weight": encoding}, torch.randn(2, 8, 32), cost_model=False)
+    assert isinstance(fn, SwappedModule)
+    assert isinstance(fn.model.up, SparseLinear) and isinstance(fn.model.down, SparseLinear)
+    model.load_state_dict(fn.effective_state_dict(), strict=False)
+    with torch.no_grad():
+        for shape, scale in [((2, 8, 32), 1.0), ((1, 3, 32), 0.5), ((5, 32), 2.0)]:
+            x = torch.randn(*shape)
+            got, want = fn(x, scale=scale), model(x, scale=scale)
+            torch.testing.assert_close(got["y"], want["y"], rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(got["hidden"], want["hidden"], rtol=1e-4, atol=1e-5)
+
+
+def test_parameters_are_a_snapshot_and_the_user_model_is_untouched() -> None:
+    torch.manual_seed(0)
+    model = Block().eval()
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    fn = _compile(model, {"up.weight": CSR}, torch.randn(4, 32), cost_model=False)
+    assert type(model.up) is torch.nn.Linear
+    assert all(torch.equal(p, before[name]) for name, p in model.named_parameters())
+    x = torch.randn(4, 32)
+    first = fn(x)["y"]
+    with torch.no_grad():
+        model.down.weight.mul_(2)
+        model.up.bias.add_(1)
+    torch.testing.assert_close(fn(x)["y"], first)
+
+
+def test_a_tied_lm_head_runs_on_a_region_and_the_embedding_reads_the_pruned_weight() -> None:
+    transformers = import_transformers()
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=500,
+                                                                 n_positions=64)).eval()
+    names = ["transformer.wte.weight", *[n for n, p in model.named_parameters() if ".h." in n and p.dim() == 2]]
+    ids = torch.randint(0, 500, (2, 16), generator=torch.Generator().manual_seed(0))
+    with pytest.warns(sm.SparseFallbackWarning, match=r"'Embedding \(transformer\.wte\)' reading tensor "
+                                                      r"'transformer\.wte\.weight'"):
+        fn = sm.compile(model, {n: sm.NM(2, 4) if ".h." in n else CSR for n in names}, example_args=(ids,),
+                        example_kwargs={"use_cache": False}, cost_model=False)
+    assert isinstance(fn, SwappedModule)
+    assert isinstance(fn.model.lm_head, SparseLinear)
+    assert fn.model.transformer.wte.weight is fn.model.lm_head._original[0].weight   # still tied, one copy
+    assert {r.name for r in fn.regions()} == set(names)
+    effective = fn.effective_state_dict()
+    assert torch.equal(effective["lm_head.weight"], effective["transformer.wte.weight"])
+    model.load_state_dict(effective, strict=False)
+    with torch.no_grad():
+        for call in (ids, ids[:1, :5]):
+            torch.testing.assert_close(fn(call, use_cache=False).logits, model(call, use_cache=False).logits,
+                                       rtol=1e-4, atol=1e-4)
+
+
+def test_regions_torch_wins_everywhere_are_handed_back() -> None:
+    """A 4 x 4 linear on 2 tokens: torch's F.linear wins (our call costs more
+    than its whole work); the original module is back in the model."""
+    class Two(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tiny = torch.nn.Linear(4, 4)
+            self.big = torch.nn.Linear(1024, 1024, bias=False)
+
+        def forward(self, x: torch.Tensor, wide: torch.Tensor) -> tuple:
+            return self.tiny(x), self.big(wide)
+
+    torch.manual_seed(0)
+    model = Two().eval()
+    sparse = sm.CSR(sparsifier=sm.ScalarFraction(0.95))
+    fn = _compile(model, {"tiny.weight": sparse, "big.weight": sparse}, torch.randn(2, 4), torch.randn(256, 1024))
+    regions = {r.name: r for r in fn.regions()}
+    assert regions["tiny.weight"].handed_back and type(fn.model.tiny) is torch.nn.Linear
+    assert not regions["big.weight"].handed_back and isinstance(fn.model.big, SparseLinear)
+    plan = {entry.name: entry for entry in fn.sparsity_plan()}
+    assert "handed back" in " ".join(plan["tiny.weight"].fallbacks)
+    assert fn.stats()["tiny.weight"].format.startswith("dense (torch's op won")
+    model.load_state_dict(fn.effective_state_dict(), strict=False)
+    x, wide = torch.randn(3, 4), torch.randn(256, 1024)
+    with torch.no_grad():
+        for got, want in zip(fn(x, wide), model(x, wide)):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_swapped_convs_match_eager() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.Conv2d(16, 8, 1, stride=2, bias=False),
+                                torch.nn.Conv2d(8, 8, 3, groups=8)).eval()   # depthwise: torch
+    encodings = {"0.weight": CSR, "2.weight": CSR}
+    fn = _compile(model, encodings, torch.randn(2, 3, 12, 12), cost_model=False)
+    assert isinstance(fn, SwappedModule) and isinstance(fn.model[0], SparseConv2d)
+    model.load_state_dict(fn.effective_state_dict(), strict=False)
+    with torch.no_grad():
+        for shape in [(2, 3, 12, 12), (1, 3, 9, 7)]:
+            x = torch.randn(*shape)
+            torch.testing.assert_close(fn(x), model(x), rtol=1e-4, atol=1e-4)
+
+
+def test_functional_readers_go_through_the_graph_capture() -> None:
+    class XW(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(16, 24))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x @ self.w
+
+    fn = _compile(XW().eval(), {"w": CSR}, torch.randn(3, 16), cost_model=False)
+    assert isinstance(fn, RegionModule) and [r.name for r in fn.regions()] == ["w"]
+    with pytest.raises(sm.SpecError, match="capture_by='modules' needs every encoded weight held"):
+        _compile(XW().eval(), {"w": CSR}, torch.randn(3, 16), capture_by="modules")
+    with pytest.raises(sm.SpecError, match="capture_by must be 'auto', 'modules' or 'graph', got 'fx'"):
+        _compile(XW().eval(), {"w": CSR}, torch.randn(3, 16), mode="regions", capture_by="fx")
+
+
+def test_wrong_input_features_name_the_weight() -> None:
+    torch.manual_seed(0)
+    fn = _compile(torch.nn.Sequential(torch.nn.Linear(32, 8)).eval(), {"0.weight": CSR}, torch.randn(4, 32),
+                  cost_model=False)
+    with pytest.raises(sm.SpecError, match=r"0\.weight \(csr, \[8, 32\]\): F\.linear expects inputs whose last "
+                                           r"dim is 32, got shape \(4, 31\)"):
+        fn(torch.randn(4, 31))
+    with pytest.raises(sm.SpecError, match=r"input tensor 0: expected a dense \(strided\) tensor"):
+        fn(torch.randn(4, 32).to_sparse())
+
+
+def test_export_and_torch_compile_of_a_swapped_module(tmp_path) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.GELU(), torch.nn.Linear(48, 16)).eval()
+    x = torch.randn(4, 32)
+    fn = _compile(model, {"0.weight": CSR, "2.weight": sm.NM(2, 4)}, x, cost_model=False)
+    assert isinstance(fn, SwappedModule)
+    loaded = sm.load(fn.export(tmp_path / "artifact"))
+    torch.testing.assert_close(loaded(x), fn(x), rtol=1e-4, atol=1e-5)
+    compiled = torch.compile(fn, backend="aot_eager", dynamic=True)
+    for tokens in (4, 7):
+        batch = torch.randn(tokens, 32)
+        torch.testing.assert_close(compiled(batch), fn(batch), rtol=1e-5, atol=1e-6)
