@@ -60,20 +60,20 @@ def _ours_wins(ours_ms: float, torch_ms: float) -> bool:
 
 @functools.cache
 def dispatch_overhead_ms() -> float:
-    """What a call through a `sparse_mlir::` custom op costs beyond the
-    region's own work (torch's dispatcher, the Python op, the handle
-    lookup): charged to our side, since torch's op, where it wins, goes back
-    into the graph and pays none (~20 us a call here: MobileNetV3's 86
-    small convs lost 13% to it)."""
+    """What a call of a region from the model costs beyond the region's own
+    work (in eager mode the handle lookup; traced, torch's dispatcher):
+    charged to our side, since torch's op, where it wins, goes back into the
+    graph and pays none."""
     from ..runtime.ops import REGIONS
+
+    from ..runtime.ops import sparse_mlir_linear
 
     result = torch.empty(1)
     handle = REGIONS.add(lambda x, buffers, bias: result)
-    x = torch.empty(1, 1)
-    op = torch.ops.sparse_mlir.linear.default
+    x, buffers = torch.empty(1, 1), [torch.empty(1) for _ in range(3)]
     try:
-        through_op = median_seconds(lambda: op(x, [], None, 1, handle), repeats=201)
-        direct = median_seconds(lambda: REGIONS.get(handle)(x, [], None), repeats=201)
+        through_op = median_seconds(lambda: sparse_mlir_linear(x, buffers, None, 1, handle), repeats=201)
+        direct = median_seconds(lambda: REGIONS.get(handle)(x, buffers, None), repeats=201)
     finally:
         REGIONS.remove(handle)
     return max(0.0, through_op - direct) * 1e3
@@ -112,6 +112,7 @@ class Region:
         # Set when torch won every shape seen at compile time: the graph then
         # calls torch's op directly (the region no longer runs).
         self.handed_back = False
+        self.force_torch = False   # set while the whole model is timed with torch's ops
         self.density = float(np.count_nonzero(matrix.numpy())) / max(1, matrix.numel())
 
     @property
@@ -131,7 +132,7 @@ class Region:
                     log.info("%s, input %s, threads %d / %d: %s", self.name, list(key[0]), key[1], key[2],
                              self.choices[key].reason)
                 choice = self.choices[key]
-        if choice.kernel is None or x.dtype != torch.float32 or x.device.type != "cpu":
+        if choice.kernel is None or self.force_torch or x.dtype != torch.float32 or x.device.type != "cpu":
             return self._torch(x, bias)
         return self._ours(choice.kernel, x, bias)
 

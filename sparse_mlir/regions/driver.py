@@ -8,6 +8,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import torch
 
 from ..compiler import PlanEntry, TensorStats
@@ -22,7 +23,7 @@ from ..weights import apply_sparsifier, pack
 from . import swap
 from .capture import capture
 from .kernels import KernelOptions
-from .base import Region
+from .base import Choice, Region
 from .conv import ConvRegion
 from .linear import LinearRegion
 from .module import RegionModule, SwappedModule
@@ -34,7 +35,8 @@ ADDMM = torch.ops.aten.addmm.default
 MM = torch.ops.aten.mm.default
 MATMUL = torch.ops.aten.matmul.default
 CONV2D = torch.ops.aten.conv2d.default
-REGION_OPS = (torch.ops.sparse_mlir.linear.default, torch.ops.sparse_mlir.conv2d.default)
+REGION_OPS = (torch.ops.sparse_mlir.linear.default, torch.ops.sparse_mlir.conv2d.default, ops.sparse_mlir_linear,
+              ops.sparse_mlir_conv2d)
 # Node meta of a region's call: the torch op it replaced (target, args,
 # kwargs, the weight's get_attr node in them), to hand it back.
 ORIGINAL = "sparse_mlir_replaced"
@@ -99,6 +101,10 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
         # made now, not in the first call.
         module(*example_args, **example_kwargs)
         _hand_back(graph_module, regions, readers)
+        eager = _eager_call(model, regions, module, example_args, example_kwargs)
+        if cost_model and not _keep_if_faster(module, eager, regions, example_args, example_kwargs):
+            _all_to_torch(regions)
+            _hand_back(graph_module, regions, readers)
     _finish(module, regions, encodings, effective, readers, in_out)
     module.compile_seconds = time.perf_counter() - start
     log.info("compiled %s with %d sparse regions in %.2f s", type(model).__name__, len(regions),
@@ -120,11 +126,80 @@ def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], 
     if regions and warm_up:
         module(*example_args, **example_kwargs)   # kernels built, choices made now
         swap.hand_back(copied, regions, paths, readers)
+        eager = swap.eager_call(copied, paths, example_args, example_kwargs)
+        if cost_model and not _keep_if_faster(module, eager, regions, example_args, example_kwargs):
+            _all_to_torch(regions)
+            swap.hand_back(copied, regions, paths, readers)
     _finish(module, regions, encodings, effective, readers, in_out)
     module.compile_seconds = time.perf_counter() - start
     log.info("compiled %s (modules swapped) with %d sparse regions in %.2f s", type(model).__name__, len(regions),
              module.compile_seconds)
     return module
+
+
+# A compiled model must beat eager by this much on the example, else every
+# region goes back to torch (per-region timings miss what a model's other
+# ops do to the caches; MobileNetV3's small convs won alone, lost in it).
+MODEL_MARGIN = 0.97
+# Regions predicting savings above this fraction of the model's time skip
+# that check (a clear win; timing a big model costs compile time).
+CLEAR_WIN = 0.3
+
+
+def _keep_if_faster(module: torch.nn.Module, eager: Any, regions: Mapping[int, Region],
+                    example_args: Sequence[Any], example_kwargs: Mapping[str, Any]) -> bool:
+    """Times the compiled model against the eager one on the example (only
+    where the regions' own timings predict a small gain); False when it is
+    not faster: the caller then hands every region back."""
+    live = [r for r in regions.values() if not r.handed_back]
+    if not live:
+        return True
+    predicted_ms = sum(max(0.0, c.torch_ms - c.ours_ms) for r in live for c in r.choices.values()
+                       if c.kernel is not None and c.torch_ms is not None and c.ours_ms is not None)
+    ours = (lambda: module(*example_args, **example_kwargs))
+    with torch.no_grad():
+        eager()
+        first = time.perf_counter()
+        eager()
+        eager_ms = (time.perf_counter() - first) * 1e3
+        if predicted_ms > CLEAR_WIN * eager_ms:
+            return True   # a clear win: not worth the compile time
+        eager_times, our_times = [], []
+        for _ in range(5):
+            for run, times in ((eager, eager_times), (ours, our_times)):
+                start = time.perf_counter()
+                run()
+                times.append(time.perf_counter() - start)
+    eager_ms, ours_ms = float(np.median(eager_times)) * 1e3, float(np.median(our_times)) * 1e3
+    log.info("whole model on the example: eager %.2f ms, compiled %.2f ms", eager_ms, ours_ms)
+    return ours_ms < MODEL_MARGIN * eager_ms
+
+
+def _eager_call(model: torch.nn.Module, regions: Mapping[int, Region], module: torch.nn.Module,
+                example_args: Sequence[Any], example_kwargs: Mapping[str, Any]) -> Any:
+    """Eager on the example: the user's model where running it changes
+    nothing (eval mode), else the graph with every region on torch's op."""
+    if not model.training:
+        return lambda: model(*example_args, **example_kwargs)
+
+    def on_torch() -> Any:
+        for region in regions.values():
+            region.force_torch = True
+        try:
+            return module(*example_args, **example_kwargs)
+        finally:
+            for region in regions.values():
+                region.force_torch = False
+    return on_torch
+
+
+def _all_to_torch(regions: Mapping[int, Region]) -> None:
+    """Every region's choices become torch's (the model-level check lost)."""
+    for region in regions.values():
+        for key, choice in region.choices.items():
+            region.choices[key] = Choice(choice.tokens, None, choice.ours_ms, choice.torch_ms,
+                                         f"torch (the whole model was not faster with our kernels; alone: "
+                                         f"{choice.reason})", choice.compiled)
 
 
 def _finish(module: RegionModule | SwappedModule, regions: Mapping[int, Region], encodings: Mapping[str, Encoding],
@@ -276,7 +351,7 @@ def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str,
                 buffer_nodes[key[::2]] = _register_buffers(graph_module, name, use.transposed,
                                                            regions[handle].buffers, node)
             with graph.inserting_before(user):
-                call = graph.call_function(torch.ops.sparse_mlir.linear.default,
+                call = graph.call_function(ops.sparse_mlir_linear,
                                            (use.x, buffer_nodes[key[::2]], use.bias,
                                             regions[handle].signature.out_features, handle))
             call.meta.update(user.meta)
@@ -350,7 +425,7 @@ def _replace_conv(graph_module: torch.fx.GraphModule, user: torch.fx.Node, weigh
         buffer_nodes[(name, "conv")] = _register_buffers(graph_module, name, False, region.buffers, weight_node)
     with graph_module.graph.inserting_before(user):
         call = graph_module.graph.call_function(
-            torch.ops.sparse_mlir.conv2d.default,
+            ops.sparse_mlir_conv2d,
             (use.x, buffer_nodes[(name, "conv")], use.bias, weight.shape[0], list(region.kernel_size),
              list(use.stride), list(use.padding), list(use.dilation), handle))
     call.meta.update(user.meta)
@@ -365,8 +440,8 @@ def _hand_back(graph_module: torch.fx.GraphModule, regions: Mapping[int, Region]
     """Regions whose every compile-time choice was torch's op get that op back
     in the graph: the custom op's call costs ~20 us, which small ops (a
     mobile net's convs) feel. Their packed buffers are dropped."""
-    back = {handle for handle, region in regions.items()
-            if region.choices and all(choice.kernel is None for choice in region.choices.values())}
+    back = {handle for handle, region in regions.items() if not region.handed_back
+            and region.choices and all(choice.kernel is None for choice in region.choices.values())}
     if not back:
         return
     graph = graph_module.graph

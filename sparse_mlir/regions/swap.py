@@ -21,7 +21,7 @@ import torch
 
 from ..encodings import NM, Dense, Encoding
 from ..importers.torch_fx import capture_lock
-from ..runtime.ops import REGIONS
+from ..runtime.ops import REGIONS, sparse_mlir_conv2d, sparse_mlir_linear
 from ..weights import pack
 from .base import Region
 from .conv import ConvRegion
@@ -100,7 +100,7 @@ class SparseLinear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         buffers = [getattr(self, f"packed_{i}") for i in range(self._count)]
-        return torch.ops.sparse_mlir.linear(x, buffers, self.bias, self.out_features, self.handle)
+        return sparse_mlir_linear(x, buffers, self.bias, self.out_features, self.handle)
 
 
 class SparseConv2d(SparseLinear):
@@ -114,8 +114,8 @@ class SparseConv2d(SparseLinear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         buffers = [getattr(self, f"packed_{i}") for i in range(self._count)]
-        return torch.ops.sparse_mlir.conv2d(x, buffers, self.bias, self.out_features, self.kernel_size,
-                                            self.stride, self.padding, self.dilation, self.handle)
+        return sparse_mlir_conv2d(x, buffers, self.bias, self.out_features, self.kernel_size, self.stride,
+                                  self.padding, self.dilation, self.handle)
 
 
 def _set(model: torch.nn.Module, path: str, module: torch.nn.Module) -> None:
@@ -181,12 +181,30 @@ def _region(name: str, encoding: Encoding, weight: torch.Tensor, kind: str, modu
                         cost_model)
 
 
+def eager_call(model: torch.nn.Module, paths: Mapping[int, list[str]], example_args: tuple,
+               example_kwargs: Mapping[str, object]):
+    """The swapped model on the example with its original modules back in
+    place for the call (pruned weights): eager torch, to time against."""
+    def run() -> object:
+        stand_ins = {path: model.get_submodule(path) for handle_paths in paths.values() for path in handle_paths}
+        for path, stand_in in stand_ins.items():
+            if hasattr(stand_in, "_original"):
+                _set(model, path, stand_in._original[0])
+        try:
+            return model(*example_args, **example_kwargs)
+        finally:
+            for path, stand_in in stand_ins.items():
+                _set(model, path, stand_in)
+    return run
+
+
 def hand_back(model: torch.nn.Module, regions: Mapping[int, Region], paths: Mapping[int, list[str]],
               readers: dict[str, list[str]]) -> None:
     """Regions torch won everywhere at compile time: their original modules
     (with the pruned weight) go back in place of the stand-ins."""
     for handle, region in regions.items():
-        if not region.choices or any(choice.kernel is not None for choice in region.choices.values()):
+        if region.handed_back or not region.choices or \
+                any(choice.kernel is not None for choice in region.choices.values()):
             continue
         for path in paths.get(handle, []):
             stand_in = model.get_submodule(path)

@@ -92,3 +92,29 @@ def _(x: torch.Tensor, buffers: list[torch.Tensor], bias: torch.Tensor | None, o
     spatial = [(size + 2 * p - d * (k - 1) - 1) // s + 1
                for size, k, s, p, d in zip(x.shape[-2:], kernel_size, stride, padding, dilation)]
     return x.new_empty((*x.shape[:-3], out_channels, *spatial))
+
+
+def _traced(x: torch.Tensor) -> bool:
+    """True under torch.compile / torch.export (or any tensor subclass, such as
+    fake tensors): the custom op must appear in the traced graph."""
+    return type(x) is not torch.Tensor or torch.compiler.is_compiling() or torch.compiler.is_exporting()
+
+
+def sparse_mlir_linear(x: torch.Tensor, buffers: list[torch.Tensor], bias: torch.Tensor | None, out_features: int,
+                       region: int) -> torch.Tensor:
+    """torch.ops.sparse_mlir.linear, calling the region directly in eager
+    mode: torch's dispatcher costs ~18 us a call (a 4-token decode step of a
+    small LLaMA makes 15 such calls in 18 ms)."""
+    if _traced(x):
+        return torch.ops.sparse_mlir.linear(x, buffers, bias, out_features, region)
+    return REGIONS.get(region)(x, buffers, bias)
+
+
+def sparse_mlir_conv2d(x: torch.Tensor, buffers: list[torch.Tensor], bias: torch.Tensor | None, out_channels: int,
+                       kernel_size: list[int], stride: list[int], padding: list[int], dilation: list[int],
+                       region: int) -> torch.Tensor:
+    """torch.ops.sparse_mlir.conv2d, calling the region directly in eager mode."""
+    if _traced(x):
+        return torch.ops.sparse_mlir.conv2d(x, buffers, bias, out_channels, kernel_size, stride, padding, dilation,
+                                            region)
+    return REGIONS.get(region)(x, buffers, bias)

@@ -179,3 +179,27 @@ def test_export_and_torch_compile_of_a_swapped_module(tmp_path) -> None:
     for tokens in (4, 7):
         batch = torch.randn(tokens, 32)
         torch.testing.assert_close(compiled(batch), fn(batch), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("capture_by", ["modules", "graph"])
+def test_a_model_not_faster_than_eager_as_a_whole_gets_every_region_handed_back(monkeypatch, capture_by) -> None:
+    """The model-level check (here made to fail: the compiled model must be
+    infinitely faster) hands every region back; results stay eager's."""
+    from sparse_mlir.regions import driver
+
+    monkeypatch.setattr(driver, "MODEL_MARGIN", 0.0)
+    monkeypatch.setattr(driver, "CLEAR_WIN", float("inf"))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 64)).eval()
+    sparse = sm.CSR(sparsifier=sm.ScalarFraction(0.95))
+    fn = _compile(model, {"0.weight": sparse, "2.weight": sparse}, torch.randn(64, 512), capture_by=capture_by)
+    assert all(r.handed_back for r in fn.regions())
+    assert all("whole model was not faster" in c.reason for r in fn.regions() for c in r.choices.values())
+    if capture_by == "modules":
+        assert type(fn.model[0]) is torch.nn.Linear and type(fn.model[2]) is torch.nn.Linear
+    else:
+        assert not any("sparse_mlir" in str(node.target) for node in fn.graph_module.graph.nodes)
+    model.load_state_dict(fn.effective_state_dict(), strict=False)
+    x = torch.randn(9, 512)
+    with torch.no_grad():
+        torch.testing.assert_close(fn(x), model(x), rtol=1e-4, atol=1e-4)
