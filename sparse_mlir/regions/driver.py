@@ -256,9 +256,11 @@ def _nm_read_as_in_out(graph_module: torch.fx.GraphModule, encodings: Mapping[st
 def _sparsified(encoding: Encoding, weight: torch.Tensor, name: str, in_out: bool) -> torch.Tensor:
     """The weight after its encoding's sparsifier: on W^T where W is read as
     [in, out] (n:m groups along the reduction dimension), else as stored."""
+    # Cloned: torch's allocator aligns to 64 bytes (numpy's to 16), which
+    # oneDNN's and MKL's kernels reading the weight on torch's side prefer.
     sparsifier = encoding.effective_sparsifier
     if not in_out:
-        return torch.from_numpy(apply_sparsifier(sparsifier, weight.numpy(), name))
+        return torch.from_numpy(apply_sparsifier(sparsifier, weight.numpy(), name)).clone()
     assert isinstance(encoding, NM)
     if weight.shape[0] % encoding.m or weight.shape[1] % encoding.rows:
         raise SpecError(f"{name}: {encoding.format_name} on a weight read as x @ W (shape {tuple(weight.shape)} = "
@@ -267,7 +269,7 @@ def _sparsified(encoding: Encoding, weight: torch.Tensor, name: str, in_out: boo
                         + f": expected dim 0 a multiple of {encoding.m}"
                         + (f" and dim 1 a multiple of {encoding.rows}" if encoding.rows > 1 else ""))
     pruned = apply_sparsifier(sparsifier, weight.t().contiguous().numpy(), name)
-    return torch.from_numpy(pruned).t().contiguous()
+    return torch.from_numpy(pruned).t().contiguous()   # a torch copy: aligned
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,10 @@ from .conv import ConvRegion
 from .kernels import KernelOptions
 from .linear import LinearRegion
 
-READ_ON_TORCH = (torch.nn.Embedding,)
+# Modules whose own forward is the only reader of their weight, which has
+# no region: they read the pruned weight on torch (one warning).
+READ_ON_TORCH = (torch.nn.Embedding, torch.nn.EmbeddingBag, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d,
+                 torch.nn.ConvTranspose1d, torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d)
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,8 @@ class Owner:
 
     @property
     def kind(self) -> str | None:
-        """"linear", "conv1d" ([in, out]), "conv2d", "torch" (read on torch) or None (unknown)."""
+        """"linear", "conv1d" ([in, out]), "conv2d", "torch" (read on torch: an
+        embedding, a depthwise or other conv) or None (unknown)."""
         module = self.module
         if type(module) is torch.nn.Linear:
             return "linear"
@@ -69,9 +73,10 @@ def owners(model: torch.nn.Module, weights: Mapping[str, torch.Tensor]) -> dict[
             if attribute != "weight" or owner.kind is None:
                 return None
             found[name].append(owner)
-    # A weight no swappable module holds (an embedding alone) may be read
-    # functionally (a tied head's F.linear): only the graph shows that.
-    if any(all(owner.kind == "torch" for owner in held) for held in found.values()):
+    # A weight only embeddings hold may be read functionally too (a tied
+    # LM head's F.linear on the embedding's weight): only the graph shows that.
+    if any(all(isinstance(owner.module, (torch.nn.Embedding, torch.nn.EmbeddingBag)) for owner in held)
+           for held in found.values()):
         return None
     return found
 

@@ -19,7 +19,7 @@ SCRIPT = textwrap.dedent("""
     torch.manual_seed(0)
     model = MLP([256, 1024, 256]).eval()
     x = torch.randn(64, 256)
-    fn = sm.compile(model, {"layers.0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8))}, (x,))
+    fn = sm.compile(model, {"layers.0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8))}, (x,), mode="graph")
     outs = [fn(x * i) for i in range(3)]
     torch.save(outs, sys.argv[1])
     print(sm.cached_bytes())

@@ -129,9 +129,11 @@ def test_swapped_convs_match_eager() -> None:
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
                                 torch.nn.Conv2d(16, 8, 1, stride=2, bias=False),
                                 torch.nn.Conv2d(8, 8, 3, groups=8)).eval()   # depthwise: torch
-    encodings = {"0.weight": CSR, "2.weight": CSR}
-    fn = _compile(model, encodings, torch.randn(2, 3, 12, 12), cost_model=False)
+    encodings = {"0.weight": CSR, "2.weight": CSR, "3.weight": CSR}
+    with pytest.warns(sm.SparseFallbackWarning, match=r"'Conv2d \(3\)' reading tensor '3\.weight'"):
+        fn = sm.compile(model, encodings, example_args=(torch.randn(2, 3, 12, 12),), cost_model=False)
     assert isinstance(fn, SwappedModule) and isinstance(fn.model[0], SparseConv2d)
+    assert type(fn.model[3]) is torch.nn.Conv2d and float((fn.model[3].weight == 0).float().mean()) >= 0.79
     model.load_state_dict(fn.effective_state_dict(), strict=False)
     with torch.no_grad():
         for shape in [(2, 3, 12, 12), (1, 3, 9, 7)]:
