@@ -206,6 +206,7 @@ def _all_to_torch(regions: Mapping[int, Region]) -> None:
 def _finish(module: RegionModule | SwappedModule, regions: Mapping[int, Region], encodings: Mapping[str, Encoding],
             effective: Mapping[str, torch.Tensor], readers: Mapping[str, list[str]], in_out: set[str]) -> None:
     """Freezes the regions' exact token counts and writes the stats and plan."""
+    module._in_out_nm = set(in_out)   # export() cannot re-prune these along dim 0 yet
     for region in regions.values():
         region.freeze()   # other token counts: bucket-sized kernels, never a compile per shape
     in_graph = {region.name for region in regions.values() if not region.handed_back}

@@ -55,6 +55,11 @@ class RegionModule(CompileReports, torch.nn.Module):
         graph compiled by `mode="graph"` from the same pruned weights and
         encodings. Artifacts are static-shape, positional-input programs; a
         Python service that needs other shapes keeps this module instead."""
+        if getattr(self, "_in_out_nm", None):
+            raise SpecError(f"export() compiles the whole graph, whose n:m sparsifier groups a weight's last dim; "
+                            f"{sorted(self._in_out_nm)} were pruned along dim 0 (read as x @ W): an artifact would "
+                            "compute with other weights. Keep the module in a Python service, or encode them "
+                            "with CSR for export")
         captured = self._captured
         if captured.keywords:
             raise SpecError(f"export() compiles the whole graph, which takes positional tensor inputs only; this "
@@ -161,6 +166,11 @@ class SwappedModule(CompileReports, torch.nn.Module):
     def export(self, path: str | os.PathLike) -> Path:
         """The whole-graph artifact (as RegionModule.export) of the model at
         the example's shapes, from its pruned weights."""
+        if getattr(self, "_in_out_nm", None):
+            raise SpecError(f"export() compiles the whole graph, whose n:m sparsifier groups a weight's last dim; "
+                            f"{sorted(self._in_out_nm)} were pruned along dim 0 (read as x @ W): an artifact would "
+                            "compute with other weights. Keep the module in a Python service, or encode them "
+                            "with CSR for export")
         args, kwargs = self._example
         if kwargs:
             raise SpecError(f"export() compiles the whole graph, which takes positional tensor inputs only; this "

@@ -154,3 +154,11 @@ def test_csr_read_as_x_at_w_runs_a_region_on_w_transposed() -> None:
     csr = sm.compile(_XW().eval(), {"w": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,),
                      mode="regions", cost_model=False)
     assert [r.name for r in csr.regions()] == ["w"]   # CSR: W^T packed, read by the linear kernel
+
+
+def test_export_refuses_nm_pruned_along_dim_0(tmp_path) -> None:
+    """The whole-graph artifact would re-prune x @ W's n:m weight along its
+    last dim (other weights than fn's): refused with the reason."""
+    fn = sm.compile(_XW().eval(), {"w": sm.NM(2, 4)}, example_args=(torch.randn(3, 16),), cost_model=False)
+    with pytest.raises(sm.SpecError, match=r"\['w'\] were pruned along dim 0 \(read as x @ W\)"):
+        fn.export(tmp_path / "artifact")
