@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
-import time
 import warnings
 
 import torch
 
 import sparse_mlir as sm
+from sparse_mlir.testing import median_ms
 
 
 class FFN(torch.nn.Module):
@@ -34,16 +33,6 @@ class FFN(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down(torch.nn.functional.gelu(self.up(x)))
-
-
-def median_ms(fn, x: torch.Tensor, repeats: int) -> float:
-    fn(x)  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn(x)
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -68,11 +57,11 @@ def main() -> None:
         baseline_fn = sm.compile(model, weight, example_args=(x,), mode="graph")
     reference = baseline_fn.effective_state_dict()
     with torch.no_grad():
-        eager = median_ms(model, x, args.repeats)
+        eager = median_ms(lambda: model(x), args.repeats)
         pruned = FFN().eval()
         pruned.load_state_dict({**model.state_dict(), **reference})
         gelu = torch.nn.functional.gelu(pruned.up(x)).numpy()
-    baseline = median_ms(baseline_fn, x, args.repeats)
+    baseline = median_ms(lambda: baseline_fn(x), args.repeats)
     print(f"machine: {platform.processor() or platform.machine()}, threads: 1 (torch and ours), "
           f"FFN 768->3072->768 (up.weight 90% CSR), M = {args.tokens}, medians of {args.repeats}")
     print(f"eager torch (dense weights): {eager:.2f} ms; compiled, GELU output dense: {baseline:.2f} ms")
@@ -88,7 +77,7 @@ def main() -> None:
                 warnings.simplefilter("ignore", sm.SparseFallbackWarning)
                 fn = sm.compile(model, {**weight, "gelu": sm.CSR(sparsifier=sparsifier)}, example_args=(x,),
                                 fuse_sparsifiers=fuse, mode="graph")
-            times[fuse] = median_ms(fn, x, args.repeats)
+            times[fuse] = median_ms(lambda: fn(x), args.repeats)
         rows.append({"sparsifier": name, "density": density, "fused_ms": times[True], "unfused_ms": times[False],
                      "unfused_over_fused": times[False] / times[True], "gelu_dense_over_fused": baseline / times[True]})
         print(f"{name:22} {density:8.2f} {times[True]:9.2f} {times[False]:11.2f} "

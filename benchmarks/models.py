@@ -43,7 +43,7 @@ import torch
 
 import sparse_mlir as sm
 from sparse_mlir.cpu import cpu_model, host_isa_flags
-from sparse_mlir.testing import import_torchvision, import_transformers
+from sparse_mlir.testing import import_torchvision, import_transformers, median_ms
 
 RESULTS = Path(__file__).resolve().parent / "results"
 log = logging.getLogger("benchmarks.models")
@@ -100,17 +100,6 @@ def _inputs(name: str, model: torch.nn.Module, phase: str) -> tuple[tuple, dict]
     if name.startswith(("LLaMA", "GPT")):
         return (ids,), {"use_cache": False}
     return (ids,), {"attention_mask": torch.ones(tokens, dtype=torch.long)}
-
-
-def _median_ms(function: Callable[[], Any], repeats: int) -> float:
-    for _ in range(2):
-        function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 def _paired_medians_ms(first: Callable[[], Any], second: Callable[[], Any], repeats: int) -> tuple[float, float]:
@@ -174,7 +163,7 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int,
                         with torch.no_grad():
                             inductor_fn = torch.compile(pruned)
                             inductor_fn(*args, **kwargs)
-                            baseline[(t, phase)] = _median_ms(lambda: inductor_fn(*args, **kwargs), repeats)
+                            baseline[(t, phase)] = median_ms(lambda: inductor_fn(*args, **kwargs), repeats, warmup=2)
                     inductor = baseline[(t, phase)]
                     with torch.no_grad():   # eager and ours alternate: drift hits both alike
                         eager, ours = _paired_medians_ms(lambda: pruned(*args, **kwargs),

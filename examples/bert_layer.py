@@ -9,23 +9,13 @@ weights (`effective_state_dict()`) and timed against eager dense PyTorch.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import torch
 
 import sparse_mlir as sm
 from sparse_mlir.models import BertLayer
-
-
-def median_seconds(fn, x: torch.Tensor, repeats: int) -> float:
-    fn(x)  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn(x)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from sparse_mlir.testing import median_ms
 
 
 def main() -> None:
@@ -40,7 +30,7 @@ def main() -> None:
     x = torch.randn(args.batch, args.seq, 768)
     print(f"BERT-base layer, x = {tuple(x.shape)}, torch threads = {torch.get_num_threads()}")
     with torch.no_grad():
-        dense_time = median_seconds(model, x, args.repeats)
+        dense_time = median_ms(lambda: model(x), args.repeats) / 1e3
     print(f"eager dense: {dense_time * 1e3:.1f} ms/call")
 
     variants = {
@@ -59,7 +49,7 @@ def main() -> None:
         with torch.no_grad():
             expected = reference(x)
         error = float((fn(x) - expected).abs().max())
-        call_time = median_seconds(fn, x, args.repeats)
+        call_time = median_ms(lambda: fn(x), args.repeats) / 1e3
         formats = sorted({s.format for s in fn.stats().values()})
         print(f"{label}: formats {formats}, compile {compile_time:.1f} s, "
               f"{call_time * 1e3:.1f} ms/call ({dense_time / call_time:.2f}x eager dense), "

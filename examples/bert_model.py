@@ -12,25 +12,14 @@ from __future__ import annotations
 
 import argparse
 import copy
-import statistics
 import time
 import warnings
-from typing import Any, Callable
+
 
 import torch
 
 import sparse_mlir as sm
-from sparse_mlir.testing import import_transformers
-
-
-def median_ms(call: Callable[[], Any], repeats: int) -> float:
-    call()   # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+from sparse_mlir.testing import import_transformers, median_ms
 
 
 def main() -> None:

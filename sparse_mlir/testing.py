@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import statistics
 import sys
+import time
 import types
-from typing import Any
+from typing import Any, Callable
 
 
 def import_torchvision() -> Any:
@@ -30,3 +32,16 @@ def import_transformers() -> Any:
     import transformers
     transformers.logging.set_verbosity_error()
     return transformers
+
+
+def median_ms(call: Callable[[], Any], repeats: int, warmup: int = 1) -> float:
+    """Median wall time of `call()` in milliseconds over `repeats` runs,
+    after `warmup` untimed ones (CPU: no device synchronisation)."""
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3

@@ -8,7 +8,7 @@ import logging
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import Hashable, Sequence
+from typing import Hashable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -59,24 +59,38 @@ def _ours_wins(ours_ms: float, torch_ms: float) -> bool:
 
 
 @functools.cache
-def dispatch_overhead_ms() -> float:
-    """What a call of a region from the model costs beyond the region's own
-    work (in eager mode the handle lookup; traced, torch's dispatcher):
-    charged to our side, since torch's op, where it wins, goes back into the
-    graph and pays none."""
-    from ..runtime.ops import REGIONS
-
-    from ..runtime.ops import sparse_mlir_linear
+def call_overhead_ms() -> float:
+    """What an eager call of a region from the model costs beyond the
+    region's own work (the traced check and the handle lookup of
+    runtime/ops.py), charged to our side: torch's op, where it wins, goes
+    back into the model and pays none. Under torch.compile the call goes
+    through torch's dispatcher (~18 us more), not charged: choices are made
+    for eager calls."""
+    from ..runtime.ops import REGIONS, sparse_mlir_linear
 
     result = torch.empty(1)
     handle = REGIONS.add(lambda x, buffers, bias: result)
     x, buffers = torch.empty(1, 1), [torch.empty(1) for _ in range(3)]
     try:
-        through_op = median_seconds(lambda: sparse_mlir_linear(x, buffers, None, 1, handle), repeats=201)
-        direct = median_seconds(lambda: REGIONS.get(handle)(x, buffers, None), repeats=201)
+        from_model = median_seconds(lambda: sparse_mlir_linear(x, buffers, None, 1, handle), repeats=201)
+        bare = median_seconds(lambda: result, repeats=201)
     finally:
         REGIONS.remove(handle)
-    return max(0.0, through_op - direct) * 1e3
+    return max(0.0, from_model - bare) * 1e3
+
+
+def torch_won_everywhere(regions: Mapping[int, "Region"]) -> set[int]:
+    """Handles of the live regions whose every choice so far is torch's op."""
+    return {handle for handle, region in regions.items() if not region.handed_back and region.choices
+            and all(choice.kernel is None for choice in region.choices.values())}
+
+
+def mark_handed_back(handle: int, region: "Region", readers: dict[str, list[str]]) -> None:
+    """Records that torch's op reads the region's weight again (the plan says why)."""
+    region.handed_back = True
+    op = f"sparse_mlir::{'conv2d' if region.op_name == 'conv2d' else 'linear'} (region {handle})"
+    readers[region.name] = [f"torch's {region.op_name} (region {handle} handed back: torch won at the "
+                            f"compile-time shapes)" if r == op else r for r in readers[region.name]]
 
 
 class Region:
@@ -220,7 +234,7 @@ class Region:
             # Each timed after the other, as they alternate in a model: the
             # other runtime's threads (torch's libgomp, our libomp) still
             # spin for a while after their op and compete for the cores.
-            call = dispatch_overhead_ms()
+            call = call_overhead_ms()
             ours = median_seconds(run_ours, before=run_torch) * 1e3 + call
             theirs = median_seconds(run_torch, before=run_ours) * 1e3
             _DECISIONS[key] = (ours, theirs, f"{'ours' if _ours_wins(ours, theirs) else 'torch'} "

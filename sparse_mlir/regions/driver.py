@@ -6,7 +6,7 @@ import logging
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -23,7 +23,7 @@ from ..weights import apply_sparsifier, pack
 from . import swap
 from .capture import capture
 from .kernels import KernelOptions
-from .base import Choice, Region
+from .base import Choice, Region, mark_handed_back, torch_won_everywhere
 from .conv import ConvRegion
 from .linear import LinearRegion
 from .module import RegionModule, SwappedModule
@@ -86,25 +86,15 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     in_out = _nm_read_as_in_out(graph_module, encodings, aliases)
     effective = {name: _sparsified(encoding, params[name], name, name in in_out)
                  for name, encoding in encodings.items()}
-    # Packed now: an index width too narrow fails before any kernel is
-    # built. (Regions reading W as [in, out] pack W^T themselves.)
-    packed = {name: pack(encoding, effective[name].numpy(), name) for name, encoding in encodings.items()
-              if effective[name].dim() == 2 and not isinstance(encoding, Dense) and name not in in_out}
     effective.update({alias: effective[name] for alias, name in aliases.items()})
     snapshot(graph_module, effective)
-    regions, readers = _replace_linears(graph_module, encodings, aliases, in_out, effective, packed, options,
-                                        cost_model)
+    regions, readers = _replace_linears(graph_module, encodings, aliases, in_out, effective, options, cost_model)
     _warn_other_readers(readers, encodings)
     module = RegionModule(graph_module, captured, regions, effective, {}, [], 0.0, encodings)
     if regions and warm_up:
-        # The example's shapes: kernels built and the cost model's choices
-        # made now, not in the first call.
-        module(*example_args, **example_kwargs)
-        _hand_back(graph_module, regions, readers)
-        eager = _eager_call(model, regions, module, example_args, example_kwargs)
-        if cost_model and not _keep_if_faster(module, eager, regions, example_args, example_kwargs):
-            _all_to_torch(regions)
-            _hand_back(graph_module, regions, readers)
+        _warm_up(module, regions, lambda: _hand_back(graph_module, regions, readers),
+                 _eager_call(model, regions, module, example_args, example_kwargs), example_args, example_kwargs,
+                 cost_model)
     _finish(module, regions, encodings, effective, readers, in_out)
     module.compile_seconds = time.perf_counter() - start
     log.info("compiled %s with %d sparse regions in %.2f s", type(model).__name__, len(regions),
@@ -124,17 +114,27 @@ def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], 
     effective.update({alias: effective[name] for alias, name in aliases.items()})
     module = SwappedModule(copied, regions, effective, encodings, example_args, example_kwargs)
     if regions and warm_up:
-        module(*example_args, **example_kwargs)   # kernels built, choices made now
-        swap.hand_back(copied, regions, paths, readers)
-        eager = swap.eager_call(copied, paths, example_args, example_kwargs)
-        if cost_model and not _keep_if_faster(module, eager, regions, example_args, example_kwargs):
-            _all_to_torch(regions)
-            swap.hand_back(copied, regions, paths, readers)
+        _warm_up(module, regions, lambda: swap.hand_back(copied, regions, paths, readers),
+                 swap.eager_call(copied, paths, example_args, example_kwargs), example_args, example_kwargs,
+                 cost_model)
     _finish(module, regions, encodings, effective, readers, in_out)
     module.compile_seconds = time.perf_counter() - start
     log.info("compiled %s (modules swapped) with %d sparse regions in %.2f s", type(model).__name__, len(regions),
              module.compile_seconds)
     return module
+
+
+def _warm_up(module: torch.nn.Module, regions: Mapping[int, Region], hand_back: Callable[[], None],
+             eager: Callable[[], Any], example_args: Sequence[Any], example_kwargs: Mapping[str, Any],
+             cost_model: bool) -> None:
+    """The example's shapes: kernels built and the cost model's choices made
+    now, not in the first call; regions torch won go back, and every region
+    does when the whole model is not faster than `eager`."""
+    module(*example_args, **example_kwargs)
+    hand_back()
+    if cost_model and not _keep_if_faster(module, eager, regions, example_args, example_kwargs):
+        _all_to_torch(regions)
+        hand_back()
 
 
 # A compiled model must beat eager by this much on the example, else every
@@ -310,8 +310,7 @@ def _rank(node: torch.fx.Node) -> int | None:
 
 def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str, Encoding],
                      aliases: Mapping[str, str], in_out: set[str], effective: Mapping[str, torch.Tensor],
-                     packed: Mapping[str, list], options: KernelOptions,
-                     cost_model: bool) -> tuple[dict[int, Region], dict[str, list[str]]]:
+                     options: KernelOptions, cost_model: bool) -> tuple[dict[int, Region], dict[str, list[str]]]:
     """Each linear use of an encoded float32 matrix -> sparse_mlir::linear.
     Returns the regions by handle and, per encoded weight, what reads it
     (fx node targets; regions as "sparse_mlir::linear (region h)")."""
@@ -320,6 +319,10 @@ def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str,
     by_key: dict[tuple, int] = {}
     readers: dict[str, list[str]] = {}
     buffer_nodes: dict[tuple, list[torch.fx.Node]] = {}
+    # Packed once per weight and orientation (W for F.linear, W^T for x @ W),
+    # by the first reader of that orientation; an index width too narrow
+    # fails here, before any kernel is built.
+    packs: dict[tuple[str, bool], list] = {}
     for node in list(graph.nodes):
         if node.op != "get_attr":
             continue
@@ -345,7 +348,9 @@ def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str,
             key = (name, use.bias is not None, use.transposed)
             if key not in by_key:
                 weight = effective[name].t().contiguous() if use.transposed else effective[name]
-                buffers = pack(encoding, weight.numpy(), name) if use.transposed else packed[name]
+                if (name, use.transposed) not in packs:
+                    packs[(name, use.transposed)] = pack(encoding, weight.numpy(), name)
+                buffers = packs[(name, use.transposed)]
                 region = LinearRegion(name, encoding, weight, buffers, use.bias is not None, options, cost_model)
                 handle = REGIONS.add(region)
                 regions[handle] = region
@@ -444,8 +449,7 @@ def _hand_back(graph_module: torch.fx.GraphModule, regions: Mapping[int, Region]
     """Regions whose every compile-time choice was torch's op get that op back
     in the graph: the custom op's call costs ~20 us, which small ops (a
     mobile net's convs) feel. Their packed buffers are dropped."""
-    back = {handle for handle, region in regions.items() if not region.handed_back
-            and region.choices and all(choice.kernel is None for choice in region.choices.values())}
+    back = torch_won_everywhere(regions)
     if not back:
         return
     graph = graph_module.graph
@@ -470,11 +474,7 @@ def _hand_back(graph_module: torch.fx.GraphModule, regions: Mapping[int, Region]
         delattr(graph_module, name)
     graph_module.recompile()
     for handle in back:
-        region = regions[handle]
-        region.handed_back = True
-        op = f"sparse_mlir::{'conv2d' if region.op_name == 'conv2d' else 'linear'} (region {handle})"
-        readers[region.name] = [f"torch's {region.op_name} (region {handle} handed back: torch won at the "
-                                f"compile-time shapes)" if r == op else r for r in readers[region.name]]
+        mark_handed_back(handle, regions[handle], readers)
 
 
 def _register_buffers(graph_module: torch.fx.GraphModule, name: str, transposed: bool,

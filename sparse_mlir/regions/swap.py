@@ -23,7 +23,7 @@ from ..encodings import NM, Dense, Encoding
 from ..importers.torch_fx import capture_lock
 from ..runtime.ops import REGIONS, sparse_mlir_conv2d, sparse_mlir_linear
 from ..weights import pack
-from .base import Region
+from .base import Region, mark_handed_back, torch_won_everywhere
 from .conv import ConvRegion
 from .kernels import KernelOptions
 from .linear import LinearRegion
@@ -207,15 +207,8 @@ def hand_back(model: torch.nn.Module, regions: Mapping[int, Region], paths: Mapp
               readers: dict[str, list[str]]) -> None:
     """Regions torch won everywhere at compile time: their original modules
     (with the pruned weight) go back in place of the stand-ins."""
-    for handle, region in regions.items():
-        if region.handed_back or not region.choices or \
-                any(choice.kernel is not None for choice in region.choices.values()):
-            continue
+    for handle in torch_won_everywhere(regions):
         for path in paths.get(handle, []):
             stand_in = model.get_submodule(path)
             _set(model, path, stand_in._original[0])
-        region.handed_back = True
-        op = f"sparse_mlir::{'conv2d' if region.op_name == 'conv2d' else 'linear'} (region {handle})"
-        readers[region.name] = [f"torch's {region.op_name} (region {handle} handed back: torch won at the "
-                                f"compile-time shapes)" if r == op else r for r in readers[region.name]]
-
+        mark_handed_back(handle, regions[handle], readers)

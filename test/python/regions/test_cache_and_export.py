@@ -15,6 +15,8 @@ import torch
 
 import sparse_mlir as sm
 
+from .modules import XW
+
 _CHILD = """
 import json, sys, torch, sparse_mlir as sm
 torch.manual_seed(0)
@@ -82,15 +84,6 @@ def test_export_with_keyword_inputs_says_why_not(tmp_path: Path) -> None:
         fn.export(tmp_path / "artifact")
 
 
-class _XW(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.randn(16, 24))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x @ self.w
-
-
 def _groups_along_dim0(weight: torch.Tensor, n: int, m: int) -> bool:
     """At most n nonzeros in every m consecutive entries of each column."""
     return bool(((weight.t().reshape(weight.shape[1], -1, m) != 0).sum(-1) <= n).all())
@@ -102,7 +95,7 @@ def test_nm_read_as_x_at_w_groups_its_reduction_dim_and_runs_a_region(encoding: 
     its n:m groups along dim 0, the reduction dimension, and runs on the n:m
     kernel over W^T; the plan says so."""
     torch.manual_seed(0)
-    model = _XW().eval()
+    model = XW().eval()
     x = torch.randn(3, 5, 16)
     fn = sm.compile(model, {"w": encoding}, example_args=(x,), mode="regions", cost_model=False)
     assert [r.name for r in fn.regions()] == ["w"]
@@ -119,7 +112,7 @@ def test_nm_read_both_as_x_at_w_and_by_f_linear_keeps_its_groups_and_warns() -> 
     """Read as [in, out] and as [out, in]: the groups stay along the stored
     last dim (F.linear's reduction); `x @ W` runs on torch with a warning."""
 
-    class Both(_XW):
+    class Both(XW):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x @ self.w + torch.nn.functional.linear(x @ self.w, self.w)[..., :24]
 
@@ -139,7 +132,7 @@ def test_nm_read_both_as_x_at_w_and_by_f_linear_keeps_its_groups_and_warns() -> 
 
 
 def test_nm_read_as_x_at_w_needs_whole_groups_along_dim_0() -> None:
-    class Odd(_XW):
+    class Odd(XW):
         def __init__(self) -> None:
             super().__init__()
             self.w = torch.nn.Parameter(torch.randn(18, 24))
@@ -151,7 +144,7 @@ def test_nm_read_as_x_at_w_needs_whole_groups_along_dim_0() -> None:
 
 def test_csr_read_as_x_at_w_runs_a_region_on_w_transposed() -> None:
     x = torch.randn(3, 16)
-    csr = sm.compile(_XW().eval(), {"w": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,),
+    csr = sm.compile(XW().eval(), {"w": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, example_args=(x,),
                      mode="regions", cost_model=False)
     assert [r.name for r in csr.regions()] == ["w"]   # CSR: W^T packed, read by the linear kernel
 
@@ -159,6 +152,6 @@ def test_csr_read_as_x_at_w_runs_a_region_on_w_transposed() -> None:
 def test_export_refuses_nm_pruned_along_dim_0(tmp_path) -> None:
     """The whole-graph artifact would re-prune x @ W's n:m weight along its
     last dim (other weights than fn's): refused with the reason."""
-    fn = sm.compile(_XW().eval(), {"w": sm.NM(2, 4)}, example_args=(torch.randn(3, 16),), cost_model=False)
+    fn = sm.compile(XW().eval(), {"w": sm.NM(2, 4)}, example_args=(torch.randn(3, 16),), cost_model=False)
     with pytest.raises(sm.SpecError, match=r"\['w'\] were pruned along dim 0 \(read as x @ W\)"):
         fn.export(tmp_path / "artifact")

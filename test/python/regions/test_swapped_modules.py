@@ -15,6 +15,8 @@ from sparse_mlir.regions.module import RegionModule, SwappedModule
 from sparse_mlir.regions.swap import SparseConv2d, SparseLinear
 from sparse_mlir.testing import import_transformers
 
+from .modules import XW
+
 CSR = sm.CSR(sparsifier=sm.ScalarFraction(0.8))
 
 
@@ -142,14 +144,6 @@ def test_swapped_convs_match_eager() -> None:
 
 
 def test_functional_readers_go_through_the_graph_capture() -> None:
-    class XW(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.w = torch.nn.Parameter(torch.randn(16, 24))
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x @ self.w
-
     fn = _compile(XW().eval(), {"w": CSR}, torch.randn(3, 16), cost_model=False)
     assert isinstance(fn, RegionModule) and [r.name for r in fn.regions()] == ["w"]
     with pytest.raises(sm.SpecError, match="capture_by='modules' needs every encoded weight held"):
