@@ -11,9 +11,11 @@ weight on torch) is pruned and encoded: 70% and
 90% CSR (magnitude), 2:4, 2:4 with one pattern per 4 rows. For each model,
 format and thread count (1, 2: torch's, which our kernels share):
 
-- eager      the pruned model in torch (weights with the zeros)
+- eager      the pruned model in torch (weights with the zeros), as written
+             (channels-first for the CNNs)
 - inductor   torch.compile(pruned model), default mode
-- ours       sm.compile(model, encodings, mode="regions") with the cost model
+- ours       sm.compile(model, encodings) with the cost model, compiled at the
+             thread count it runs with (the cost model's choices depend on it)
 
 Medians of --repeats calls after warm-up calls, eager and ours alternating;
 each compiled output is checked against eager on the same weights first.
@@ -136,22 +138,24 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int,
             if name.startswith(CONV_MODELS) and ":" in fmt:
                 continue   # n:m groups along a conv's kw (1 or 3 wide) do not exist
             encodings = {n: FORMATS[fmt]() for n in weights}
-            args, kwargs = _inputs(name, model, "prefill")
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                start = time.perf_counter()
-                try:
-                    fn = sm.compile(model, encodings, example_args=args, example_kwargs=kwargs, mode="regions")
-                except sm.SparseMLIRError as error:
-                    log.warning("%s %s: %s", name, fmt, error)
-                    rows.append(dict(model=name, format=fmt, error=str(error)[:300]))
-                    continue
-                compile_s = time.perf_counter() - start
-            pruned = copy.deepcopy(model).eval()
-            pruned.load_state_dict({**model.state_dict(), **fn.effective_state_dict()})
             for t in threads:
+                # Compiled at the thread count it runs with, as a user would:
+                # the cost model's choices (and hand-backs) depend on it.
                 torch.set_num_threads(t)
                 sm.set_num_threads(None)   # our kernels follow torch's count
+                args, kwargs = _inputs(name, model, "prefill")
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    start = time.perf_counter()
+                    try:
+                        fn = sm.compile(model, encodings, example_args=args, example_kwargs=kwargs)
+                    except sm.SparseMLIRError as error:
+                        log.warning("%s %s: %s", name, fmt, error)
+                        rows.append(dict(model=name, format=fmt, error=str(error)[:300]))
+                        break
+                    compile_s = time.perf_counter() - start
+                pruned = copy.deepcopy(model).eval()
+                pruned.load_state_dict({**model.state_dict(), **fn.effective_state_dict()})
                 for phase in phases:
                     args, kwargs = _inputs(name, model, phase)
                     with torch.no_grad():
@@ -178,7 +182,7 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int,
                     log.warning("%s %s %d thr %s: eager %.1f ms, inductor %.1f ms, ours %.1f ms -> %.2fx eager, "
                                 "%.2fx inductor (compile %.1f s)", name, fmt, t, phase, eager, inductor, ours,
                                 eager / ours, inductor / ours, compile_s)
-            del fn
+                del fn
         if on_model_done is not None:
             on_model_done(rows)   # partial results survive an interrupted run
     return rows

@@ -137,13 +137,13 @@ class Region:
     def __call__(self, x: torch.Tensor, buffers: Sequence[torch.Tensor], bias: torch.Tensor | None) -> torch.Tensor:
         self._check(x)
         # Which side is faster depends on the threads each may use.
-        key = (tuple(x.shape), torch.get_num_threads(), get_num_threads())
+        key = (tuple(x.shape), self._layout(x), torch.get_num_threads(), get_num_threads())
         choice = self.choices.get(key)
         if choice is None:
             with self._lock:
                 if key not in self.choices:
                     self.choices[key] = self._decide(x, bias)
-                    log.info("%s, input %s, threads %d / %d: %s", self.name, list(key[0]), key[1], key[2],
+                    log.info("%s, input %s, threads %d / %d: %s", self.name, list(key[0]), key[2], key[3],
                              self.choices[key].reason)
                 choice = self.choices[key]
         if choice.kernel is None or self.force_torch or x.dtype != torch.float32 or x.device.type != "cpu":
@@ -220,7 +220,7 @@ class Region:
         compiled = built[pieces[0].size]
         for message in dict.fromkeys(m for c in built.values() for m in c.fallbacks):
             self._warn(message.replace("tensor 'weight'", f"tensor '{self.name}'"))
-        bound = self._packed if compiled.stored_sparse else [self._matrix.contiguous().numpy()]
+        bound = self._bound(x, compiled.stored_sparse)
         kernel = PieceKernels(pieces, {size: Kernel(c.function, bound, 2, np.float32, owner=c)
                                        for size, c in built.items()})
         if not self._cost_model:
@@ -245,6 +245,14 @@ class Region:
             shared = ", measured on a weight of the same shape, format and density"
         ours, theirs, reason = _DECISIONS[key]
         return Choice(tokens, kernel if _ours_wins(ours, theirs) else None, ours, theirs, reason + shared, compiled)
+
+    def _layout(self, x: torch.Tensor) -> Hashable:
+        """What of x's memory layout the kernel path depends on."""
+        return None
+
+    def _bound(self, x: torch.Tensor, stored_sparse: bool) -> list[np.ndarray]:
+        """The weight arguments the kernel is called with for inputs like x."""
+        return self._packed if stored_sparse else [self._matrix.contiguous().numpy()]
 
     def _measure_key(self, x: torch.Tensor) -> Hashable:
         """What else the measurement depends on (the op's own parameters)."""

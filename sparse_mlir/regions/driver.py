@@ -112,16 +112,34 @@ def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], 
     copied, regions, readers, paths = swap.swap(model, found, encodings, effective, options, cost_model)
     _warn_other_readers(readers, encodings)
     effective.update({alias: effective[name] for alias, name in aliases.items()})
+    convs = [region for region in regions.values() if isinstance(region, ConvRegion)]
+    if convs:
+        _channels_last(copied, convs, True)
     module = SwappedModule(copied, regions, effective, encodings, example_args, example_kwargs)
     if regions and warm_up:
-        _warm_up(module, regions, lambda: swap.hand_back(copied, regions, paths, readers),
-                 swap.eager_call(copied, paths, example_args, example_kwargs), example_args, example_kwargs,
-                 cost_model)
+        # Eager as the user runs it (their layout); their model where calling
+        # it changes nothing (eval mode).
+        eager = ((lambda: model(*example_args, **example_kwargs)) if not model.training
+                 else swap.eager_call(copied, paths, example_args, example_kwargs))
+        _warm_up(module, regions, lambda: swap.hand_back(copied, regions, paths, readers), eager, example_args,
+                 example_kwargs, cost_model)
+        if convs and all(region.handed_back for region in convs):
+            _channels_last(copied, convs, False)
     _finish(module, regions, encodings, effective, readers, in_out)
     module.compile_seconds = time.perf_counter() - start
     log.info("compiled %s (modules swapped) with %d sparse regions in %.2f s", type(model).__name__, len(regions),
              module.compile_seconds)
     return module
+
+
+def _channels_last(model: torch.nn.Module, convs: Sequence[ConvRegion], on: bool) -> None:
+    """A model with conv regions runs channels-last: their 1x1 convs then
+    read x as it is and write y as it is (no layout copies), and torch's
+    convs around them (oneDNN) prefer it too. Undone where every conv region
+    went back to torch."""
+    model.to(memory_format=torch.channels_last if on else torch.contiguous_format)
+    for region in convs:
+        region.channels_last = on
 
 
 def _warm_up(module: torch.nn.Module, regions: Mapping[int, Region], hand_back: Callable[[], None],

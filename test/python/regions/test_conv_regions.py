@@ -70,3 +70,62 @@ def test_conv_fake_shape_for_torch_compile() -> None:
     compiled = torch.compile(fn, backend="aot_eager", dynamic=True)
     x = torch.randn(3, 4, 11, 7)
     torch.testing.assert_close(compiled(x), model(x).detach(), rtol=1e-4, atol=1e-4)
+
+
+def _conv_weights_channels_last(module: torch.nn.Module) -> list[bool]:
+    return [p.is_contiguous(memory_format=torch.channels_last) and not p.is_contiguous()
+            for p in module.parameters() if p.dim() == 4 and p.shape[1] > 1 and p.shape[2] * p.shape[3] > 1]
+
+
+def test_conv_regions_run_the_model_channels_last() -> None:
+    """The swapped model runs channels-last: 1x1 convs read and write it as
+    it is, k x k CSR convs gather (kh, kw, C) rows; inputs of either layout
+    and other sizes match eager, outputs are channels-last as torch's conv
+    with a channels-last weight."""
+    torch.manual_seed(0)
+    model = ConvNet().eval()
+    names = ("stem.weight", "point.weight", "dilated.weight", "strided.weight")
+    encoding = sm.CSR(sparsifier=sm.ScalarFraction(0.8))
+    fn = sm.compile(model, {name: encoding for name in names}, example_args=(torch.randn(2, 3, 20, 20),),
+                    cost_model=False)
+    assert all(region.channels_last for region in fn.regions())
+    assert all(_conv_weights_channels_last(fn.model))
+    model.load_state_dict(fn.effective_state_dict(), strict=False)
+    for shape in [(2, 3, 20, 20), (1, 3, 17, 23)]:
+        x = torch.randn(*shape)
+        for given in (x, x.contiguous(memory_format=torch.channels_last)):
+            y = fn(given)
+            torch.testing.assert_close(y, model(x).detach(), rtol=1e-4, atol=1e-4)
+            assert y.is_contiguous(memory_format=torch.channels_last)
+    layouts = {key[1] for region in fn.regions() for key in region.choices}
+    assert {"hwc", "cl"} <= layouts
+
+
+def test_hwc_columns_are_the_unfold_reordered() -> None:
+    """The channels-last im2col (padding, stride, dilation) against F.unfold."""
+    from sparse_mlir.regions.conv import ConvRegion
+    from sparse_mlir.regions.kernels import KernelOptions
+
+    torch.manual_seed(0)
+    weight = torch.randn(6, 5, 3, 2)
+    region = ConvRegion("w", sm.CSR(), weight, [], False, (2, 1), (1, 2), (2, 1), KernelOptions(), False)
+    x = torch.randn(2, 5, 9, 8).contiguous(memory_format=torch.channels_last)
+    hwc = region._columns(x)
+    unfolded = torch.nn.functional.unfold(x, (3, 2), (2, 1), (1, 2), (2, 1))   # [N, C*kh*kw, L]
+    expected = unfolded.view(2, 5, 3, 2, -1).permute(0, 4, 2, 3, 1).reshape(hwc.shape)
+    torch.testing.assert_close(hwc, expected, rtol=0, atol=0)
+
+
+def test_every_conv_region_handed_back_undoes_channels_last(monkeypatch) -> None:
+    from sparse_mlir.regions import base
+
+    monkeypatch.setattr(base, "_ours_wins", lambda ours, theirs: False)
+    torch.manual_seed(0)
+    model = ConvNet().eval()
+    fn = sm.compile(model, {"point.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8))},
+                    example_args=(torch.randn(2, 3, 20, 20),))
+    assert all(region.handed_back and not region.channels_last for region in fn.regions())
+    assert not any(_conv_weights_channels_last(fn.model))
+    model.load_state_dict(fn.effective_state_dict(), strict=False)
+    x = torch.randn(2, 3, 20, 20)
+    torch.testing.assert_close(fn(x), model(x).detach(), rtol=1e-5, atol=1e-5)
