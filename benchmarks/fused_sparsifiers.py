@@ -67,7 +67,7 @@ def main() -> None:
     print(f"eager torch (dense weights): {eager:.2f} ms; compiled, GELU output dense: {baseline:.2f} ms")
     print(f"{'GELU sparsifier (CSR)':22} {'density':>8} {'fused ms':>9} {'unfused ms':>11} "
           f"{'unfused/fused':>14} {'vs GELU dense':>14}")
-    from sparse_mlir.weights import apply_sparsifier
+    from sparse_mlir.compiler.weights import apply_sparsifier
     rows = []
     for name, sparsifier in sparsifiers.items():
         density = float((apply_sparsifier(sparsifier, gelu) != 0).mean())

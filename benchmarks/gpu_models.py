@@ -1,7 +1,7 @@
 """Whole target="cuda" models, compiled and exported on one machine (no GPU
 needed) and run on a GPU machine without the compiler, two ways: from their
 artifacts (host code), and as the torch graph a call runs in process
-(`sparse_mlir.cuda.graph`: the model re-exported there with torch, its 2:4
+(`sparse_mlir.runtime.cuda.graph`: the model re-exported there with torch, its 2:4
 linears on the prepared kernels). Numerics against eager PyTorch on the
 same pruned weights, call time against eager PyTorch on the GPU.
 
@@ -57,7 +57,7 @@ def build(name: str) -> tuple[torch.nn.Module, torch.Tensor]:
 
 def prepare(directory: Path) -> None:
     import sparse_mlir as sm
-    from sparse_mlir.cuda import compile_cuda
+    from sparse_mlir.compiler.cuda import compile_cuda
 
     directory.mkdir(parents=True, exist_ok=True)
     for name, (_, _, _, options) in MODELS.items():
@@ -75,9 +75,9 @@ def graph_executor(model: torch.nn.Module, x: torch.Tensor, kernels_dir: Path) -
     """The torch graph a compiled model's call runs, rebuilt here with torch
     alone: the model exported on this machine, its 2:4 linears on the
     kernels prepared by the compiler."""
-    from sparse_mlir.cuda.graph import GraphExecutor, load_kernels
-    from sparse_mlir.cuda.launch import PtxModule
-    from sparse_mlir.importers.torch_fx import export_program
+    from sparse_mlir.runtime.cuda.graph import GraphExecutor, load_kernels
+    from sparse_mlir.runtime.cuda.launch import PtxModule
+    from sparse_mlir.compiler.importers.torch_fx import export_program
 
     kernels, ptx = load_kernels(kernels_dir)
     module = PtxModule(ptx)

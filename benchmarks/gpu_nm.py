@@ -11,9 +11,9 @@ reference on the same pruned weight.
                                                          # per kernel from the CUDA toolkit's ptxas
 
 `run` generates each weight on the spot (seeded), prunes it 2:4 by
-magnitude, packs it with `sparse_mlir.cuda.nm24.compress` (the layout the
+magnitude, packs it with `sparse_mlir.runtime.cuda.nm24.compress` (the layout the
 compiler's kernels read) and launches the compiled PTX through the driver
-(`sparse_mlir.cuda.launch`) on device tensors, on torch's stream: kernel time
+(`sparse_mlir.runtime.cuda.launch`) on device tensors, on torch's stream: kernel time
 only, as for torch's rows. Times are CUDA-event medians of `--rounds` rounds
 of `--batch` back-to-back calls after warm-up. Like torch's, our kernels
 write y in f16/bf16 (the linear's truncation fused into their epilogue).
@@ -48,7 +48,7 @@ def prepare(directory: Path, shapes: list[tuple[int, int, int]], mma_ks: tuple[i
             ) -> list[dict[str, Any]]:
     """Compiles one linear per shape, dtype and mma_k; writes its PTX and launch spec."""
     import sparse_mlir as sm
-    from sparse_mlir.cuda import compile_cuda
+    from sparse_mlir.compiler.cuda import compile_cuda
 
     directory.mkdir(parents=True, exist_ok=True)
     specs = []
@@ -95,8 +95,8 @@ def event_time(fn: Callable[[], Any], batch: int, rounds: int) -> float:
 
 
 def run_spec(spec: dict[str, Any], directory: Path, modules: dict[str, Any], batch: int, rounds: int) -> dict:
-    from sparse_mlir.cuda.launch import TORCH_DTYPES, PtxModule
-    from sparse_mlir.cuda.nm24 import compress
+    from sparse_mlir.runtime.cuda.launch import TORCH_DTYPES, PtxModule
+    from sparse_mlir.runtime.cuda.nm24 import compress
 
     dtype = DTYPES[spec["dtype"]]
     tokens, depth, rows = spec["tokens"], spec["in"], spec["out"]
@@ -142,7 +142,7 @@ def run_spec(spec: dict[str, Any], directory: Path, modules: dict[str, Any], bat
 
 
 def run(directory: Path, out: Path, batch: int, rounds: int, only: str | None) -> int:
-    from sparse_mlir.cuda.driver import CudaUnavailableError, require_device
+    from sparse_mlir.runtime.cuda.driver import CudaUnavailableError, require_device
 
     try:
         require_device()

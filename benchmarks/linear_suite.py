@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 import sparse_mlir as sm
-from sparse_mlir.cpu import cpu_model, host_isa_flags, vector_lanes
+from sparse_mlir.runtime.cpu import cpu_model, host_isa_flags, vector_lanes
 from sparse_mlir.models import BertLayer
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 import sparse_mlir as sm
-from sparse_mlir.artifact import c_dir
+from sparse_mlir.runtime.artifact import c_dir
 from sparse_mlir.models import MLP
 
 WIDTHS = [256, 512, 128]

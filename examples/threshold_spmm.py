@@ -13,7 +13,7 @@ from mlir.dialects import func, linalg
 
 import sparse_mlir as sm
 from sparse_mlir.dialects import smlir
-from sparse_mlir.jit import invoke, jit
+from sparse_mlir.compiler.jit import invoke, jit
 
 M, K, N = 64, 32, 16
 THRESHOLD = 0.5

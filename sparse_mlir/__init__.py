@@ -13,16 +13,16 @@ artifacts never loads the compiler (MLIR, torch-mlir), and the
 
 from __future__ import annotations
 
-from ._lazy import lazy_getattr
-from .errors import CompileError, SparseFallbackWarning, SparseMLIRError, SpecError
+from sparse_mlir._lazy import lazy_getattr
+from sparse_mlir.errors import CompileError, SparseFallbackWarning, SparseMLIRError, SpecError
 
 __version__ = "0.1.0"
 
 _LAZY_NAMES = {
-    "artifact": ("ArtifactError", "LoadedModule", "load"),
-    "memory": ("cached_bytes", "release_cached_memory"),
-    "threads": ("get_num_threads", "set_num_threads"),
-    "compiler": ("compile", "CompiledModule", "PlanEntry"),
+    "runtime.artifact": ("ArtifactError", "LoadedModule", "load"),
+    "runtime.memory": ("cached_bytes", "release_cached_memory"),
+    "runtime.threads": ("get_num_threads", "set_num_threads"),
+    "compiler.driver": ("compile", "CompiledModule", "PlanEntry"),
     "context": ("make_context",),
     "encodings": ("BSR", "COO", "CSC", "CSR", "NM", "Dense", "Encoding"),
     "sparsifiers": ("BlockFraction", "KeepAll", "NMMagnitude", "RandomFraction", "ScalarFraction", "Sparsifier",

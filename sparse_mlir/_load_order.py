@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from .errors import SparseMLIRError
+from sparse_mlir.errors import SparseMLIRError
 
 
 class LoadOrderError(SparseMLIRError, ImportError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from numbers import Integral, Real
 
-from .errors import SpecError
+from sparse_mlir.errors import SpecError
 
 INDEX_WIDTHS = (0, 8, 16, 32, 64)
 

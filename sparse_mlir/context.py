@@ -6,12 +6,12 @@ import functools
 from collections.abc import Callable
 from typing import TypeVar
 
-from . import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
+from sparse_mlir import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
 
 from mlir import ir
 
-from . import _smlir
-from .dialects import smlir as _smlir_ops  # noqa: F401  (typed op views for smlir.*)
+from sparse_mlir import _smlir
+from sparse_mlir.dialects import smlir as _smlir_ops  # noqa: F401  (typed op views for smlir.*)
 
 
 def make_context() -> ir.Context:

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
+from sparse_mlir import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
 
 from mlir import ir
 
-from . import _smlir
-from ._literals import int_list_literal
-from ._validate import check_block, check_nm, check_rows, check_storage_block, check_width
-from .context import parse_attribute, query_attribute
-from .errors import SpecError
-from .sparsifiers import KeepAll, NMMagnitude, Sparsifier
+from sparse_mlir import _smlir
+from sparse_mlir._literals import int_list_literal
+from sparse_mlir._validate import check_block, check_nm, check_rows, check_storage_block, check_width
+from sparse_mlir.context import parse_attribute, query_attribute
+from sparse_mlir.errors import SpecError
+from sparse_mlir.sparsifiers import KeepAll, NMMagnitude, Sparsifier
 
 
 @dataclass(frozen=True)

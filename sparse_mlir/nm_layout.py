@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import SpecError
+from sparse_mlir.errors import SpecError
 
 
 def nm_kept(w: np.ndarray, n: int, m: int, name: str = "tensor") -> tuple[np.ndarray, np.ndarray]:

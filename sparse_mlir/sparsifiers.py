@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
+from sparse_mlir import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
 
 from mlir import ir
 
-from . import _smlir
-from ._literals import f64_literal, int_list_literal
-from ._validate import check_block, check_fraction, check_int, check_nm, check_rows, check_threshold
-from .errors import SpecError
-from .context import parse_attribute, query_attribute
+from sparse_mlir import _smlir
+from sparse_mlir._literals import f64_literal, int_list_literal
+from sparse_mlir._validate import check_block, check_fraction, check_int, check_nm, check_rows, check_threshold
+from sparse_mlir.errors import SpecError
+from sparse_mlir.context import parse_attribute, query_attribute
 
 
 class Sparsifier:

@@ -5,7 +5,7 @@
  *
  *   cc -I<this dir> app.c <this dir>/sparse_mlir_runtime.c -ldl
  *
- * (`python -c "import sparse_mlir.artifact as a; print(a.c_dir())"` prints
+ * (`python -c "import sparse_mlir.runtime.artifact as a; print(a.c_dir())"` prints
  * this directory). The threads of parallel kernels come from the libomp the
  * artifact carries; OMP_NUM_THREADS sets how many.
  *

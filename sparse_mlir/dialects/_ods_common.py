@@ -1,6 +1,6 @@
 """Lets mlir-tblgen's generated op classes live outside the `mlir` package."""
 
-from .. import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
+from sparse_mlir import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
 
 from mlir.dialects._ods_common import *  # noqa: F401,F403
 from mlir.dialects._ods_common import _cext  # noqa: F401

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from .. import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
+from sparse_mlir import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
 
 from mlir import ir
 
-from .. import _smlir
-from ._ods_common import _cext
-from ._smlir_ops_gen import *  # noqa: F401,F403
-from ._smlir_ops_gen import SparsifyOp, _Dialect  # noqa: F401
+from sparse_mlir import _smlir
+from sparse_mlir.dialects._ods_common import _cext
+from sparse_mlir.dialects._smlir_ops_gen import *  # noqa: F401,F403
+from sparse_mlir.dialects._smlir_ops_gen import SparsifyOp, _Dialect  # noqa: F401
 
 # Let MLIR's Python registry find this module when it meets an `smlir.*` op
 # (it only looks in `mlir.dialects` by default).

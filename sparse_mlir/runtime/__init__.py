@@ -1,8 +1,14 @@
-"""What compiled sparse regions need at run time, without MLIR.
+"""What compiled models need at run time, without MLIR.
 
-`ops` registers the torch custom op `sparse_mlir::linear` (with a fake
-implementation, so torch.export and torch.compile trace through it) and the
-registry of region kernels it dispatches to. The compiler side
-(`sparse_mlir.regions`) builds the kernels and imports this package; this
-package never imports the compiler.
+- `ops`: the torch custom ops `sparse_mlir::linear` / `::conv2d` (with fake
+  implementations, so torch.export and torch.compile trace through them)
+  and the registry of region kernels they dispatch to;
+- `memref`, `callable`: the kernels' calling convention (memref
+  descriptors, checked inputs);
+- `artifact`: the artifact format and `load()`; `threads`, `memory`,
+  `cpu`: OpenMP threads, the allocation cache, host CPU features;
+- `cuda`: running target="cuda" code.
+
+The compiler (`sparse_mlir.compiler`) builds kernels and imports this
+package; this package never imports the compiler.
 """

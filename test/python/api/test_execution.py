@@ -9,8 +9,8 @@ import pytest
 from mlir import ir, passmanager
 
 import sparse_mlir as sm
-from sparse_mlir.jit import invoke, jit
-from sparse_mlir.weights import apply_sparsifier
+from sparse_mlir.compiler.jit import invoke, jit
+from sparse_mlir.compiler.weights import apply_sparsifier
 
 M, K, N = 16, 32, 8
 

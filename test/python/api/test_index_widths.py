@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import sparse_mlir as sm
-from sparse_mlir.weights import index_limit, pack
+from sparse_mlir.compiler.weights import index_limit, pack
 
 
 def _ones(rows: int, cols: int) -> np.ndarray:

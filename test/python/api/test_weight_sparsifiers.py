@@ -1,4 +1,4 @@
-"""The numpy sparsifiers of sparse_mlir.weights against slow, obvious loops.
+"""The numpy sparsifiers of sparse_mlir.compiler.weights against slow, obvious loops.
 
 These are the references of the MLIR lowerings (scalar / block fraction,
 transposable n:m), so their tie and NaN rules are pinned down here.
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import sparse_mlir as sm
-from sparse_mlir.weights import apply_sparsifier, pack
+from sparse_mlir.compiler.weights import apply_sparsifier, pack
 
 
 def _magnitude_order(values: list[float]) -> list[int]:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 import sparse_mlir as sm
-from sparse_mlir.weights import apply_sparsifier
+from sparse_mlir.compiler.weights import apply_sparsifier
 
 
 def _torch_sparsifier(sparsifier: sm.Sparsifier, call: int) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -1,4 +1,4 @@
-"""The allocation cache compiled code takes its buffers from (sparse_mlir.memory)."""
+"""The allocation cache compiled code takes its buffers from (sparse_mlir.runtime.memory)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,8 @@ import torch
 
 import sparse_mlir as sm
 from conftest import REPO_ROOT
-from sparse_mlir import artifact
+from sparse_mlir.compiler import export
+from sparse_mlir.runtime import artifact, cpu
 from sparse_mlir.models import MLP, BertLayer
 
 # Imports of the compiler are refused in the loading process.
@@ -221,15 +222,15 @@ def _rewrite_header(path: Path, **fields: object) -> None:
     genuinely different artifact, not a corrupted one)."""
     blob = bytearray((path / artifact.WEIGHTS).read_bytes())
     names = ("magic", "crc", "version", "flags", "inputs", "buffers", "library_crc", "data_offset", "cpu")
-    values = dict(zip(names, artifact._HEADER.unpack_from(blob)))
+    values = dict(zip(names, artifact.HEADER.unpack_from(blob)))
     values.update(fields)
-    artifact._HEADER.pack_into(blob, 0, *values.values())
+    artifact.HEADER.pack_into(blob, 0, *values.values())
     struct.pack_into("<I", blob, 8, zlib.crc32(memoryview(blob)[12:]))
     (path / artifact.WEIGHTS).write_bytes(blob)
 
 
 def _missing_isa_flag() -> str:
-    missing = sorted(artifact.ISA_FLAGS - set(artifact.host_isa_flags()) - {"fp", "asimd"})
+    missing = sorted(cpu.ISA_FLAGS - set(artifact.host_isa_flags()) - {"fp", "asimd"})
     if not missing:
         pytest.skip("this CPU has every ISA extension the loader knows: no feature can be missing")
     return next((f for f in ("avx512f", "amx_tile", "avx512_fp16") if f in missing), missing[0])
@@ -320,7 +321,7 @@ def test_export_errors(exported: dict[str, dict], tmp_path: Path) -> None:
         fn.export(occupied)
     assert occupied.read_text() == "keep me"
     with pytest.raises(sm.ArtifactError, match="needs a C compiler driver|linking the compiled code failed"):
-        artifact.export(fn, tmp_path / "a.smlir", linker=str(tmp_path / "no-such-cc"))
+        export.export(fn, tmp_path / "a.smlir", linker=str(tmp_path / "no-such-cc"))
     again = fn.export(exported["mlp_csr"]["artifact"])  # an existing artifact is replaced
     assert torch.equal(sm.load(again)(exported["mlp_csr"]["x"][0]), exported["mlp_csr"]["expected"][0])
 

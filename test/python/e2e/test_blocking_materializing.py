@@ -1,7 +1,7 @@
 """Scalar / block fraction and transposable n:m in compiled code.
 
 On intermediates they run in the kernel (radix select, per-tile greedy); the
-numpy sparsifiers of sparse_mlir.weights are the reference, ties and NaNs
+numpy sparsifiers of sparse_mlir.compiler.weights are the reference, ties and NaNs
 included. A transposable 2:4 weight is sparsified at compile time.
 """
 
@@ -15,7 +15,7 @@ import torch
 
 import sparse_mlir as sm
 from sparse_mlir.models import MLP
-from sparse_mlir.weights import apply_sparsifier
+from sparse_mlir.compiler.weights import apply_sparsifier
 
 from .reference import compile_and_check
 

@@ -150,7 +150,7 @@ def test_sub_byte_buffer_is_a_compile_error_not_an_abort(tmp_path) -> None:
     script = textwrap.dedent("""
         from mlir import ir, passmanager
         import sparse_mlir as sm
-        from sparse_mlir.compiler import pipeline_pieces
+        from sparse_mlir.compiler.pipeline import pipeline_pieces
         from sparse_mlir.context import make_context
         text = '''
         func.func @main(%m: memref<4xf4E2M1FN>, %i: index) -> f4E2M1FN attributes {llvm.emit_c_interface} {

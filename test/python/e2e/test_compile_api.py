@@ -97,7 +97,7 @@ def test_calls_from_several_threads(compiled_linear: sm.CompiledModule) -> None:
 
 def test_importer_process_is_reused_and_restarted() -> None:
     """torch-mlir runs in one long-lived worker; a worker that died is replaced."""
-    from sparse_mlir.importers import torch_fx
+    from sparse_mlir.compiler.importers import torch_fx
 
     sm.compile(_linear(), {}, example_args=(_x(3, 16),), mode="graph")
     worker = torch_fx._SERVER._process
@@ -114,7 +114,7 @@ def test_importer_process_is_reused_and_restarted() -> None:
 def test_imported_graphs_are_reused(monkeypatch: pytest.MonkeyPatch) -> None:
     """The same graph and constants import to the same text: the worker is
     asked once; other weights, encodings or buffers still compile right."""
-    from sparse_mlir.importers import torch_fx
+    from sparse_mlir.compiler.importers import torch_fx
 
     requests: list[object] = []
     request = torch_fx._SERVER.request

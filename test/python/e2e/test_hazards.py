@@ -19,7 +19,7 @@ HAZARD = textwrap.dedent("""
     import sparse_mlir as sm
     from torch_mlir import fx
     from mlir import ir, passmanager
-    from sparse_mlir.jit import invoke, jit
+    from sparse_mlir.compiler.jit import invoke, jit
 
     class WxT(torch.nn.Module):
         def forward(self, w, x):

@@ -43,7 +43,7 @@ def _live_contexts() -> int:
 
 def test_dropped_compiled_model_releases_its_mlir_context() -> None:
     """Each compile's Context (~2.7 MB) lived on in a cycle through the
-    diagnostic handler of `compiler._Diagnostics` after the model was dropped."""
+    diagnostic handler of `compiler.pipeline.Diagnostics` after the model was dropped."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8)).eval()
     x = torch.randn(4, 32)

@@ -99,7 +99,7 @@ def test_weights_past_the_l2_budget_run_in_row_chunks(fmt: str) -> None:
 
 
 def test_vector_lanes_default_to_the_host_and_are_checked() -> None:
-    from sparse_mlir.cpu import host_isa_flags, vector_lanes
+    from sparse_mlir.runtime.cpu import host_isa_flags, vector_lanes
     assert vector_lanes() == (16 if "avx512f" in host_isa_flags() else 8)
     model = _linear(32, 8)
     x = torch.randn(4, 32)
@@ -175,7 +175,7 @@ def test_row_kernels_are_threaded_and_thread_count_does_not_change_them() -> Non
 
 
 def test_openmp_is_used_when_available() -> None:
-    from sparse_mlir.threads import openmp_available
+    from sparse_mlir.runtime.threads import openmp_available
 
     if not openmp_available():
         pytest.skip("no libomp on this machine (bash dev.sh installs Debian's libomp5)")

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import sparse_mlir as sm
-from sparse_mlir import threads
+from sparse_mlir.runtime import threads
 
 
 def _needs_torch_libgomp() -> None:
@@ -97,7 +97,7 @@ def test_libomp_can_be_chosen_and_computes_the_same() -> None:
         pytest.skip("no libomp on this machine (bash dev.sh installs Debian's libomp5)")
     result = _run("""
         import torch, sparse_mlir as sm
-        from sparse_mlir import threads
+        from sparse_mlir.runtime import threads
         torch.manual_seed(0)
         model = torch.nn.Linear(40, 17)
         x = torch.randn(9, 40)
@@ -112,6 +112,6 @@ def test_libomp_can_be_chosen_and_computes_the_same() -> None:
 
 
 def test_an_unknown_runtime_choice_is_a_clear_error() -> None:
-    result = _run("import sparse_mlir.threads as t; t.openmp_available()", SPARSE_MLIR_OPENMP="intel")
+    result = _run("import sparse_mlir.runtime.threads as t; t.openmp_available()", SPARSE_MLIR_OPENMP="intel")
     assert result.returncode != 0
     assert "SPARSE_MLIR_OPENMP='intel'" in result.stderr and "'torch'" in result.stderr

@@ -7,9 +7,9 @@ import torch
 from torch import nn
 
 import sparse_mlir as sm
-from sparse_mlir.importers.torch_fx import GraphNode
+from sparse_mlir.compiler.importers.torch_fx import GraphNode
 from sparse_mlir.models import MLP
-from sparse_mlir.propagation import _keeps_zero
+from sparse_mlir.compiler.propagation import _keeps_zero
 
 
 def _model_with_zero_first_bias() -> MLP:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 def cuda_unavailable_reason() -> str | None:
     """Why target='cuda' code cannot run here, or None when it can."""
-    from sparse_mlir.cuda import CudaUnavailableError
-    from sparse_mlir.cuda.driver import require_device
+    from sparse_mlir.compiler.cuda import CudaUnavailableError
+    from sparse_mlir.runtime.cuda.driver import require_device
 
     try:
         require_device()

@@ -13,7 +13,7 @@ import torch
 from mlir import ir
 
 import sparse_mlir as sm
-from sparse_mlir.cuda import CudaUnavailableError
+from sparse_mlir.compiler.cuda import CudaUnavailableError
 
 from .cuda_env import cuda_unavailable_reason
 
@@ -44,7 +44,7 @@ def test_ptx_has_sparse_mma_for_every_2_4_linear(dtype: torch.dtype, ptx_type: s
 
 
 def test_mma_k_16_and_three_dimensional_inputs() -> None:
-    from sparse_mlir.cuda import compile_cuda
+    from sparse_mlir.compiler.cuda import compile_cuda
 
     x = torch.randn(2, 32, 128, dtype=torch.float16)
     fn = compile_cuda(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), cost_model=False, mma_k=16)
@@ -54,11 +54,11 @@ def test_mma_k_16_and_three_dimensional_inputs() -> None:
 
 
 def test_kernels_describe_their_launches() -> None:
-    """fn.kernels(): what sparse_mlir.cuda.launch needs to run fn.ir("ptx") on
+    """fn.kernels(): what sparse_mlir.runtime.cuda.launch needs to run fn.ir("ptx") on
     device buffers: the 256 x 128 linear at 64 tokens is 2 x 1 blocks of 128 x 64
     (2 warps of 64 x 64), its arguments in fragment order; its bias and the
     truncation to f16 are the kernel's epilogue."""
-    from sparse_mlir.cuda import compile_cuda
+    from sparse_mlir.compiler.cuda import compile_cuda
 
     x = torch.randn(64, 128, dtype=torch.float16)
     fn = compile_cuda(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), cost_model=False)
@@ -121,7 +121,7 @@ def test_unsupported_encodings_and_targets_are_errors() -> None:
 @pytest.mark.parametrize("chip,version", [("sm_86", "7.1"), ("sm_90", "7.8"), ("sm_90a", "8.0"), ("sm_100", "8.6")])
 def test_each_chip_gets_its_oldest_ptx_isa(chip: str, version: str) -> None:
     """sm_90 needs PTX 7.8: with sm_80's 7.1 the NVPTX backend aborted the process."""
-    from sparse_mlir.cuda import compile_cuda
+    from sparse_mlir.compiler.cuda import compile_cuda
 
     x = torch.randn(64, 128, dtype=torch.float16)
     ptx = compile_cuda(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), cost_model=False, chip=chip).ir("ptx")
@@ -137,7 +137,7 @@ def test_each_chip_gets_its_oldest_ptx_isa(chip: str, version: str) -> None:
     ({"pipeline_stages": 4}, "pipeline_stages must be 2 or 3, got 4"),
 ])
 def test_bad_gpu_options_are_errors_before_any_work(options: dict, message: str) -> None:
-    from sparse_mlir.cuda import compile_cuda
+    from sparse_mlir.compiler.cuda import compile_cuda
 
     x = torch.randn(64, 128, dtype=torch.float16)
     with pytest.raises(sm.SpecError, match=message):
@@ -155,7 +155,7 @@ def test_cpu_options_are_refused_for_the_gpu(option: dict) -> None:
 def test_three_stages_keep_x_within_48_kb_of_shared_memory() -> None:
     """3 stages of 128 tokens (54 KB) were more than a kernel may declare
     statically: ptxas (and the driver) rejected them. The tile shrinks."""
-    from sparse_mlir.cuda import compile_cuda
+    from sparse_mlir.compiler.cuda import compile_cuda
 
     x = torch.randn(128, 128, dtype=torch.float16)
     fn = compile_cuda(torch.nn.Linear(128, 256).half(), {"weight": sm.NM(2, 4)}, (x,), cost_model=False,
@@ -250,7 +250,7 @@ def test_c_loader_refuses_cuda_artifacts(cuda_artifact: Path, tmp_path: Path) ->
     import ctypes
     import shutil
 
-    from sparse_mlir import artifact
+    from sparse_mlir.runtime import artifact
 
     cc = shutil.which("cc") or shutil.which("gcc")
     library = tmp_path / "libsparse_mlir_runtime.so"

@@ -23,7 +23,7 @@ def reference(model: torch.nn.Module, effective: dict[str, torch.Tensor], x: tor
 @pytest.mark.parametrize("mma_k", [16, 32])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_2_4_ffn_matches_eager(dtype: torch.dtype, mma_k: int) -> None:
-    from sparse_mlir.cuda import compile_cuda
+    from sparse_mlir.compiler.cuda import compile_cuda
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(),
@@ -56,7 +56,7 @@ def test_large_linear_matches_eager() -> None:
 def test_torch_graph_and_host_code_agree_and_inputs_stay_on_their_device() -> None:
     """A call runs the torch graph on the GPU (kernels on CUDA tensors); the
     host code that export() ships computes the same."""
-    from sparse_mlir.cuda import compile_cuda
+    from sparse_mlir.compiler.cuda import compile_cuda
 
     torch.manual_seed(2)
     model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 256)).half()

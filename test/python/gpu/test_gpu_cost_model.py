@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparse_mlir.cuda.cost import MEASURED_SPEEDUP, choose_gpu
+from sparse_mlir.compiler.cuda.cost import MEASURED_SPEEDUP, choose_gpu
 
 
 def test_linears_stay_on_cublas_while_the_kernels_measured_slower() -> None:

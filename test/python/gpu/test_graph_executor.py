@@ -60,7 +60,7 @@ def eager(model: torch.nn.Module, effective: dict[str, torch.Tensor], x: torch.T
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("mma_k", [16, 32])
 def test_2_4_linears_run_their_kernels_inside_the_torch_graph(dtype: torch.dtype, mma_k: int) -> None:
-    from sparse_mlir.cuda import compile_cuda
+    from sparse_mlir.compiler.cuda import compile_cuda
 
     model = ffn(dtype)
     x = torch.randn(2, 32, 128, dtype=dtype)   # 3-d: the kernel sees 64 x 128
@@ -98,7 +98,7 @@ def test_linears_the_cost_model_keeps_dense_run_in_torch_with_pruned_weights() -
 
 
 def test_one_linear_on_its_kernel_the_other_dense() -> None:
-    from sparse_mlir.cuda import compile_cuda
+    from sparse_mlir.compiler.cuda import compile_cuda
 
     model = ffn(torch.bfloat16)
     x = torch.randn(64, 128, dtype=torch.bfloat16)
@@ -113,8 +113,8 @@ def test_one_linear_on_its_kernel_the_other_dense() -> None:
 
 
 def test_a_kernel_refuses_another_shape() -> None:
-    from sparse_mlir.cuda import compile_cuda
-    from sparse_mlir.cuda.graph import NM24Linear
+    from sparse_mlir.compiler.cuda import compile_cuda
+    from sparse_mlir.runtime.cuda.graph import NM24Linear
 
     x = torch.randn(64, 128, dtype=torch.float16)
     fn = compile_cuda(ffn(torch.float16), {"0.weight": sm.NM(2, 4)}, (x,), cost_model=False)
@@ -128,9 +128,9 @@ def test_saved_kernels_run_the_graph_rebuilt_with_torch_alone(tmp_path) -> None:
     """The GPU-machine flow (benchmarks/gpu_models.py): kernels saved where
     the compiler is, the model exported again with torch, the graph built
     from the two."""
-    from sparse_mlir.cuda import compile_cuda
-    from sparse_mlir.cuda.graph import GraphExecutor, load_kernels
-    from sparse_mlir.importers.torch_fx import export_program
+    from sparse_mlir.compiler.cuda import compile_cuda
+    from sparse_mlir.runtime.cuda.graph import GraphExecutor, load_kernels
+    from sparse_mlir.compiler.importers.torch_fx import export_program
 
     model = ffn(torch.float16)
     x = torch.randn(64, 128, dtype=torch.float16)
@@ -161,7 +161,7 @@ class SharedWeight(torch.nn.Module):
 
 
 def test_a_weight_read_by_two_linears_runs_each_on_its_own_kernel() -> None:
-    from sparse_mlir.cuda import compile_cuda
+    from sparse_mlir.compiler.cuda import compile_cuda
 
     model = SharedWeight().half()
     x = torch.randn(128, 128, dtype=torch.float16)
@@ -192,8 +192,8 @@ def test_a_weight_with_a_reader_that_is_not_a_linear_stays_on_cublas() -> None:
 
 def test_kernels_and_graph_that_disagree_are_errors() -> None:
     """Kernels saved for another model: too few or too many launches for a weight's linears."""
-    from sparse_mlir.cuda import compile_cuda
-    from sparse_mlir.cuda.graph import GraphExecutor
+    from sparse_mlir.compiler.cuda import compile_cuda
+    from sparse_mlir.runtime.cuda.graph import GraphExecutor
 
     model = SharedWeight().half()
     x = torch.randn(128, 128, dtype=torch.float16)

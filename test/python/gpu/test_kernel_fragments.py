@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from sparse_mlir import NMMagnitude
-from sparse_mlir.cuda.nm24 import compress
-from sparse_mlir.weights import apply_sparsifier
+from sparse_mlir.runtime.cuda.nm24 import compress
+from sparse_mlir.compiler.weights import apply_sparsifier
 
 
 def kernel_registers(values, metadata, x, row0, tok0, k, mma_k, lane):

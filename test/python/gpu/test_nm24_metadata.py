@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from sparse_mlir import NMMagnitude, SpecError
-from sparse_mlir.cuda.nm24 import compress
-from sparse_mlir.weights import apply_sparsifier
+from sparse_mlir.runtime.cuda.nm24 import compress
+from sparse_mlir.compiler.weights import apply_sparsifier
 
 
 def column_order(values: np.ndarray, mma_k: int) -> np.ndarray:

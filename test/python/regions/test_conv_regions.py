@@ -103,8 +103,8 @@ def test_conv_regions_run_the_model_channels_last() -> None:
 
 def test_hwc_columns_are_the_unfold_reordered() -> None:
     """The channels-last im2col (padding, stride, dilation) against F.unfold."""
-    from sparse_mlir.regions.conv import ConvRegion
-    from sparse_mlir.regions.kernels import KernelOptions
+    from sparse_mlir.compiler.regions.conv import ConvRegion
+    from sparse_mlir.compiler.regions.kernels import KernelOptions
 
     torch.manual_seed(0)
     weight = torch.randn(6, 5, 3, 2)
@@ -117,7 +117,7 @@ def test_hwc_columns_are_the_unfold_reordered() -> None:
 
 
 def test_every_conv_region_handed_back_undoes_channels_last(monkeypatch) -> None:
-    from sparse_mlir.regions import base
+    from sparse_mlir.compiler.regions import base
 
     monkeypatch.setattr(base, "_ours_wins", lambda ours, theirs: False)
     torch.manual_seed(0)

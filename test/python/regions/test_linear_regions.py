@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import sparse_mlir as sm
-from sparse_mlir.regions.base import WIN_MARGIN
+from sparse_mlir.compiler.regions.base import WIN_MARGIN
 from sparse_mlir.runtime.ops import REGIONS
 
 
@@ -219,8 +219,8 @@ def test_torch_compile_inductor_fuses_around_the_custom_op() -> None:
 def test_default_mode_is_regions_where_the_call_allows_it() -> None:
     """mode=None: regions for weights only on the CPU; the whole graph for
     intermediates or graph-only options; bad modes are named."""
-    from sparse_mlir.compiler import CompiledModule
-    from sparse_mlir.regions.module import RegionModule, SwappedModule
+    from sparse_mlir.compiler.driver import CompiledModule
+    from sparse_mlir.compiler.regions.module import RegionModule, SwappedModule
 
     torch.manual_seed(0)
     model = MLP().eval()

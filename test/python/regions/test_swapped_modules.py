@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import sparse_mlir as sm
-from sparse_mlir.regions.module import RegionModule, SwappedModule
-from sparse_mlir.regions.swap import SparseConv2d, SparseLinear
+from sparse_mlir.compiler.regions.module import RegionModule, SwappedModule
+from sparse_mlir.compiler.regions.swap import SparseConv2d, SparseLinear
 from sparse_mlir.testing import import_transformers
 
 from .modules import XW
@@ -181,7 +181,7 @@ def test_export_and_torch_compile_of_a_swapped_module(tmp_path) -> None:
 def test_a_model_not_faster_than_eager_as_a_whole_gets_every_region_handed_back(monkeypatch, capture_by) -> None:
     """The model-level check (here made to fail: the compiled model must be
     infinitely faster) hands every region back; results stay eager's."""
-    from sparse_mlir.regions import driver
+    from sparse_mlir.compiler.regions import driver
 
     monkeypatch.setattr(driver, "MODEL_MARGIN", 0.0)
     monkeypatch.setattr(driver, "CLEAR_WIN", float("inf"))

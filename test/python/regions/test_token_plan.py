@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import sparse_mlir as sm
-from sparse_mlir.regions.kernels import KERNELS
-from sparse_mlir.regions.token_plan import BUCKETS, EXACT_MAX, PAD_WASTE, plan
+from sparse_mlir.compiler.regions.kernels import KERNELS
+from sparse_mlir.compiler.regions.token_plan import BUCKETS, EXACT_MAX, PAD_WASTE, plan
 
 
 @pytest.mark.parametrize("tokens", [*range(1, 300), 468, 511, 513, 1000, 2047, 3000, 4096, 12544])

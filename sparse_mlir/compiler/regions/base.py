@@ -1,0 +1,265 @@
+"""What linear and conv regions share: the packed weight, the kernel per
+input shape, and the cost model's choice between it and torch's op."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Hashable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from sparse_mlir.runtime.memref import Kernel
+from sparse_mlir.encodings import Encoding
+from sparse_mlir.errors import CompileError, SparseFallbackWarning
+from sparse_mlir.runtime.threads import get_num_threads, shares_torch_threads, single_threaded
+from sparse_mlir.compiler.regions.kernels import KERNELS, CompiledLinear, KernelOptions, LinearSignature, median_seconds
+from sparse_mlir.compiler.regions.token_plan import Piece, plan
+
+log = logging.getLogger("sparse_mlir.compiler.regions")
+
+
+@dataclass(frozen=True)
+class PieceKernels:
+    """The kernels that run x[T, K]: one per piece of T's token plan."""
+
+    pieces: tuple[Piece, ...]
+    by_size: dict[int, Kernel]
+
+
+@dataclass
+class Choice:
+    """What runs a region at one input shape and thread count, and why."""
+
+    tokens: int
+    kernel: PieceKernels | None    # None: torch's op on the pruned dense weight
+    ours_ms: float | None
+    torch_ms: float | None
+    reason: str
+    compiled: CompiledLinear | None = None
+
+
+# (signature, token plan, density, options, op parameters, torch threads, our threads)
+# -> (ours ms, torch ms, reason):
+# the cost model's measurements, shared by the weights they describe.
+_DECISIONS: dict[tuple, tuple[float, float, str]] = {}
+
+
+# Ours must beat torch by this much: a choice made on a few timed calls must
+# not lose in the model to timing noise (a 2-core machine varies by ~5%).
+WIN_MARGIN = 0.9
+
+
+def _ours_wins(ours_ms: float, torch_ms: float) -> bool:
+    return ours_ms < WIN_MARGIN * torch_ms
+
+
+@functools.cache
+def call_overhead_ms() -> float:
+    """What an eager call of a region from the model costs beyond the
+    region's own work (the traced check and the handle lookup of
+    runtime/ops.py), charged to our side: torch's op, where it wins, goes
+    back into the model and pays none. Under torch.compile the call goes
+    through torch's dispatcher (~18 us more), not charged: choices are made
+    for eager calls."""
+    from sparse_mlir.runtime.ops import REGIONS, sparse_mlir_linear
+
+    result = torch.empty(1)
+    handle = REGIONS.add(lambda x, buffers, bias: result)
+    x, buffers = torch.empty(1, 1), [torch.empty(1) for _ in range(3)]
+    try:
+        from_model = median_seconds(lambda: sparse_mlir_linear(x, buffers, None, 1, handle), repeats=201)
+        bare = median_seconds(lambda: result, repeats=201)
+    finally:
+        REGIONS.remove(handle)
+    return max(0.0, from_model - bare) * 1e3
+
+
+def torch_won_everywhere(regions: Mapping[int, "Region"]) -> set[int]:
+    """Handles of the live regions whose every choice so far is torch's op."""
+    return {handle for handle, region in regions.items() if not region.handed_back and region.choices
+            and all(choice.kernel is None for choice in region.choices.values())}
+
+
+def mark_handed_back(handle: int, region: "Region", readers: dict[str, list[str]]) -> None:
+    """Records that torch's op reads the region's weight again (the plan says why)."""
+    region.handed_back = True
+    op = f"sparse_mlir::{'conv2d' if region.op_name == 'conv2d' else 'linear'} (region {handle})"
+    readers[region.name] = [f"torch's {region.op_name} (region {handle} handed back: torch won at the "
+                            f"compile-time shapes)" if r == op else r for r in readers[region.name]]
+
+
+class Region:
+    """One encoded weight read through the linear kernels (y[T, N] = x[T, K] W2^T + bias).
+
+    Subclasses say how an input becomes the kernel's x (`_tokens`), how the
+    kernel's result becomes the op's (`_ours`) and what torch runs instead
+    (`_torch`). The kernel for an input shape is built on the first call
+    with it (shared by every weight of the same signature) and, with the
+    cost model on, timed against torch's op on that call's input: the faster
+    one runs every later call with that shape."""
+
+    op_name = "op"
+
+    def __init__(self, name: str, encoding: Encoding, effective: torch.Tensor, matrix: torch.Tensor,
+                 packed: Sequence[np.ndarray], bias: bool, options: KernelOptions, cost_model: bool) -> None:
+        self.name = name
+        self.encoding = encoding
+        out_features, in_features = matrix.shape
+        self.signature = LinearSignature(in_features, out_features, encoding.attr_text(), bias)
+        self._weight = effective          # what torch's op reads
+        self._matrix = matrix             # W2 [N, K]: what the kernel reads when stored densely
+        self._packed = [np.ascontiguousarray(a) for a in packed]
+        self._options = options
+        self._cost_model = cost_model
+        self._lock = threading.Lock()
+        self.choices: dict[Hashable, Choice] = {}
+        self._warned = False
+        # Token counts with kernels of their own: those seen before freeze()
+        # (the example's); later ones run on the token plan's buckets.
+        self._exact: set[int] = set()
+        self._frozen = False
+        # Set when torch won every shape seen at compile time: the graph then
+        # calls torch's op directly (the region no longer runs).
+        self.handed_back = False
+        self.force_torch = False   # set while the whole model is timed with torch's ops
+        self.density = float(np.count_nonzero(matrix.numpy())) / max(1, matrix.numel())
+
+    @property
+    def buffers(self) -> list[torch.Tensor]:
+        """The packed weight as tensors (zero-copy views of the kernel's arguments)."""
+        return [torch.from_numpy(a) for a in self._packed]
+
+    def __call__(self, x: torch.Tensor, buffers: Sequence[torch.Tensor], bias: torch.Tensor | None) -> torch.Tensor:
+        self._check(x)
+        # Which side is faster depends on the threads each may use.
+        key = (tuple(x.shape), self._layout(x), torch.get_num_threads(), get_num_threads())
+        choice = self.choices.get(key)
+        if choice is None:
+            with self._lock:
+                if key not in self.choices:
+                    self.choices[key] = self._decide(x, bias)
+                    log.info("%s, input %s, threads %d / %d: %s", self.name, list(key[0]), key[2], key[3],
+                             self.choices[key].reason)
+                choice = self.choices[key]
+        if choice.kernel is None or self.force_torch or x.dtype != torch.float32 or x.device.type != "cpu":
+            return self._torch(x, bias)
+        return self._ours(choice.kernel, x, bias)
+
+    def freeze(self) -> None:
+        """Later token counts run on bucket-sized kernels (no compile on the call path)."""
+        self._frozen = True
+
+    def _tokens(self, x: torch.Tensor) -> int:
+        raise NotImplementedError
+
+    def _check(self, x: torch.Tensor) -> None:
+        """A SpecError naming the weight when x cannot be its op's input."""
+        raise NotImplementedError
+
+    def _ours(self, kernel: PieceKernels, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _torch(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _linear(self, kernels: PieceKernels, columns: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """The kernels on x[T, K] (made contiguous) and the bias: y[T, N]."""
+        columns = columns.contiguous()
+        pieces = kernels.pieces
+        if len(pieces) == 1 and pieces[0].rows == pieces[0].size:
+            return self._call(kernels.by_size[pieces[0].size], columns, bias)
+        y = columns.new_empty(columns.shape[0], self.signature.out_features)
+        for piece in pieces:
+            rows = columns[piece.start:piece.start + piece.rows]
+            if piece.rows < piece.size:
+                padded = columns.new_zeros(piece.size, columns.shape[1])
+                padded[:piece.rows] = rows
+                rows = padded
+            y[piece.start:piece.start + piece.rows] = self._call(kernels.by_size[piece.size], rows, bias)[:piece.rows]
+        return y
+
+    def _call(self, kernel: Kernel, columns: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """One kernel on contiguous x[T, K]."""
+        tokens, depth = columns.shape
+        signature = [((tokens, depth), (depth, 1), np.dtype(np.float32))]
+        addresses = [columns.data_ptr()]
+        if bias is not None:
+            bias = bias.contiguous()
+            signature.append(((bias.shape[0],), (1,), np.dtype(np.float32)))
+            addresses.append(bias.data_ptr())
+        if torch.get_num_threads() > 1 and not shares_torch_threads():
+            # With libomp, torch's intra-op threads (libgomp) spin after each
+            # torch op and ours after each kernel: on shared cores the two
+            # runtimes slow each other more than our second thread gains
+            # (BERT, 4 layers, 90% CSR, 2 threads: 1.39-1.85x eager with our
+            # threads, 2.07x without). Our kernels then run on the calling
+            # thread. (On torch's libgomp, the default, they share its pool.)
+            with single_threaded():
+                return torch.from_numpy(kernel.call_addresses(tuple(signature), addresses))
+        return torch.from_numpy(kernel.call_addresses(tuple(signature), addresses))
+
+    def _decide(self, x: torch.Tensor, bias: torch.Tensor | None) -> Choice:
+        if x.dtype != torch.float32 or (bias is not None and bias.dtype != torch.float32):
+            return Choice(0, None, None, None, f"torch: {x.dtype} (the CPU kernels take float32)")
+        tokens = self._tokens(x)
+        if not self._frozen:
+            self._exact.add(tokens)
+        pieces = plan(tokens, frozenset(self._exact))
+        try:
+            built = {size: KERNELS.get(self.signature, self.encoding, size, self._options)
+                     for size in dict.fromkeys(piece.size for piece in pieces)}
+        except CompileError as error:
+            self._warn(f"no sparse kernel for {self.op_name} reading '{self.name}' stored as "
+                       f"{self.encoding.format_name}: {error}; torch's {self.op_name} runs it on the pruned weight")
+            return Choice(tokens, None, None, None, f"torch: the kernel did not compile ({error})")
+        compiled = built[pieces[0].size]
+        for message in dict.fromkeys(m for c in built.values() for m in c.fallbacks):
+            self._warn(message.replace("tensor 'weight'", f"tensor '{self.name}'"))
+        bound = self._bound(x, compiled.stored_sparse)
+        kernel = PieceKernels(pieces, {size: Kernel(c.function, bound, 2, np.float32, owner=c)
+                                       for size, c in built.items()})
+        if not self._cost_model:
+            return Choice(tokens, kernel, None, None, "ours (cost_model=False)", compiled)
+        # Weights of one signature and density run alike: measured once.
+        key = (self.signature, tuple((p.rows, p.size) for p in pieces), round(self.density, 2), self._options,
+               self._measure_key(x), torch.get_num_threads(), get_num_threads())
+        if key not in _DECISIONS:
+            x = x.contiguous()
+            run_ours, run_torch = (lambda: self._ours(kernel, x, bias)), (lambda: self._torch(x, bias))
+            # Each timed after the other, as they alternate in a model: the
+            # other runtime's threads (torch's libgomp, our libomp) still
+            # spin for a while after their op and compete for the cores.
+            call = call_overhead_ms()
+            ours = median_seconds(run_ours, before=run_torch) * 1e3 + call
+            theirs = median_seconds(run_torch, before=run_ours) * 1e3
+            _DECISIONS[key] = (ours, theirs, f"{'ours' if _ours_wins(ours, theirs) else 'torch'} "
+                                             f"(ours {ours:.3f} ms incl. {call * 1e3:.0f} us for the custom op "
+                                             f"call, torch {theirs:.3f} ms)")
+            shared = ""
+        else:
+            shared = ", measured on a weight of the same shape, format and density"
+        ours, theirs, reason = _DECISIONS[key]
+        return Choice(tokens, kernel if _ours_wins(ours, theirs) else None, ours, theirs, reason + shared, compiled)
+
+    def _layout(self, x: torch.Tensor) -> Hashable:
+        """What of x's memory layout the kernel path depends on."""
+        return None
+
+    def _bound(self, x: torch.Tensor, stored_sparse: bool) -> list[np.ndarray]:
+        """The weight arguments the kernel is called with for inputs like x."""
+        return self._packed if stored_sparse else [self._matrix.contiguous().numpy()]
+
+    def _measure_key(self, x: torch.Tensor) -> Hashable:
+        """What else the measurement depends on (the op's own parameters)."""
+        return self.op_name
+
+    def _warn(self, message: str) -> None:
+        if not self._warned:
+            self._warned = True
+            warnings.warn(message, SparseFallbackWarning, stacklevel=5)
+

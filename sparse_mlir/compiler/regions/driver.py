@@ -1,0 +1,548 @@
+"""compile(..., mode="regions"): capture, find the sparse linears, replace them by our op."""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from sparse_mlir.compiler.reports import PlanEntry, TensorStats
+from sparse_mlir.errors import SparseFallbackWarning
+from sparse_mlir.compiler.importers.torch_fx import capture_lock
+from sparse_mlir.compiler.specs import check_cpu_dtypes, parameters, tied_aliases, verify_specs
+from sparse_mlir.encodings import NM, Dense, Encoding
+from sparse_mlir.errors import SpecError
+from sparse_mlir.runtime import ops  # noqa: F401  (registers torch.ops.sparse_mlir.linear)
+from sparse_mlir.runtime.ops import REGIONS
+from sparse_mlir.compiler.weights import apply_sparsifier, pack
+from sparse_mlir.compiler.regions import swap
+from sparse_mlir.compiler.regions.capture import capture
+from sparse_mlir.compiler.regions.kernels import KernelOptions
+from sparse_mlir.compiler.regions.base import Choice, Region, mark_handed_back, torch_won_everywhere
+from sparse_mlir.compiler.regions.conv import ConvRegion
+from sparse_mlir.compiler.regions.linear import LinearRegion
+from sparse_mlir.compiler.regions.module import RegionModule, SwappedModule
+
+log = logging.getLogger("sparse_mlir.compiler.regions")
+
+LINEAR = torch.ops.aten.linear.default
+ADDMM = torch.ops.aten.addmm.default
+MM = torch.ops.aten.mm.default
+MATMUL = torch.ops.aten.matmul.default
+CONV2D = torch.ops.aten.conv2d.default
+REGION_OPS = (torch.ops.sparse_mlir.linear.default, torch.ops.sparse_mlir.conv2d.default, ops.sparse_mlir_linear,
+              ops.sparse_mlir_conv2d)
+# Node meta of a region's call: the torch op it replaced (target, args,
+# kwargs, the weight's get_attr node in them), to hand it back.
+ORIGINAL = "sparse_mlir_replaced"
+
+
+def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], example_args: Sequence[Any],
+                    example_kwargs: Mapping[str, Any], *, cost_model: bool = True, dynamic: bool = True,
+                    opt_level: int = 2, vector_lanes: int | None = None, warm_up: bool = True,
+                    capture_by: str = "auto") -> RegionModule | SwappedModule:
+    """capture_by="modules": swap the modules reading encoded weights (the
+    model then runs eagerly, swap.py); "graph": torch.export the model and
+    replace the ops reading them; "auto": modules where every holder of an
+    encoded weight is a module swap.py knows, else the graph."""
+    if capture_by not in ("auto", "modules", "graph"):
+        raise SpecError(f"capture_by must be 'auto', 'modules' or 'graph', got {capture_by!r}")
+    start = time.perf_counter()
+    # torch-mlir's worker is not started here: kernels found in the disk
+    # cache need none, and its start-up (seconds of imports) would skew the
+    # cost model's timings; the first kernel that needs it starts it.
+    for name, encoding in encodings.items():
+        if not isinstance(encoding, Encoding):
+            raise SpecError(f"{name}: expected a sparse_mlir encoding (CSR(), NM(2, 4), ...), got {encoding!r}")
+    params = parameters(model, encodings)
+    unknown = [name for name in encodings if name not in params]
+    if unknown:
+        raise SpecError(f"mode='regions' encodes weights (parameters) only; {', '.join(map(repr, unknown))} "
+                        f"{'is' if len(unknown) == 1 else 'are'} not a parameter of {type(model).__name__} "
+                        "(sparsifiers on intermediates run with mode='graph')")
+    check_cpu_dtypes(params, [a for a in example_args if isinstance(a, torch.Tensor)])
+    verify_specs(encodings, params)
+    # A tied weight keeps one name in `encodings` (torch's); the captured
+    # graph may read it under another (GPT-2's LM head: `lm_head.weight`).
+    aliases = {alias: name for alias, name in tied_aliases(model).items() if name in encodings}
+    options = KernelOptions(opt_level=opt_level, vector_lanes=vector_lanes)
+    if capture_by != "graph":
+        with capture_lock():
+            named = dict(model.named_parameters())
+        found = swap.owners(model, {name: named[name] for name in encodings})
+        if found is None and capture_by == "modules":
+            raise SpecError("capture_by='modules' needs every encoded weight held as `weight` by an nn.Linear, "
+                            "HF Conv1D, nn.Conv2d or nn.Embedding; use capture_by='graph' (or 'auto')")
+        if found is not None:
+            return _compile_swapped(model, encodings, params, found, aliases, example_args, example_kwargs,
+                                    options, cost_model, warm_up, start)
+    captured = capture(model, example_args, example_kwargs, dynamic)
+    graph_module = captured.program.module()
+    in_out = _nm_read_as_in_out(graph_module, encodings, aliases)
+    effective = {name: _sparsified(encoding, params[name], name, name in in_out)
+                 for name, encoding in encodings.items()}
+    effective.update({alias: effective[name] for alias, name in aliases.items()})
+    snapshot(graph_module, effective)
+    regions, readers = _replace_linears(graph_module, encodings, aliases, in_out, effective, options, cost_model)
+    _warn_other_readers(readers, encodings)
+    module = RegionModule(graph_module, captured, regions, effective, {}, [], 0.0, encodings)
+    if regions and warm_up:
+        _warm_up(module, regions, lambda: _hand_back(graph_module, regions, readers),
+                 _eager_call(model, regions, module, example_args, example_kwargs), example_args, example_kwargs,
+                 cost_model)
+    _finish(module, regions, encodings, effective, readers, in_out)
+    module.compile_seconds = time.perf_counter() - start
+    log.info("compiled %s with %d sparse regions in %.2f s", type(model).__name__, len(regions),
+             module.compile_seconds)
+    return module
+
+
+def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], params: Mapping[str, torch.Tensor],
+                     found: Mapping[str, list[swap.Owner]], aliases: Mapping[str, str], example_args: Sequence[Any],
+                     example_kwargs: Mapping[str, Any], options: KernelOptions, cost_model: bool, warm_up: bool,
+                     start: float) -> SwappedModule:
+    in_out = swap.in_out_nm(found, encodings)
+    effective = {name: _sparsified(encoding, params[name], name, name in in_out)
+                 for name, encoding in encodings.items()}
+    copied, regions, readers, paths = swap.swap(model, found, encodings, effective, options, cost_model)
+    _warn_other_readers(readers, encodings)
+    effective.update({alias: effective[name] for alias, name in aliases.items()})
+    convs = [region for region in regions.values() if isinstance(region, ConvRegion)]
+    if convs:
+        _channels_last(copied, convs, True)
+    module = SwappedModule(copied, regions, effective, encodings, example_args, example_kwargs)
+    if regions and warm_up:
+        # Eager as the user runs it (their layout); their model where calling
+        # it changes nothing (eval mode).
+        eager = ((lambda: model(*example_args, **example_kwargs)) if not model.training
+                 else swap.eager_call(copied, paths, example_args, example_kwargs))
+        _warm_up(module, regions, lambda: swap.hand_back(copied, regions, paths, readers), eager, example_args,
+                 example_kwargs, cost_model)
+        if convs and all(region.handed_back for region in convs):
+            _channels_last(copied, convs, False)
+    _finish(module, regions, encodings, effective, readers, in_out)
+    module.compile_seconds = time.perf_counter() - start
+    log.info("compiled %s (modules swapped) with %d sparse regions in %.2f s", type(model).__name__, len(regions),
+             module.compile_seconds)
+    return module
+
+
+def _channels_last(model: torch.nn.Module, convs: Sequence[ConvRegion], on: bool) -> None:
+    """A model with conv regions runs channels-last: their 1x1 convs then
+    read x as it is and write y as it is (no layout copies), and torch's
+    convs around them (oneDNN) prefer it too. Undone where every conv region
+    went back to torch."""
+    model.to(memory_format=torch.channels_last if on else torch.contiguous_format)
+    for region in convs:
+        region.channels_last = on
+
+
+def _warm_up(module: torch.nn.Module, regions: Mapping[int, Region], hand_back: Callable[[], None],
+             eager: Callable[[], Any], example_args: Sequence[Any], example_kwargs: Mapping[str, Any],
+             cost_model: bool) -> None:
+    """The example's shapes: kernels built and the cost model's choices made
+    now, not in the first call; regions torch won go back, and every region
+    does when the whole model is not faster than `eager`."""
+    module(*example_args, **example_kwargs)
+    hand_back()
+    if cost_model and not _keep_if_faster(module, eager, regions, example_args, example_kwargs):
+        _all_to_torch(regions)
+        hand_back()
+
+
+# A compiled model must beat eager by this much on the example, else every
+# region goes back to torch (per-region timings miss what a model's other
+# ops do to the caches; MobileNetV3's small convs won alone, lost in it).
+MODEL_MARGIN = 0.97
+# Regions predicting savings above this fraction of the model's time skip
+# that check (a clear win; timing a big model costs compile time).
+CLEAR_WIN = 0.3
+
+
+def _keep_if_faster(module: torch.nn.Module, eager: Any, regions: Mapping[int, Region],
+                    example_args: Sequence[Any], example_kwargs: Mapping[str, Any]) -> bool:
+    """Times the compiled model against the eager one on the example (only
+    where the regions' own timings predict a small gain); False when it is
+    not faster: the caller then hands every region back."""
+    live = [r for r in regions.values() if not r.handed_back]
+    if not live:
+        return True
+    predicted_ms = sum(max(0.0, c.torch_ms - c.ours_ms) for r in live for c in r.choices.values()
+                       if c.kernel is not None and c.torch_ms is not None and c.ours_ms is not None)
+    ours = (lambda: module(*example_args, **example_kwargs))
+    with torch.no_grad():
+        # Eager's time estimated as ours (warm) plus the predicted saving:
+        # one call of the faster model instead of two of eager.
+        first = time.perf_counter()
+        ours()
+        ours_once_ms = (time.perf_counter() - first) * 1e3
+        if predicted_ms > CLEAR_WIN * (ours_once_ms + predicted_ms):
+            return True   # a clear win: not worth the compile time
+        eager_times, our_times = [], []
+        for _ in range(5):
+            for run, times in ((eager, eager_times), (ours, our_times)):
+                start = time.perf_counter()
+                run()
+                times.append(time.perf_counter() - start)
+    eager_ms, ours_ms = float(np.median(eager_times)) * 1e3, float(np.median(our_times)) * 1e3
+    log.info("whole model on the example: eager %.2f ms, compiled %.2f ms", eager_ms, ours_ms)
+    return ours_ms < MODEL_MARGIN * eager_ms
+
+
+def _eager_call(model: torch.nn.Module, regions: Mapping[int, Region], module: torch.nn.Module,
+                example_args: Sequence[Any], example_kwargs: Mapping[str, Any]) -> Any:
+    """Eager on the example: the user's model where running it changes
+    nothing (eval mode), else the graph with every region on torch's op."""
+    if not model.training:
+        return lambda: model(*example_args, **example_kwargs)
+
+    def on_torch() -> Any:
+        for region in regions.values():
+            region.force_torch = True
+        try:
+            return module(*example_args, **example_kwargs)
+        finally:
+            for region in regions.values():
+                region.force_torch = False
+    return on_torch
+
+
+def _all_to_torch(regions: Mapping[int, Region]) -> None:
+    """Every region's choices become torch's (the model-level check lost)."""
+    for region in regions.values():
+        for key, choice in region.choices.items():
+            region.choices[key] = Choice(choice.tokens, None, choice.ours_ms, choice.torch_ms,
+                                         f"torch (the whole model was not faster with our kernels; alone: "
+                                         f"{choice.reason})", choice.compiled)
+
+
+def _finish(module: RegionModule | SwappedModule, regions: Mapping[int, Region], encodings: Mapping[str, Encoding],
+            effective: Mapping[str, torch.Tensor], readers: Mapping[str, list[str]], in_out: set[str]) -> None:
+    """Freezes the regions' exact token counts and writes the stats and plan."""
+    module._in_out_nm = set(in_out)   # export() cannot re-prune these along dim 0 yet
+    for region in regions.values():
+        region.freeze()   # other token counts: bucket-sized kernels, never a compile per shape
+    in_graph = {region.name for region in regions.values() if not region.handed_back}
+    handed_back = {region.name for region in regions.values() if region.handed_back} - in_graph
+    module._stats = {name: _stats(encoding, effective[name], name in in_graph, name in handed_back)
+                     for name, encoding in encodings.items()}
+    module._plan = [_plan(name, encoding, module._stats[name], readers.get(name, []), name in in_out)
+                    for name, encoding in encodings.items()]
+
+
+def snapshot(graph_module: torch.fx.GraphModule, effective: Mapping[str, torch.Tensor]) -> None:
+    """The graph's own copy of every parameter and buffer (encoded weights
+    pruned): later changes to the user's model do not reach it. Tied names
+    (GPT-2's embedding and LM head) keep sharing one copy."""
+    copies: dict[int, torch.Tensor] = {}
+    named = [*graph_module.named_parameters(remove_duplicate=False),
+             *graph_module.named_buffers(remove_duplicate=False)]
+    for name, tensor in named:
+        if id(tensor) not in copies:
+            value = effective.get(name, tensor).detach().clone()
+            parameter = isinstance(tensor, torch.nn.Parameter)
+            copies[id(tensor)] = torch.nn.Parameter(value, requires_grad=False) if parameter else value
+        owner, _, leaf = name.rpartition(".")
+        module = graph_module.get_submodule(owner) if owner else graph_module
+        if isinstance(tensor, torch.nn.Parameter):
+            setattr(module, leaf, copies[id(tensor)])
+        else:
+            module.register_buffer(leaf, copies[id(tensor)], persistent=leaf in module._buffers and
+                                   leaf not in module._non_persistent_buffers_set)
+
+
+def _nm_read_as_in_out(graph_module: torch.fx.GraphModule, encodings: Mapping[str, Encoding],
+                       aliases: Mapping[str, str]) -> set[str]:
+    """n:m weights whose every linear reader takes them as W[in, out] (x @ W:
+    HF's Conv1D): their groups run along dim 0, the reduction dimension,
+    where n:m kernels (and sparse tensor cores) need them."""
+    uses: dict[str, list[bool]] = {}
+    for node in graph_module.graph.nodes:
+        name = aliases.get(str(node.target), str(node.target)) if node.op == "get_attr" else None
+        if name is None or not isinstance(encodings.get(name), NM):
+            continue
+        for user in node.users:
+            use = _linear_use(user, node)
+            if use is not None:
+                uses.setdefault(name, []).append(use.transposed)
+    return {name for name, transposed in uses.items() if all(transposed)}
+
+
+def _sparsified(encoding: Encoding, weight: torch.Tensor, name: str, in_out: bool) -> torch.Tensor:
+    """The weight after its encoding's sparsifier: on W^T where W is read as
+    [in, out] (n:m groups along the reduction dimension), else as stored."""
+    # Cloned: torch's allocator aligns to 64 bytes (numpy's to 16), which
+    # oneDNN's and MKL's kernels reading the weight on torch's side prefer.
+    sparsifier = encoding.effective_sparsifier
+    if not in_out:
+        return torch.from_numpy(apply_sparsifier(sparsifier, weight.numpy(), name)).clone()
+    assert isinstance(encoding, NM)
+    if weight.shape[0] % encoding.m or weight.shape[1] % encoding.rows:
+        raise SpecError(f"{name}: {encoding.format_name} on a weight read as x @ W (shape {tuple(weight.shape)} = "
+                        f"[in, out]) groups dim 0 by {encoding.m}"
+                        + (f" and shares patterns across {encoding.rows} columns" if encoding.rows > 1 else "")
+                        + f": expected dim 0 a multiple of {encoding.m}"
+                        + (f" and dim 1 a multiple of {encoding.rows}" if encoding.rows > 1 else ""))
+    pruned = apply_sparsifier(sparsifier, weight.t().contiguous().numpy(), name)
+    return torch.from_numpy(pruned).t().contiguous()   # a torch copy: aligned
+
+
+@dataclass(frozen=True)
+class _LinearUse:
+    """An op computing x W^T (+ bias) from an encoded weight W: F.linear
+    reads W as [out, in]; addmm / mm / matmul (HF's Conv1D, `x @ W`) as
+    [in, out] (`transposed`)."""
+
+    x: torch.fx.Node
+    bias: torch.fx.Node | None
+    transposed: bool
+
+
+def _linear_use(user: torch.fx.Node, weight: torch.fx.Node) -> _LinearUse | None:
+    if user.op != "call_function":
+        return None
+    args = user.args
+    if user.target is LINEAR and len(args) >= 2 and args[1] is weight and args[0] is not weight:
+        bias = args[2] if len(args) > 2 else user.kwargs.get("bias")
+        return _LinearUse(args[0], bias, False)
+    if user.target is ADDMM and len(args) == 3 and args[2] is weight and args[1] is not weight \
+            and all(user.kwargs.get(k, 1) == 1 for k in ("beta", "alpha")):
+        bias = args[0]
+        if not (isinstance(bias, torch.fx.Node) and _rank(bias) == 1):
+            return None
+        return _LinearUse(args[1], bias, True)
+    if user.target in (MM, MATMUL) and len(args) == 2 and args[1] is weight and args[0] is not weight:
+        return _LinearUse(args[0], None, True)
+    return None
+
+
+def _rank(node: torch.fx.Node) -> int | None:
+    value = node.meta.get("val")
+    return value.dim() if isinstance(value, torch.Tensor) else None
+
+
+def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str, Encoding],
+                     aliases: Mapping[str, str], in_out: set[str], effective: Mapping[str, torch.Tensor],
+                     options: KernelOptions, cost_model: bool) -> tuple[dict[int, Region], dict[str, list[str]]]:
+    """Each linear use of an encoded float32 matrix -> sparse_mlir::linear.
+    Returns the regions by handle and, per encoded weight, what reads it
+    (fx node targets; regions as "sparse_mlir::linear (region h)")."""
+    graph = graph_module.graph
+    regions: dict[int, Region] = {}
+    by_key: dict[tuple, int] = {}
+    readers: dict[str, list[str]] = {}
+    buffer_nodes: dict[tuple, list[torch.fx.Node]] = {}
+    # Packed once per weight and orientation (W for F.linear, W^T for x @ W),
+    # by the first reader of that orientation; an index width too narrow
+    # fails here, before any kernel is built.
+    packs: dict[tuple[str, bool], list] = {}
+    for node in list(graph.nodes):
+        if node.op != "get_attr":
+            continue
+        name = aliases.get(str(node.target), str(node.target))
+        if name not in encodings:
+            continue
+        encoding = encodings[name]
+        eligible = (effective[name].dim() == 2 and effective[name].dtype == torch.float32
+                    and not isinstance(encoding, Dense))
+        for user in list(node.users):
+            conv = _conv_use(user, node) if _conv_eligible(effective[name], encoding) else None
+            if conv is not None:
+                handle = _replace_conv(graph_module, user, node, name, encoding, effective[name], conv, regions,
+                                       by_key, buffer_nodes, options, cost_model)
+                readers.setdefault(name, []).append(f"sparse_mlir::conv2d (region {handle})")
+                continue
+            use = _linear_use(user, node) if eligible else None
+            if use is not None and use.transposed and isinstance(encoding, NM) and name not in in_out:
+                use = None   # its groups run along W's out-features there: no n:m kernel for x @ W
+            if use is None:
+                readers.setdefault(name, []).append(str(user.target))
+                continue
+            key = (name, use.bias is not None, use.transposed)
+            if key not in by_key:
+                weight = effective[name].t().contiguous() if use.transposed else effective[name]
+                if (name, use.transposed) not in packs:
+                    packs[(name, use.transposed)] = pack(encoding, weight.numpy(), name)
+                buffers = packs[(name, use.transposed)]
+                region = LinearRegion(name, encoding, weight, buffers, use.bias is not None, options, cost_model)
+                handle = REGIONS.add(region)
+                regions[handle] = region
+                by_key[key] = handle
+            handle = by_key[key]
+            if key[::2] not in buffer_nodes:
+                buffer_nodes[key[::2]] = _register_buffers(graph_module, name, use.transposed,
+                                                           regions[handle].buffers, node)
+            with graph.inserting_before(user):
+                call = graph.call_function(ops.sparse_mlir_linear,
+                                           (use.x, buffer_nodes[key[::2]], use.bias,
+                                            regions[handle].signature.out_features, handle))
+            call.meta.update(user.meta)
+            call.meta[ORIGINAL] = (user.target, user.args, user.kwargs, node)
+            user.replace_all_uses_with(call)
+            graph.erase_node(user)
+            readers.setdefault(name, []).append(f"sparse_mlir::linear (region {handle})")
+    graph.eliminate_dead_code()
+    graph.lint()
+    graph_module.recompile()
+    return regions, readers
+
+
+@dataclass(frozen=True)
+class _ConvUse:
+    x: torch.fx.Node
+    bias: torch.fx.Node | None
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+
+
+def _pair(value: Any, default: int) -> tuple[int, int] | None:
+    if value is None:
+        return (default, default)
+    if isinstance(value, int):
+        return (value, value)
+    if isinstance(value, (list, tuple)) and len(value) in (1, 2) and all(isinstance(v, int) for v in value):
+        return (value[0], value[-1])
+    return None
+
+
+def _conv_eligible(weight: torch.Tensor, encoding: Encoding) -> bool:
+    # n:m with rows > 1 shares patterns between rows of the 4-d weight's
+    # last dim (kw), not between output channels: no kernel reads that.
+    shared_rows = isinstance(encoding, NM) and encoding.rows > 1
+    return weight.dim() == 4 and weight.dtype == torch.float32 and not isinstance(encoding, Dense) \
+        and not shared_rows
+
+
+def _conv_use(user: torch.fx.Node, weight: torch.fx.Node) -> _ConvUse | None:
+    """aten.conv2d(x, W, bias, stride, padding, dilation, groups = 1) with int parameters."""
+    if user.op != "call_function" or user.target is not CONV2D:
+        return None
+    names = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
+    given = {**dict(zip(names, user.args)), **user.kwargs}
+    if given.get("weight") is not weight or given.get("input") is weight or given.get("groups", 1) != 1:
+        return None
+    stride, padding, dilation = (_pair(given.get(k), d) for k, d in (("stride", 1), ("padding", 0),
+                                                                      ("dilation", 1)))
+    if stride is None or padding is None or dilation is None:
+        return None
+    return _ConvUse(given["input"], given.get("bias"), stride, padding, dilation)
+
+
+def _replace_conv(graph_module: torch.fx.GraphModule, user: torch.fx.Node, weight_node: torch.fx.Node, name: str,
+                  encoding: Encoding, weight: torch.Tensor, use: _ConvUse, regions: dict[int, Region],
+                  by_key: dict[tuple, int], buffer_nodes: dict[tuple, list[torch.fx.Node]], options: KernelOptions,
+                  cost_model: bool) -> int:
+    key = (name, use.bias is not None, "conv", use.stride, use.padding, use.dilation)
+    if key not in by_key:
+        matrix = weight.reshape(weight.shape[0], -1)
+        region = ConvRegion(name, encoding, weight, pack(encoding, matrix.numpy(), name), use.bias is not None,
+                            use.stride, use.padding, use.dilation, options, cost_model)
+        handle = REGIONS.add(region)
+        regions[handle] = region
+        by_key[key] = handle
+    handle = by_key[key]
+    region = regions[handle]
+    if (name, "conv") not in buffer_nodes:
+        buffer_nodes[(name, "conv")] = _register_buffers(graph_module, name, False, region.buffers, weight_node)
+    with graph_module.graph.inserting_before(user):
+        call = graph_module.graph.call_function(
+            ops.sparse_mlir_conv2d,
+            (use.x, buffer_nodes[(name, "conv")], use.bias, weight.shape[0], list(region.kernel_size),
+             list(use.stride), list(use.padding), list(use.dilation), handle))
+    call.meta.update(user.meta)
+    call.meta[ORIGINAL] = (user.target, user.args, user.kwargs, weight_node)
+    user.replace_all_uses_with(call)
+    graph_module.graph.erase_node(user)
+    return handle
+
+
+def _hand_back(graph_module: torch.fx.GraphModule, regions: Mapping[int, Region],
+               readers: dict[str, list[str]]) -> None:
+    """Regions whose every compile-time choice was torch's op get that op back
+    in the graph: the custom op's call costs ~20 us, which small ops (a
+    mobile net's convs) feel. Their packed buffers are dropped."""
+    back = torch_won_everywhere(regions)
+    if not back:
+        return
+    graph = graph_module.graph
+    packed: set[str] = set()
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target not in REGION_OPS or node.args[-1] not in back:
+            continue
+        packed.update(str(buffer.target) for buffer in node.args[1])
+        target, args, kwargs, weight_node = node.meta[ORIGINAL]
+        with graph.inserting_before(node):
+            weight = graph.get_attr(weight_node.target)
+            swap = (lambda a: weight if a is weight_node else a)
+            original = graph.call_function(target, torch.fx.node.map_arg(args, swap),
+                                           torch.fx.node.map_arg(kwargs, swap))
+        original.meta.update({k: v for k, v in node.meta.items() if k != ORIGINAL})
+        node.replace_all_uses_with(original)
+        graph.erase_node(node)
+    graph.eliminate_dead_code()
+    graph.lint()
+    read = {str(node.target) for node in graph.nodes if node.op == "get_attr"}
+    for name in packed - read:
+        delattr(graph_module, name)
+    graph_module.recompile()
+    for handle in back:
+        mark_handed_back(handle, regions[handle], readers)
+
+
+def _register_buffers(graph_module: torch.fx.GraphModule, name: str, transposed: bool,
+                      buffers: list[torch.Tensor], weight_node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The packed weight as buffers of the graph (`<weight>_sparse_<i>`, of
+    W^T: `<weight>_sparse_t_<i>`) and their get_attr nodes."""
+    nodes = []
+    prefix = name.replace(".", "_") + ("_sparse_t" if transposed else "_sparse")
+    for index, tensor in enumerate(buffers):
+        target = f"{prefix}_{index}"
+        graph_module.register_buffer(target, tensor)
+        with graph_module.graph.inserting_after(weight_node):
+            nodes.append(graph_module.graph.get_attr(target))
+    return nodes
+
+
+def _warn_other_readers(readers: Mapping[str, list[str]], encodings: Mapping[str, Encoding]) -> None:
+    """One SparseFallbackWarning per (torch op, weight) with no sparse region."""
+    for name, ops_reading in readers.items():
+        for op in dict.fromkeys(ops_reading):
+            if op.startswith("sparse_mlir::"):
+                continue
+            warnings.warn(f"no sparse region for '{op}' reading tensor '{name}' stored as "
+                          f"{encodings[name].format_name}; torch runs it on the pruned dense weight",
+                          SparseFallbackWarning, stacklevel=4)
+
+
+def _stats(encoding: Encoding, effective: torch.Tensor, sparse: bool, handed_back: bool = False) -> TensorStats:
+    nnz = int(torch.count_nonzero(effective))
+    if sparse or isinstance(encoding, Dense):
+        fmt = encoding.format_name
+    elif handed_back:
+        fmt = f"dense (torch's op won at the compile-time shapes; requested {encoding.format_name})"
+    else:
+        fmt = f"dense (no sparse region reads it; requested {encoding.format_name})"
+    return TensorStats(shape=tuple(effective.shape), format=fmt, sparsifier=encoding.effective_sparsifier.attr_text(),
+                       nnz=nnz, density=nnz / max(1, effective.numel()))
+
+
+def _plan(name: str, encoding: Encoding, stats: TensorStats, readers: list[str], in_out: bool) -> PlanEntry:
+    sparsifier = encoding.effective_sparsifier
+    regions = [r for r in readers if r.startswith("sparse_mlir::")]
+    others = [r for r in dict.fromkeys(readers) if not r.startswith("sparse_mlir::")]
+    where = "read by " + ", ".join([*dict.fromkeys(regions), *others]) if readers else "not read by the graph"
+    applied = "once, at compile time"
+    if in_out:
+        applied += "; n:m groups along dim 0 (read as x @ W: the reduction dimension)"
+    if regions:
+        applied += "; per token count the cost model runs our kernel or torch's F.linear (see regions())"
+    return PlanEntry(name=name, role="weight", shape=stats.shape, format=encoding.format_name,
+                     stored_as=stats.format, sparsifier=sparsifier.attr_text(), kind=sparsifier.kind,
+                     applied=f"{applied}; {where}", origin="user",
+                     fallbacks=tuple(f"'{op}' runs on torch (pruned dense weight)" for op in others))

@@ -1,0 +1,192 @@
+"""The module `compile(..., mode="regions")` returns: the model's torch graph
+with its sparse linears on our kernels."""
+
+from __future__ import annotations
+
+import copy
+import os
+import warnings
+import weakref
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+from torch.utils import _pytree as pytree
+
+from sparse_mlir.compiler.reports import CompileReports, PlanEntry, TensorStats
+from sparse_mlir.encodings import Encoding
+from sparse_mlir.errors import SpecError
+from sparse_mlir.runtime.ops import REGIONS
+from sparse_mlir.compiler.regions.capture import Captured
+from sparse_mlir.compiler.regions.base import Region
+
+
+class RegionModule(CompileReports, torch.nn.Module):
+    """Runs the captured graph: torch's kernels for the dense parts, our
+    kernels (through `torch.ops.sparse_mlir.linear`) for the sparse linears.
+
+    Called like the model (positional and keyword arguments as its forward
+    takes them, any batch size / sequence length the graph allows); returns
+    what the model returns (tensors, tuples, dicts, HF ModelOutput).
+    Parameters are a snapshot taken at compile time (encoded weights pruned);
+    the module is for inference (no gradients: the training issue adds them).
+    It can be used from several threads and wrapped by torch.compile; it
+    cannot be pickled or torch.save'd (its kernels live in this process):
+    `state_dict()` holds the dense parameters and packed weights."""
+
+    def __init__(self, graph: torch.fx.GraphModule, captured: Captured, regions: dict[int, Region],
+                 effective: dict[str, torch.Tensor], stats: dict[str, TensorStats], plan: list[PlanEntry],
+                 compile_seconds: float, encodings: Mapping[str, Encoding]) -> None:
+        torch.nn.Module.__init__(self)
+        self._encodings = dict(encodings)
+        self.graph_module = graph
+        self._captured = captured
+        self._regions = regions
+        self._effective = effective
+        self._stats = stats
+        self._plan = plan
+        self.compile_seconds = compile_seconds
+        for handle in regions:
+            weakref.finalize(self, REGIONS.remove, handle)
+
+    def export(self, path: str | os.PathLike) -> Path:
+        """A self-contained artifact (`sparse_mlir.load`, the C loader; no torch
+        graph, no compiler) of the model at the example's shapes: the whole
+        graph compiled by `mode="graph"` from the same pruned weights and
+        encodings. Artifacts are static-shape, positional-input programs; a
+        Python service that needs other shapes keeps this module instead."""
+        if getattr(self, "_in_out_nm", None):
+            raise SpecError(f"export() compiles the whole graph, whose n:m sparsifier groups a weight's last dim; "
+                            f"{sorted(self._in_out_nm)} were pruned along dim 0 (read as x @ W): an artifact would "
+                            "compute with other weights. Keep the module in a Python service, or encode them "
+                            "with CSR for export")
+        captured = self._captured
+        if captured.keywords:
+            raise SpecError(f"export() compiles the whole graph, which takes positional tensor inputs only; this "
+                            f"model was compiled with keyword inputs {captured.keywords} (keep the module in a "
+                            "Python service, or compile the model with positional example_args only)")
+        from sparse_mlir.compiler.driver import compile as compile_graph
+        from sparse_mlir.compiler.regions.driver import snapshot
+        model = captured.program.module()
+        snapshot(model, self._effective)
+        # The program was captured in eval mode; its module refuses train()
+        # / eval(), which the whole-graph capture calls to restore the flag.
+        model.train = model.eval = lambda mode=True: model  # type: ignore[method-assign]
+        model.training = False
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            whole = compile_graph(model, self._encodings, captured.example_args, mode="graph")
+        return whole.export(path)
+
+    def regions(self) -> list[Region]:
+        """The sparse regions (one per encoded weight and bias presence), with their per-token-count choices."""
+        return list(self._regions.values())
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        call_args, call_kwargs = self._arrange(args, kwargs)
+        self._check_inputs(call_args, call_kwargs)
+        with torch.no_grad():
+            return self.graph_module(*call_args, **call_kwargs)
+
+    def _arrange(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[tuple, dict]:
+        """The call in the exported calling convention: the example's
+        positional arguments positionally, its keywords by keyword (defaults
+        filled in); an argument the example did not pass is an error."""
+        captured = self._captured
+        if captured.signature is None:
+            return tuple(args), dict(kwargs)
+        try:
+            bound = captured.signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise SpecError(f"call does not match the model's forward: {error}") from None
+        extra = [name for name in bound.arguments if name not in captured.positional + captured.keywords]
+        if extra:
+            raise SpecError(f"argument(s) {', '.join(map(repr, extra))} were not in example_args / example_kwargs "
+                            "when the model was compiled: compile with them to pass them")
+        bound.apply_defaults()
+        return (tuple(bound.arguments[name] for name in captured.positional),
+                {name: bound.arguments[name] for name in captured.keywords})
+
+    def _check_inputs(self, args: tuple, kwargs: dict) -> None:
+        leaves = [leaf for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+        specs = self._captured.inputs
+        if len(leaves) != len(specs):
+            raise SpecError(f"expected {len(specs)} tensor inputs, got {len(leaves)}")
+        for tensor, spec in zip(leaves, specs):
+            if tensor.layout != torch.strided:
+                raise SpecError(f"input {spec.path}: expected a dense (strided) tensor, got a {tensor.layout} "
+                                "tensor (pass .to_dense(); sparsity belongs in `encodings`)")
+            if tensor.dtype != spec.dtype:
+                raise SpecError(f"input {spec.path}: expected dtype {spec.dtype}, got {tensor.dtype}")
+            if tensor.dim() != len(spec.shape) or any(
+                    want is not None and got != want for got, want in zip(tensor.shape, spec.shape)):
+                shown = "(" + ", ".join("*" if d is None else str(d) for d in spec.shape) + \
+                    ("," if len(spec.shape) == 1 else "") + ")"
+                raise SpecError(f"input {spec.path}: expected shape {shown} (* is any size), "
+                                f"got {tuple(tensor.shape)}")
+
+
+class SwappedModule(CompileReports, torch.nn.Module):
+    """Runs the model itself (a snapshot copy) with the modules reading
+    encoded weights swapped for our custom ops (see swap.py): the dense
+    parts are eager torch, as written; any input the model takes works.
+
+    Same rules as RegionModule: parameters are a compile-time snapshot,
+    inference only, usable from several threads and under torch.compile,
+    not picklable (its kernels live in this process)."""
+
+    def __init__(self, model: torch.nn.Module, regions: dict[int, Region], effective: dict[str, torch.Tensor],
+                 encodings: Mapping[str, Encoding], example_args: Sequence[Any],
+                 example_kwargs: Mapping[str, Any]) -> None:
+        torch.nn.Module.__init__(self)
+        self.model = model
+        self._regions = regions
+        self._effective = effective
+        self._encodings = dict(encodings)
+        self._stats: dict[str, TensorStats] = {}
+        self._plan: list[PlanEntry] = []
+        self._example = (tuple(pytree.tree_map(_clone, tuple(example_args))),
+                         dict(pytree.tree_map(_clone, dict(example_kwargs))))
+        self.compile_seconds = 0.0
+        for handle in regions:
+            weakref.finalize(self, REGIONS.remove, handle)
+
+    def regions(self) -> list[Region]:
+        """The sparse regions (one per encoded weight, module kind and bias presence), with their choices."""
+        return list(self._regions.values())
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        for index, leaf in enumerate(pytree.tree_leaves((args, kwargs))):
+            if isinstance(leaf, torch.Tensor) and leaf.layout != torch.strided:
+                raise SpecError(f"input tensor {index}: expected a dense (strided) tensor, got a {leaf.layout} "
+                                "tensor (pass .to_dense(); sparsity belongs in `encodings`)")
+        with torch.no_grad():
+            return self.model(*args, **kwargs)
+
+    def export(self, path: str | os.PathLike) -> Path:
+        """The whole-graph artifact (as RegionModule.export) of the model at
+        the example's shapes, from its pruned weights."""
+        if getattr(self, "_in_out_nm", None):
+            raise SpecError(f"export() compiles the whole graph, whose n:m sparsifier groups a weight's last dim; "
+                            f"{sorted(self._in_out_nm)} were pruned along dim 0 (read as x @ W): an artifact would "
+                            "compute with other weights. Keep the module in a Python service, or encode them "
+                            "with CSR for export")
+        args, kwargs = self._example
+        if kwargs:
+            raise SpecError(f"export() compiles the whole graph, which takes positional tensor inputs only; this "
+                            f"model was compiled with keyword inputs {sorted(kwargs)} (keep the module in a "
+                            "Python service, or compile the model with positional example_args only)")
+        from sparse_mlir.compiler.driver import compile as compile_graph
+        model = copy.deepcopy(self.model)
+        for name, module in list(model.named_modules()):
+            if hasattr(module, "_original") and name:
+                owner, _, leaf = name.rpartition(".")
+                setattr(model.get_submodule(owner) if owner else model, leaf, module._original[0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            whole = compile_graph(model.eval(), self._encodings, args, mode="graph")
+        return whole.export(path)
+
+
+def _clone(value: Any) -> Any:
+    return value.detach().clone() if isinstance(value, torch.Tensor) else value

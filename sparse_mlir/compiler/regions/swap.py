@@ -1,0 +1,214 @@
+"""Regions by module swap: the user's model runs eagerly, as written, with
+each module that reads an encoded weight through a known op (nn.Linear,
+HF's Conv1D, groups-1 nn.Conv2d) swapped for one calling our custom op.
+
+No graph capture: nothing of the dense model changes (in-place ops, Python
+control flow, data-dependent shapes, outputs and kwargs are the model's
+own), compiling costs no torch.export (4 s of a 12-layer BERT-base's
+compile), and any shape the model takes runs. Used when every module
+holding an encoded weight is one of those (or an nn.Embedding, which then
+gathers from the pruned weight on torch); otherwise the graph capture
+(driver.py) finds the readers, functional ones (`x @ W`) included.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Mapping
+
+import torch
+
+from sparse_mlir.encodings import NM, Dense, Encoding
+from sparse_mlir.compiler.importers.torch_fx import capture_lock
+from sparse_mlir.runtime.ops import REGIONS, sparse_mlir_conv2d, sparse_mlir_linear
+from sparse_mlir.compiler.weights import pack
+from sparse_mlir.compiler.regions.base import Region, mark_handed_back, torch_won_everywhere
+from sparse_mlir.compiler.regions.conv import ConvRegion
+from sparse_mlir.compiler.regions.kernels import KernelOptions
+from sparse_mlir.compiler.regions.linear import LinearRegion
+
+# Modules whose own forward is the only reader of their weight, which has
+# no region: they read the pruned weight on torch (one warning).
+READ_ON_TORCH = (torch.nn.Embedding, torch.nn.EmbeddingBag, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d,
+                 torch.nn.ConvTranspose1d, torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A module holding an encoded weight (as its `weight`)."""
+
+    path: str
+    module: torch.nn.Module
+
+    @property
+    def kind(self) -> str | None:
+        """"linear", "conv1d" ([in, out]), "conv2d", "torch" (read on torch: an
+        embedding, a depthwise or other conv) or None (unknown)."""
+        module = self.module
+        if type(module) is torch.nn.Linear:
+            return "linear"
+        if type(module).__name__ == "Conv1D" and hasattr(module, "nf") and module.weight.dim() == 2:
+            return "conv1d"
+        if (type(module) is torch.nn.Conv2d and module.groups == 1 and module.padding_mode == "zeros"
+                and not isinstance(module.padding, str)):
+            return "conv2d"
+        if isinstance(module, READ_ON_TORCH):
+            return "torch"
+        return None
+
+
+def owners(model: torch.nn.Module, weights: Mapping[str, torch.Tensor]) -> dict[str, list[Owner]] | None:
+    """Per encoded weight, the modules holding it as `weight`; None when one
+    is held another way, by a module we cannot read, or by embeddings alone
+    (the graph capture then finds its readers)."""
+    found: dict[str, list[Owner]] = {name: [] for name in weights}
+    by_id = {id(tensor): name for name, tensor in weights.items()}
+    for path, module in model.named_modules(remove_duplicate=False):
+        for attribute, parameter in module._parameters.items():
+            name = by_id.get(id(parameter))
+            if name is None:
+                continue
+            owner = Owner(path, module)
+            if attribute != "weight" or owner.kind is None:
+                return None
+            found[name].append(owner)
+    # A weight only embeddings hold may be read functionally too (a tied
+    # LM head's F.linear on the embedding's weight): only the graph shows that.
+    if any(all(isinstance(owner.module, (torch.nn.Embedding, torch.nn.EmbeddingBag)) for owner in held)
+           for held in found.values()):
+        return None
+    return found
+
+
+def in_out_nm(found: Mapping[str, list[Owner]], encodings: Mapping[str, Encoding]) -> set[str]:
+    """n:m weights read only by Conv1D (as [in, out]): groups along dim 0."""
+    return {name for name, held in found.items() if isinstance(encodings[name], NM)
+            and {o.kind for o in held if o.kind != "torch"} == {"conv1d"}}
+
+
+class SparseLinear(torch.nn.Module):
+    """Stands for an nn.Linear / Conv1D whose weight is encoded: F.linear on our op."""
+
+    def __init__(self, handle: int, region: Region, bias: torch.nn.Parameter | None, original: torch.nn.Module):
+        super().__init__()
+        self.handle, self.out_features = handle, region.signature.out_features
+        self.in_features = region.signature.in_features
+        # The pruned dense weight, as the original module held it (models
+        # read `module.weight.dtype`); torch's side of the region reads it.
+        self.weight = original.weight
+        self._count = len(region.buffers)
+        for index, buffer in enumerate(region.buffers):
+            self.register_buffer(f"packed_{index}", buffer)
+        self.bias = bias
+        self._original = [original]   # a list: not a submodule (its weight is not ours to list)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        buffers = [getattr(self, f"packed_{i}") for i in range(self._count)]
+        return sparse_mlir_linear(x, buffers, self.bias, self.out_features, self.handle)
+
+
+class SparseConv2d(SparseLinear):
+    """Stands for a groups-1 nn.Conv2d whose weight is encoded."""
+
+    def __init__(self, handle: int, region: ConvRegion, bias: torch.nn.Parameter | None,
+                 original: torch.nn.Module):
+        super().__init__(handle, region, bias, original)
+        self.kernel_size, self.stride = list(region.kernel_size), list(region.stride)
+        self.padding, self.dilation = list(region.padding), list(region.dilation)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        buffers = [getattr(self, f"packed_{i}") for i in range(self._count)]
+        return sparse_mlir_conv2d(x, buffers, self.bias, self.out_features, self.kernel_size, self.stride,
+                                  self.padding, self.dilation, self.handle)
+
+
+def _set(model: torch.nn.Module, path: str, module: torch.nn.Module) -> None:
+    owner, _, leaf = path.rpartition(".")
+    setattr(model.get_submodule(owner) if owner else model, leaf, module)
+
+
+def swap(model: torch.nn.Module, found: Mapping[str, list[Owner]], encodings: Mapping[str, Encoding],
+         effective: Mapping[str, torch.Tensor], options: KernelOptions,
+         cost_model: bool) -> tuple[torch.nn.Module, dict[int, Region], dict[str, list[str]], dict[int, list[str]]]:
+    """A copy of `model` (parameters a snapshot, encoded ones pruned) with
+    its encoded modules swapped. Returns it, the regions by handle, each
+    weight's readers (for the plan) and each region's module paths."""
+    with capture_lock():
+        copied = copy.deepcopy(model)
+    pruned: dict[str, torch.nn.Parameter] = {}
+    for name in encodings:   # shares effective's storage (effective_state_dict() returns clones)
+        pruned[name] = torch.nn.Parameter(effective[name], requires_grad=False)
+    regions: dict[int, Region] = {}
+    readers: dict[str, list[str]] = {}
+    paths: dict[int, list[str]] = {}
+    by_key: dict[tuple, int] = {}
+    for name, held in found.items():
+        encoding = encodings[name]
+        for owner in held:
+            module = copied.get_submodule(owner.path) if owner.path else copied
+            module.weight = pruned[name]   # tied owners keep sharing one pruned copy
+            kind = owner.kind
+            eligible = not isinstance(encoding, Dense) and effective[name].dtype == torch.float32
+            if kind == "conv2d" and isinstance(encoding, NM) and encoding.rows > 1:
+                eligible = False   # patterns shared along kw, not output channels: no kernel
+            if kind == "torch" or not eligible:
+                readers.setdefault(name, []).append(f"{type(module).__name__} ({owner.path})")
+                continue
+            bias = module.bias if getattr(module, "bias", None) is not None else None
+            key = (name, bias is not None, kind, *(_conv_key(module) if kind == "conv2d" else ()))
+            if key not in by_key:
+                by_key[key] = REGIONS.add(region := _region(name, encoding, effective[name], kind, module,
+                                                            bias is not None, options, cost_model))
+                regions[by_key[key]] = region
+            handle = by_key[key]
+            stand_in = (SparseConv2d if kind == "conv2d" else SparseLinear)(handle, regions[handle], bias, module)
+            _set(copied, owner.path, stand_in)
+            paths.setdefault(handle, []).append(owner.path)
+            op = "conv2d" if kind == "conv2d" else "linear"
+            readers.setdefault(name, []).append(f"sparse_mlir::{op} (region {handle})")
+    copied.eval()
+    return copied, regions, readers, paths
+
+
+def _conv_key(module: torch.nn.Conv2d) -> tuple:
+    return (tuple(module.stride), tuple(module.padding), tuple(module.dilation))
+
+
+def _region(name: str, encoding: Encoding, weight: torch.Tensor, kind: str, module: torch.nn.Module, bias: bool,
+            options: KernelOptions, cost_model: bool) -> Region:
+    if kind == "conv2d":
+        matrix = weight.reshape(weight.shape[0], -1)
+        return ConvRegion(name, encoding, weight, pack(encoding, matrix.numpy(), name), bias, module.stride,
+                          module.padding, module.dilation, options, cost_model)
+    matrix = weight.t() if kind == "conv1d" else weight   # torch's side reads W^T as a view
+    return LinearRegion(name, encoding, matrix, pack(encoding, matrix.contiguous().numpy(), name), bias, options,
+                        cost_model)
+
+
+def eager_call(model: torch.nn.Module, paths: Mapping[int, list[str]], example_args: tuple,
+               example_kwargs: Mapping[str, object]):
+    """The swapped model on the example with its original modules back in
+    place for the call (pruned weights): eager torch, to time against."""
+    def run() -> object:
+        stand_ins = {path: model.get_submodule(path) for handle_paths in paths.values() for path in handle_paths}
+        for path, stand_in in stand_ins.items():
+            if hasattr(stand_in, "_original"):
+                _set(model, path, stand_in._original[0])
+        try:
+            return model(*example_args, **example_kwargs)
+        finally:
+            for path, stand_in in stand_ins.items():
+                _set(model, path, stand_in)
+    return run
+
+
+def hand_back(model: torch.nn.Module, regions: Mapping[int, Region], paths: Mapping[int, list[str]],
+              readers: dict[str, list[str]]) -> None:
+    """Regions torch won everywhere at compile time: their original modules
+    (with the pruned weight) go back in place of the stand-ins."""
+    for handle in torch_won_everywhere(regions):
+        for path in paths.get(handle, []):
+            stand_in = model.get_submodule(path)
+            _set(model, path, stand_in._original[0])
+        mark_handed_back(handle, regions[handle], readers)

@@ -1,0 +1,95 @@
+"""What both compile modes check and read from the user's model before any
+work: its parameters (tied names resolved), the mode a call selects, the
+dtypes the CPU code can take, and each encoding verified by `smlir.sparsify`."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import torch
+from mlir import ir
+
+from sparse_mlir.runtime.callable import numpy_dtype
+from sparse_mlir.context import make_context
+from sparse_mlir.dialects import smlir
+from sparse_mlir.encodings import Encoding
+from sparse_mlir.errors import SpecError
+from sparse_mlir.compiler.importers.torch_fx import capture_lock
+
+MLIR_ELEMENT_TYPES = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16",
+                       torch.bfloat16: "bf16", torch.int32: "i32", torch.int64: "i64", torch.int8: "i8"}
+
+
+def parameters(model: torch.nn.Module, encodings: Mapping[str, Encoding]) -> dict[str, torch.Tensor]:
+    """The model's parameters by name (detached); an encoding naming a tied
+    alias (a second name of a shared parameter, which torch lists once) is
+    refused with the name to use. Read under the capture lock: a capture in
+    another thread swaps the model's parameters for fake tensors meanwhile."""
+    with capture_lock():
+        named = dict(model.named_parameters())
+        for alias, parameter in model.named_parameters(remove_duplicate=False):
+            if alias in encodings and alias not in named:
+                canonical = next(name for name, p in named.items() if p is parameter)
+                raise SpecError(f"{alias}: is the same parameter as '{canonical}' (tied weights); encode it as "
+                                f"'{canonical}' (every reader of the shared weight then sees it sparsified)")
+        return {name: p.detach() for name, p in named.items()}
+
+
+def default_mode(model: torch.nn.Module, encodings: Mapping[str, Any], target: str, on_fallback: str,
+                  fuse_sparsifiers: bool, example_kwargs: Mapping[str, Any] | None) -> str:
+    """"regions" (torch runs the graph; any shape, any output) unless the
+    call needs the whole-graph compile: another target, graph-only options,
+    or encodings naming intermediates or inputs."""
+    if example_kwargs:
+        return "regions"
+    if target != "cpu" or on_fallback != "warn" or not fuse_sparsifiers:
+        return "graph"
+    with capture_lock():
+        names = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    return "regions" if all(name in names for name in encodings) else "graph"
+
+
+def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
+    """Every second name of a shared parameter (GPT-2's `lm_head.weight`) ->
+    the name torch lists it under (`transformer.wte.weight`)."""
+    with capture_lock():
+        canonical = {id(p): name for name, p in model.named_parameters()}
+        return {alias: canonical[id(p)] for alias, p in model.named_parameters(remove_duplicate=False)
+                if canonical[id(p)] != alias}
+
+
+def check_cpu_dtypes(params: Mapping[str, torch.Tensor], example_args: Sequence[Any]) -> None:
+    """Parameters and inputs cross to compiled CPU code as numpy arrays: a
+    dtype numpy lacks (bfloat16) cannot, so it is refused before any work."""
+    tensors = [(f"parameter '{name}'", p) for name, p in params.items()]
+    tensors += [(f"input {i}", a) for i, a in enumerate(example_args) if isinstance(a, torch.Tensor)]
+    for what, tensor in tensors:
+        if numpy_dtype(tensor.dtype) is None:
+            raise SpecError(f"{what}: target='cpu' cannot pass {tensor.dtype} tensors to compiled code (numpy has "
+                            f"no {str(tensor.dtype).removeprefix('torch.')}); convert the model and inputs with "
+                            ".float(), or use target='cuda' for 2:4 float16/bfloat16 linears")
+
+
+def verify_specs(encodings: Mapping[str, Encoding], params: Mapping[str, torch.Tensor]) -> None:
+    """Checks every (tensor, encoding, sparsifier) with the smlir.sparsify verifier, before any work."""
+    with make_context(), ir.Location.unknown():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            for name, encoding in encodings.items():
+                weight = params[name]
+                if weight.dtype not in MLIR_ELEMENT_TYPES:
+                    raise SpecError(f"{name}: unsupported dtype {weight.dtype}")
+                element = ir.Type.parse(MLIR_ELEMENT_TYPES[weight.dtype])
+                tensor_type = ir.RankedTensorType.get(list(weight.shape), element)
+                value = ir.Operation.create("tensor.empty", results=[tensor_type]).result
+                # The dense result type is deliberately unchecked: only the
+                # shape/format/sparsifier diagnostics matter here.
+                smlir.SparsifyOp(tensor_type, value, encoding.effective_sparsifier.to_attr(), encoding.to_attr(),
+                                 tensor_name=ir.StringAttr.get(name))
+        try:
+            module.operation.verify()
+        except ir.MLIRError as error:
+            messages = [str(d.message) for d in error.error_diagnostics
+                        if "result type must be" not in str(d.message)]
+            if messages:
+                raise SpecError("; ".join(messages)) from None

@@ -1,0 +1,318 @@
+"""Compile-time sparsification and packing of weights (numpy).
+
+`apply_sparsifier` computes the dense-equivalent weight (zeros where pruned):
+the same function is the eager reference for tests and `effective_state_dict`.
+`pack` turns it into the buffers MLIR's sparse assembler expects for an
+argument of that encoding (positions / coordinates per level, then values).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sparse_mlir.encodings import BSR, COO, CSC, CSR, NM, Dense, Encoding
+from sparse_mlir.errors import SpecError
+from sparse_mlir.nm_layout import nm_kept, stored_positions
+from sparse_mlir.philox import keep_mask
+from sparse_mlir.sparsifiers import (BlockFraction, KeepAll, NMMagnitude, RandomFraction, ScalarFraction, Sparsifier,
+                                     Threshold)
+
+# Index buffers keep signed dtypes (the memref and artifact glue know only
+# those); 8/16/32-bit ones hold the bit pattern of the unsigned value.
+_INDEX_DTYPES = {0: np.int64, 8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
+_UNSIGNED_DTYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32}
+_NOUNS = {"pos_width": "positions", "crd_width": "coordinates"}
+
+
+def apply_sparsifier(sparsifier: Sparsifier, w: np.ndarray, name: str = "tensor", call: int = 0) -> np.ndarray:
+    """The values `sparsifier` keeps of `w`, zeros elsewhere (a new array).
+
+    `call` is the call number random fractions draw their mask for (weights: 0).
+    """
+    if isinstance(sparsifier, KeepAll):
+        return w.copy()
+    if isinstance(sparsifier, Threshold):
+        # In float64: |x| >= v exactly, as the compiled code compares (numpy
+        # would round v to w's dtype: f32(0.7) >= 0.7 would hold).
+        return np.where(np.abs(w.astype(np.float64)) >= sparsifier.value, w, 0).astype(w.dtype)
+    if isinstance(sparsifier, ScalarFraction):
+        return _scalar_fraction(w, sparsifier.fraction)
+    if isinstance(sparsifier, BlockFraction):
+        return _block_fraction(w, sparsifier.fraction, sparsifier.block, name)
+    if isinstance(sparsifier, NMMagnitude):
+        return _nm_magnitude(w, sparsifier, name)
+    if isinstance(sparsifier, RandomFraction):
+        return np.where(keep_mask(w.shape, sparsifier.fraction, sparsifier.seed, call), w, 0).astype(w.dtype)
+    raise SpecError(f"{name}: unknown sparsifier {sparsifier!r}")
+
+
+def _keep_largest(scores: np.ndarray, keep: int) -> np.ndarray:
+    """Mask of the `keep` largest scores along the last axis; ties -> lower index.
+
+    Scores are magnitudes (>= 0 or NaN; NaN ranks below every number).
+    """
+    if scores.ndim == 1 and scores.size > 4096:
+        return _keep_largest_flat(scores, keep)
+    if scores.shape[-1] <= 16:
+        return _keep_largest_by_rank(scores, keep)
+    order = np.argsort(-scores, axis=-1, kind="stable")
+    mask = np.zeros(scores.shape, dtype=bool)
+    np.put_along_axis(mask, order[..., :keep], True, axis=-1)
+    return mask
+
+
+def _keep_largest_by_rank(scores: np.ndarray, keep: int) -> np.ndarray:
+    """`_keep_largest` along a short last axis (n:m groups) without a sort:
+    an element is kept when fewer than `keep` elements of its group rank
+    above it (a larger score, or an equal one at a lower index; NaN below
+    every number). One contiguous array per group position and m^2
+    comparisons of them: numpy's per-group sorts cost several times more."""
+    columns = np.ascontiguousarray(np.moveaxis(np.where(np.isnan(scores), -1.0, scores), -1, 0))
+    kept = np.empty(columns.shape, dtype=bool)
+    for j, mine in enumerate(columns):
+        above = np.zeros(mine.shape, dtype=np.int32)
+        for k, theirs in enumerate(columns):
+            if k != j:
+                above += (theirs >= mine) if k < j else (theirs > mine)
+        kept[j] = above < keep
+    return np.moveaxis(kept, 0, -1)
+
+
+def _keep_largest_flat(scores: np.ndarray, keep: int) -> np.ndarray:
+    """`_keep_largest` of one long vector by selection (O(n)), not a sort:
+    all scores above the keep-th largest, then its ties by lowest index."""
+    mask = np.zeros(scores.shape, dtype=bool)
+    if keep <= 0:
+        return mask
+    if keep >= scores.size:
+        mask[:] = True
+        return mask
+    ranked = np.where(np.isnan(scores), -np.inf, scores)
+    cut = np.partition(ranked, scores.size - keep)[scores.size - keep]
+    mask = ranked > cut
+    ties = np.flatnonzero(ranked == cut)[:keep - int(np.count_nonzero(mask))]
+    mask[ties] = True
+    return mask
+
+
+def _scalar_fraction(w: np.ndarray, fraction: float) -> np.ndarray:
+    flat = np.abs(w).reshape(-1)
+    drop = int(np.floor(fraction * flat.size))
+    mask = _keep_largest(flat, flat.size - drop).reshape(w.shape)
+    return np.where(mask, w, 0).astype(w.dtype)
+
+
+def _block_fraction(w: np.ndarray, fraction: float, block: tuple[int, ...], name: str) -> np.ndarray:
+    if len(block) != 2 or w.ndim != 2:
+        raise SpecError(f"{name}: BlockFraction supports 2-d blocks on matrices, got block {block} "
+                        f"for shape {tuple(w.shape)}")
+    r, c = block
+    rows, cols = w.shape
+    if rows % r or cols % c:
+        raise SpecError(f"{name}: block {block} must divide the shape {tuple(w.shape)}")
+    tiles = w.reshape(rows // r, r, cols // c, c)
+    # L1 norms in f64, summed from +0.0 in row-major order within the tile:
+    # the order of the MLIR lowering, so both see the same norms and the same
+    # exact ties (a numpy reduction over two axes picks its own order).
+    magnitudes = np.abs(tiles).astype(np.float64)
+    norms = np.zeros((rows // r, cols // c), dtype=np.float64)
+    for i in range(r):
+        for j in range(c):
+            norms += magnitudes[:, i, :, j]
+    norms = norms.reshape(-1)
+    drop = int(np.floor(fraction * norms.size))
+    keep = _keep_largest(norms, norms.size - drop).reshape(rows // r, 1, cols // c, 1)
+    return np.where(keep, tiles, 0).reshape(w.shape).astype(w.dtype)
+
+
+def _nm_magnitude(w: np.ndarray, s: NMMagnitude, name: str) -> np.ndarray:
+    if s.transposable:
+        return _transposable_nm(w, s.n, s.m, name)
+    dim = s.dim % w.ndim
+    if w.shape[dim] % s.m:
+        raise SpecError(f"{name}: n:m with m = {s.m} must divide dimension {dim} of shape {tuple(w.shape)}")
+    if s.rows != 1:
+        return _grouped_nm(w, s, name)
+    moved = np.moveaxis(w, dim, -1)
+    groups = moved.reshape(*moved.shape[:-1], -1, s.m)
+    mask = _keep_largest(np.abs(groups), s.n)
+    kept = np.where(mask, groups, 0).reshape(moved.shape)
+    return np.ascontiguousarray(np.moveaxis(kept, -1, dim)).astype(w.dtype)
+
+
+def _grouped_nm(w: np.ndarray, s: NMMagnitude, name: str) -> np.ndarray:
+    """n:m with one pattern per `s.rows` rows: a group of m keeps the n
+    positions with the largest sum of |x| over the row group (ties -> lower
+    index, NaN last), in every row of the group."""
+    if w.ndim < 2 or s.dim % w.ndim != w.ndim - 1:
+        raise SpecError(f"{name}: n:m shared by rows = {s.rows} needs dim to be the last dimension "
+                        f"of a tensor of rank >= 2, got dim = {s.dim} and shape {tuple(w.shape)}")
+    if w.shape[-2] % s.rows:
+        raise SpecError(f"{name}: n:m shared by rows = {s.rows} needs rows = {s.rows} to divide "
+                        f"dimension {w.ndim - 2} of shape {tuple(w.shape)}")
+    # [..., row groups, rows, k groups, m]
+    tiles = w.reshape(*w.shape[:-2], w.shape[-2] // s.rows, s.rows, w.shape[-1] // s.m, s.m)
+    # Summed row by row in w's precision, as the in-graph lowering does.
+    scores = np.abs(tiles[..., :1, :, :])
+    for r in range(1, s.rows):
+        scores = scores + np.abs(tiles[..., r:r + 1, :, :])
+    mask = _keep_largest(scores, s.n)
+    return np.where(mask, tiles, 0).reshape(w.shape).astype(w.dtype)
+
+
+def _transposable_nm(w: np.ndarray, n: int, m: int, name: str) -> np.ndarray:
+    """At most n kept per row and per column of every m x m tile (so W and W^T are n:m).
+
+    Greedy, as PyTorch's 2:4 sparse training kernel: visit a tile's elements
+    by |x| descending (ties: lower row-major index in the tile first; NaN
+    last) and keep one while its row and its column both hold fewer than n.
+    """
+    if w.ndim != 2:
+        raise SpecError(f"{name}: transposable n:m needs a matrix, got shape {tuple(w.shape)}")
+    rows, cols = w.shape
+    if rows % m or cols % m:
+        raise SpecError(f"{name}: transposable n:m needs m = {m} to divide both dimensions "
+                        f"of shape {tuple(w.shape)}")
+    tiles = w.reshape(rows // m, m, cols // m, m).transpose(0, 2, 1, 3).reshape(-1, m * m)
+    order = np.argsort(-np.abs(tiles), axis=-1, kind="stable")  # NaN sorts last
+    tile = np.arange(tiles.shape[0])
+    keep = np.zeros(tiles.shape, dtype=bool)
+    row_count = np.zeros((tiles.shape[0], m), dtype=np.int64)
+    col_count = np.zeros((tiles.shape[0], m), dtype=np.int64)
+    for step in range(m * m):  # one greedy step of every tile at once
+        element = order[:, step]
+        row, col = element // m, element % m
+        ok = (row_count[tile, row] < n) & (col_count[tile, col] < n)
+        keep[tile, element] = ok
+        row_count[tile, row] += ok
+        col_count[tile, col] += ok
+    mask = keep.reshape(rows // m, cols // m, m, m).transpose(0, 2, 1, 3).reshape(rows, cols)
+    return np.where(mask, w, 0).astype(w.dtype)
+
+
+def pack(encoding: Encoding, w: np.ndarray, name: str = "tensor") -> list[np.ndarray]:
+    """Buffers of `w` stored in `encoding`, in the sparse assembler's order.
+
+    Raises SpecError when a position or coordinate does not fit the
+    encoding's index width (`index_limit`)."""
+    if isinstance(encoding, Dense):
+        return [np.ascontiguousarray(w)]
+    if w.ndim != 2:
+        raise SpecError(f"{name}: {type(encoding).__name__} weights must be matrices for now, "
+                        f"got shape {tuple(w.shape)}")
+    if isinstance(encoding, CSR):
+        return _pack_compressed(w, encoding, name, "column")
+    if isinstance(encoding, CSC):
+        return _pack_compressed(np.ascontiguousarray(w.T), encoding, name, "row")
+    if isinstance(encoding, COO):
+        rows, cols = np.nonzero(w)
+        return [_positions(np.array([0, rows.size]), encoding, name, "stored entries"),
+                _coordinates(rows, encoding, name, "row"), _coordinates(cols, encoding, name, "column"),
+                np.ascontiguousarray(w[rows, cols])]
+    if isinstance(encoding, BSR):
+        return _pack_bsr(w, encoding, name)
+    if isinstance(encoding, NM):
+        return _pack_nm(w, encoding, name)
+    raise SpecError(f"{name}: cannot pack encoding {encoding!r}")
+
+
+def index_limit(width: int) -> int:
+    """The largest position or coordinate a `width`-bit index holds.
+
+    MLIR's sparse_tensor reads narrow indices as unsigned (its runtime
+    stores them as uint8_t ... uint64_t and its codegen zero-extends loads,
+    as our kernels do), so 8 bits hold 0..255. 0 (index) and 64 bits are
+    passed as int64."""
+    return (1 << width) - 1 if width in _UNSIGNED_DTYPES else np.iinfo(np.int64).max
+
+
+def check_index_width(encoding: Encoding, field: str, largest: int, name: str, what: str) -> None:
+    """Raises SpecError when `largest` does not fit `encoding`'s `field`
+    ("pos_width" / "crd_width"); `what` names it in the error, "{}" standing
+    for the value. The one width check: packers' buffers (a cast alone would
+    wrap silently into wrong answers) and intermediates' worst cases."""
+    width = getattr(encoding, field)
+    if largest > index_limit(width):
+        wider = next(w for w in (16, 32, 64) if largest <= index_limit(w))
+        noun = _NOUNS[field]
+        raise SpecError(f"{name}: {_spec_text(encoding, field)} cannot hold {what.format(largest)} "
+                        f"({noun} up to {index_limit(width)} with {width}-bit {noun}); "
+                        f"use {field}={wider} or wider")
+
+
+def _index_buffer(values: np.ndarray, encoding: Encoding, field: str, name: str, what: str) -> np.ndarray:
+    """`values` (>= 0) as the index buffer of `encoding`'s `field`, checked to fit."""
+    width = getattr(encoding, field)
+    check_index_width(encoding, field, int(values.max()) if values.size else 0, name, what)
+    if width in _UNSIGNED_DTYPES:
+        return values.astype(_UNSIGNED_DTYPES[width]).view(_INDEX_DTYPES[width])
+    return values.astype(_INDEX_DTYPES[width])
+
+
+def _positions(values: np.ndarray, encoding: Encoding, name: str, stored: str) -> np.ndarray:
+    return _index_buffer(values, encoding, "pos_width", name, "{} " + stored)
+
+
+def _coordinates(values: np.ndarray, encoding: Encoding, name: str, axis: str) -> np.ndarray:
+    return _index_buffer(values, encoding, "crd_width", name, axis + " coordinate {}")
+
+
+def _spec_text(encoding: Encoding, field: str) -> str:
+    """`encoding` as the user wrote it, down to the width in question."""
+    width = f"{field}={getattr(encoding, field)}"
+    if isinstance(encoding, BSR):
+        return f"BSR(block={encoding.block}, {width})"
+    if isinstance(encoding, NM):
+        return f"NM({encoding.n}, {encoding.m}, {width})"
+    return f"{type(encoding).__name__}({width})"
+
+
+def _pack_compressed(w: np.ndarray, encoding: CSR | CSC, name: str, axis: str) -> list[np.ndarray]:
+    """Row-compressed buffers of `w` (CSC passes w^T); `axis` names what
+    the coordinates index, for errors."""
+    nonzero = w != 0
+    positions = np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))])
+    _, crd = np.nonzero(nonzero)
+    return [_positions(positions, encoding, name, "stored entries"), _coordinates(crd, encoding, name, axis),
+            np.ascontiguousarray(w[nonzero])]
+
+
+def _pack_bsr(w: np.ndarray, encoding: BSR, name: str) -> list[np.ndarray]:
+    r, c = encoding.block
+    rows, cols = w.shape
+    tiles = w.reshape(rows // r, r, cols // c, c).transpose(0, 2, 1, 3)  # [R, C, r, c]
+    nonzero = np.abs(tiles).sum(axis=(2, 3)) != 0
+    positions = np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))])
+    block_rows, block_cols = np.nonzero(nonzero)
+    values = np.ascontiguousarray(tiles[block_rows, block_cols].reshape(-1))
+    return [_positions(positions, encoding, name, "stored blocks"),
+            _coordinates(block_cols, encoding, name, "block column"), values]
+
+
+def _pack_nm(w: np.ndarray, encoding: NM, name: str) -> list[np.ndarray]:
+    if encoding.rows != 1:
+        positions, values = _shared_nm_kept(w, encoding, name)
+    else:
+        positions, values = nm_kept(w, encoding.n, encoding.m, name)
+    # In-group positions are < m <= 255 (check_nm): every width holds them.
+    return [_coordinates(positions.reshape(-1), encoding, name, "in-group"),
+            np.ascontiguousarray(values.reshape(-1))]
+
+
+def _shared_nm_kept(w: np.ndarray, encoding: NM, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """`nm_kept` for rows sharing patterns: a row group's positions are
+    those of the union of its rows' nonzeros (a row with a zero at a kept
+    position stores that zero), the same in every row of the group."""
+    n, m, rows = encoding.n, encoding.m, encoding.rows
+    if w.shape[-2] % rows:
+        raise SpecError(f"{name}: {encoding.format_name} needs rows = {rows} to divide "
+                        f"dimension {w.ndim - 2} of shape {tuple(w.shape)}")
+    tiles = w.reshape(*w.shape[:-2], w.shape[-2] // rows, rows, w.shape[-1] // m, m)
+    union = (tiles != 0).any(axis=-3, keepdims=True)
+    if (union.sum(axis=-1) > n).any():
+        raise SpecError(f"{name}: its rows do not share one {n}:{m} pattern per {rows} rows "
+                        f"({encoding.format_name} storage); sparsify it with "
+                        f"NMMagnitude({n}, {m}, rows={rows}) first")
+    positions = np.broadcast_to(stored_positions(union, n), (*tiles.shape[:-1], n))
+    values = np.take_along_axis(tiles, positions, axis=-1)
+    return positions.reshape(*w.shape[:-1], -1, n), values.reshape(*w.shape[:-1], -1, n)
