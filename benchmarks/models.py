@@ -19,6 +19,7 @@ format and thread count (1, 2: torch's, which our kernels share):
 
 Medians of --repeats calls after warm-up calls, eager and ours alternating;
 each compiled output is checked against eager on the same weights first.
+Each model runs in a process of its own.
 Causal LMs also run decode (one token). Inductor is measured once per
 (model, threads, phase), on the first format's weights (dense compute: its
 time does not depend on the values).
@@ -36,6 +37,9 @@ import json
 import logging
 import platform
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -124,8 +128,7 @@ def _first_tensor(output: Any) -> torch.Tensor:
     return values[0] if isinstance(values, (tuple, list)) else values
 
 
-def run(models: list[str], formats: list[str], threads: list[int], repeats: int,
-        on_model_done: Callable[[list[dict]], None] | None = None) -> list[dict]:
+def run(models: list[str], formats: list[str], threads: list[int], repeats: int) -> list[dict]:
     rows: list[dict] = []
     for name in models:
         build, causal = _models()[name]
@@ -178,10 +181,18 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int,
                     with torch.no_grad():   # eager and ours alternate: drift hits both alike
                         eager, ours = _paired_medians_ms(lambda: pruned(*args, **kwargs),
                                                          lambda: fn(*args, **kwargs), repeats)
+                    eager_cl = None
+                    if name.startswith(CONV_MODELS):   # ours runs CNNs channels-last: eager that way too
+                        channels_last = copy.deepcopy(pruned).to(memory_format=torch.channels_last)
+                        with torch.no_grad():
+                            eager_cl = median_ms(lambda: channels_last(*args, **kwargs), repeats)
+                        del channels_last
                     on_kernels = sum(c.kernel is not None for r in fn.regions() for c in r.choices.values())
                     decided = sum(len(r.choices) for r in fn.regions())
                     row = dict(model=name, format=fmt, threads=t, phase=phase, eager_ms=eager, inductor_ms=inductor,
                                ours_ms=ours, vs_eager=eager / ours, vs_inductor=inductor / ours,
+                               eager_channels_last_ms=eager_cl,
+                               vs_eager_channels_last=eager_cl / ours if eager_cl else None,
                                compile_s=compile_s, max_error=error, regions=len(fn.regions()),
                                region_calls_on_our_kernels=f"{on_kernels}/{decided}", plain_nm=plain)
                     rows.append(row)
@@ -189,8 +200,6 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int,
                                 "%.2fx inductor (compile %.1f s)", name, fmt, t, phase, eager, inductor, ours,
                                 eager / ours, inductor / ours, compile_s)
                 del fn
-        if on_model_done is not None:
-            on_model_done(rows)   # partial results survive an interrupted run
     return rows
 
 
@@ -201,21 +210,27 @@ def _write(rows: list[dict], threads: list[int], results: Path = RESULTS) -> Non
     (results / "models.json").write_text(json.dumps(dict(machine=machine, rows=rows), indent=1) + "\n")
     lines = [f"# Whole models, sparse_mlir mode='regions' ({machine['cpu']}; {machine['isa']})", "",
              "speedup = time of eager (or inductor) on the same pruned weights / ours; medians.", "",
+             "CNNs: ours runs them channels-last; `vs eager (channels-last)` is against eager torch run that way.", "",
              "| model | phase | format | threads | eager ms | inductor ms | ours ms | vs eager | vs inductor | "
-             "compile s | on our kernels |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "vs eager (channels-last) | compile s | on our kernels |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | | {r['format']} | | | | | | | | error: {r['error']} |")
+            lines.append(f"| {r['model']} | | {r['format']} | | | | | | | | | error: {r['error']} |")
             continue
         fmt = r["format"] + (" *" if r.get("plain_nm") else "")
         lines.append(f"| {r['model']} | {r['phase']} | {fmt} | {r['threads']} | {r['eager_ms']:.1f} | "
                      f"{r['inductor_ms']:.1f} | {r['ours_ms']:.1f} | {r['vs_eager']:.2f}x | "
-                     f"{r['vs_inductor']:.2f}x | {r['compile_s']:.1f} | {r['region_calls_on_our_kernels']} |")
+                     f"{r['vs_inductor']:.2f}x | {_ratio(r.get('vs_eager_channels_last'))} | {r['compile_s']:.1f} | "
+                     f"{r['region_calls_on_our_kernels']} |")
     plain = sorted({f"{r['model']}: {', '.join(r['plain_nm'])}" for r in rows if r.get("plain_nm")})
     if plain:
         lines += ["", "\\* plain 2:4 where 4 does not divide the weight's rows: " + "; ".join(plain)]
     (results / "models.md").write_text("\n".join(lines) + "\n")
     _plot(rows, threads, results)
+
+
+def _ratio(value: float | None) -> str:
+    return f"{value:.2f}x" if value else ""
 
 
 def _plot(rows: list[dict], threads: list[int], results: Path) -> None:
@@ -242,6 +257,18 @@ def _plot(rows: list[dict], threads: list[int], results: Path) -> None:
     figure.savefig(results / "models.png", dpi=120)
 
 
+def _run_isolated(name: str, options: argparse.Namespace) -> list[dict]:
+    """One model's rows, measured in a fresh process: a long run's earlier
+    models (their inductor graphs, freed heaps) slowed later ones by up to 30%."""
+    with tempfile.TemporaryDirectory() as scratch:
+        rows_file = Path(scratch) / "rows.json"
+        command = [sys.executable, __file__, "--model-in-this-process", name, "--rows-out", str(rows_file),
+                   "--formats", *options.formats, "--threads", *map(str, options.threads),
+                   "--repeats", str(options.repeats)]
+        subprocess.run(command, check=True)
+        return json.loads(rows_file.read_text())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="*", help="model names (substring match)")
@@ -251,16 +278,22 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default benchmarks/results)")
     parser.add_argument("--merge", action="store_true",
                         help="keep the rows of the other models in --out's models.json (a rerun of some models)")
+    parser.add_argument("--model-in-this-process", help=argparse.SUPPRESS)   # a child of _run_isolated
+    parser.add_argument("--rows-out", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    if options.model_in_this_process:
+        rows = run([options.model_in_this_process], options.formats, options.threads, options.repeats)
+        options.rows_out.write_text(json.dumps(rows))
+        return
     names = [n for n in _models() if not options.models or any(s.lower() in n.lower() for s in options.models)]
-    kept: list[dict] = []
+    rows: list[dict] = []
     if options.merge and (options.out / "models.json").exists():
         previous = json.loads((options.out / "models.json").read_text())["rows"]
-        kept = [row for row in previous if row["model"] not in names]
-    rows = run(names, options.formats, options.threads, options.repeats,
-               on_model_done=lambda done: _write(kept + done, options.threads, options.out))
-    _write(kept + rows, options.threads, options.out)
+        rows = [row for row in previous if row["model"] not in names]
+    for name in names:
+        rows += _run_isolated(name, options)
+        _write(rows, options.threads, options.out)   # partial results survive an interrupted run
 
 
 if __name__ == "__main__":

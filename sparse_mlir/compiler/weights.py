@@ -8,7 +8,10 @@ argument of that encoding (positions / coordinates per level, then values).
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
+import torch
 
 from sparse_mlir.encodings import BSR, COO, CSC, CSR, NM, Dense, Encoding
 from sparse_mlir.errors import SpecError
@@ -87,19 +90,84 @@ def _keep_largest_flat(scores: np.ndarray, keep: int) -> np.ndarray:
     if keep >= scores.size:
         mask[:] = True
         return mask
-    ranked = np.where(np.isnan(scores), -np.inf, scores)
-    cut = np.partition(ranked, scores.size - keep)[scores.size - keep]
+    ranked = np.where(np.isnan(scores), -np.inf, scores) if np.isnan(scores).any() else scores
+    cut = _kth_largest(ranked, keep)
     mask = ranked > cut
     ties = np.flatnonzero(ranked == cut)[:keep - int(np.count_nonzero(mask))]
     mask[ties] = True
     return mask
 
 
+def _kth_largest(ranked: np.ndarray, keep: int) -> float:
+    """The keep-th largest of `ranked` (no NaN), exactly: a partition of the
+    values in a narrow band around a sampled estimate of it (~3x faster on
+    a BERT-size weight), of all values where the band misses it."""
+    size = ranked.size
+    if size >= 1 << 16:
+        sample = ranked[np.random.default_rng(0).integers(0, size, 16384)]
+        q = 1.0 - keep / size
+        lo, hi = np.quantile(sample, [max(0.0, q - 0.01), min(1.0, q + 0.01)], method="nearest")
+        above = int(np.count_nonzero(ranked > hi))
+        band = ranked[(ranked >= lo) & (ranked <= hi)]
+        need = keep - above   # the cut is the need-th largest of the band when 0 < need <= band.size
+        if 0 < need <= band.size:
+            return band[np.argpartition(band, band.size - need)[band.size - need]]
+    return np.partition(ranked, size - keep)[size - keep]
+
+
+ALIGNMENT = 64
+_TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
+                 np.dtype(np.float16): torch.float16}
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array at a 64-byte boundary (numpy
+    aligns to 16), what oneDNN / MKL reading the weight on torch's side and
+    our kernels' vector loads prefer; allocated by torch, whose large
+    allocations also fault in ~8x faster than numpy's (numpy madvises huge
+    pages, which the kernel's defrag=madvise setting compacts memory for)."""
+    dtype = np.dtype(dtype)
+    if dtype in _TORCH_DTYPES:
+        return torch.empty(shape, dtype=_TORCH_DTYPES[dtype]).numpy()
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = np.empty(count * dtype.itemsize + ALIGNMENT, dtype=np.uint8)
+    start = -raw.ctypes.data % ALIGNMENT
+    return raw[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
+
+
+def is_aligned(a: np.ndarray) -> bool:
+    return a.flags.c_contiguous and a.ctypes.data % ALIGNMENT == 0
+
+
+def _masked(w: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """w where mask, else 0, in a new aligned array (a product where w is
+    finite: ~3x faster than np.where)."""
+    out = aligned_empty(w.shape, w.dtype)
+    if np.isfinite(w).all():
+        np.multiply(w, mask, out=out)
+        np.add(out, 0, out=out)   # -0.0 (a pruned negative) -> +0.0: bit-pattern readers (bf16 as int16) see zeros
+    else:
+        np.copyto(out, np.where(mask, w, 0), casting="unsafe")
+    return out
+
+
+# |w| of the weight being pruned, reused across weights: a fresh array per
+# weight cost its page faults (~0.1 s per BERT-base's worth of weights).
+_ABS = threading.local()
+
+
+def _magnitudes(w: np.ndarray) -> np.ndarray:
+    buffer = getattr(_ABS, "buffer", None)
+    if buffer is None or buffer.size < w.size or buffer.dtype != w.dtype:
+        buffer = _ABS.buffer = np.empty(max(w.size, 1 << 20), dtype=w.dtype)
+    return np.abs(w.reshape(-1), out=buffer[:w.size])
+
+
 def _scalar_fraction(w: np.ndarray, fraction: float) -> np.ndarray:
-    flat = np.abs(w).reshape(-1)
+    flat = _magnitudes(w)
     drop = int(np.floor(fraction * flat.size))
     mask = _keep_largest(flat, flat.size - drop).reshape(w.shape)
-    return np.where(mask, w, 0).astype(w.dtype)
+    return _masked(w, mask)
 
 
 def _block_fraction(w: np.ndarray, fraction: float, block: tuple[int, ...], name: str) -> np.ndarray:
@@ -136,8 +204,8 @@ def _nm_magnitude(w: np.ndarray, s: NMMagnitude, name: str) -> np.ndarray:
     moved = np.moveaxis(w, dim, -1)
     groups = moved.reshape(*moved.shape[:-1], -1, s.m)
     mask = _keep_largest(np.abs(groups), s.n)
-    kept = np.where(mask, groups, 0).reshape(moved.shape)
-    return np.ascontiguousarray(np.moveaxis(kept, -1, dim)).astype(w.dtype)
+    kept = _masked(groups, mask).reshape(moved.shape)
+    return np.ascontiguousarray(np.moveaxis(kept, -1, dim))
 
 
 def _grouped_nm(w: np.ndarray, s: NMMagnitude, name: str) -> np.ndarray:
@@ -272,9 +340,9 @@ def _pack_compressed(w: np.ndarray, encoding: CSR | CSC, name: str, axis: str) -
     the coordinates index, for errors."""
     nonzero = w != 0
     positions = np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))])
-    _, crd = np.nonzero(nonzero)
-    return [_positions(positions, encoding, name, "stored entries"), _coordinates(crd, encoding, name, axis),
-            np.ascontiguousarray(w[nonzero])]
+    flat = np.flatnonzero(nonzero)   # one index array: ~4x faster than np.nonzero's two
+    return [_positions(positions, encoding, name, "stored entries"),
+            _coordinates(flat % w.shape[1], encoding, name, axis), np.ascontiguousarray(w.reshape(-1)[flat])]
 
 
 def _pack_bsr(w: np.ndarray, encoding: BSR, name: str) -> list[np.ndarray]:

@@ -173,7 +173,8 @@ def test_transposable_rejects_bad_shapes() -> None:
         apply_sparsifier(sm.NMMagnitude(2, 4, transposable=True), np.ones((6, 8)))
 
 
-@pytest.mark.parametrize("shape", [(6, 10), (80, 120)], ids=["sorted", "selected"])  # > 4096: selection
+# > 4096 entries: selection; >= 65536: selection within a sampled band
+@pytest.mark.parametrize("shape", [(6, 10), (80, 120), (300, 260)], ids=["sorted", "selected", "banded"])
 @pytest.mark.parametrize("fraction", [0.0, 0.3, 0.5, 0.7, 1.0])
 def test_scalar_fraction_matches_the_slow_sort(fraction: float, shape: tuple[int, int]) -> None:
     rng = np.random.default_rng(3)
@@ -181,6 +182,22 @@ def test_scalar_fraction_matches_the_slow_sort(fraction: float, shape: tuple[int
     got = apply_sparsifier(sm.ScalarFraction(fraction), w)
     np.testing.assert_array_equal(got, _slow_scalar_fraction(w, fraction))
     assert np.count_nonzero(got == 0) >= int(np.floor(fraction * w.size))
+
+
+@pytest.mark.parametrize("values", ["normal", "two-valued", "constant", "one-outlier"])
+def test_kth_largest_by_band_is_exact(values: str) -> None:
+    """The band's selection against a full partition, where the sampled band
+    holds the cut and where it cannot (every value tied, skewed samples)."""
+    from sparse_mlir.compiler.weights import _kth_largest
+
+    rng = np.random.default_rng(7)
+    size = 100_003
+    ranked = {"normal": np.abs(rng.standard_normal(size)).astype(np.float32),
+              "two-valued": rng.integers(0, 2, size).astype(np.float32),
+              "constant": np.full(size, 0.25, np.float32),
+              "one-outlier": np.r_[np.full(size - 1, 1.0, np.float32), np.float32(9.0)]}[values]
+    for keep in (1, 2, 17, size // 10, size // 2, size - 3, size):
+        assert _kth_largest(ranked, keep) == np.partition(ranked, size - keep)[size - keep], keep
 
 
 def test_scalar_fraction_ties_keep_the_lower_index_and_nan_is_dropped_first() -> None:
@@ -228,3 +245,18 @@ def test_threshold_compares_exactly_as_the_compiled_code(dtype: type, threshold:
     intermediate (numpy rounded v to x's dtype first: f32(0.7) >= 0.7 held)."""
     w = np.array(values, dtype=dtype)
     assert (apply_sparsifier(sm.Threshold(threshold), w, "w") != 0).tolist() == kept
+
+
+@pytest.mark.parametrize("sparsifier", [sm.ScalarFraction(0.7), sm.NMMagnitude(2, 4)], ids=["fraction", "2:4"])
+def test_pruned_weights_are_64_byte_aligned_and_pruned_inf_is_zero(sparsifier) -> None:
+    """The pruned weight comes 64-byte aligned (torch's side reads it without
+    a copy); where w holds inf the masked product would give NaN: zeros."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((64, 48)).astype(np.float32)
+    w[3, :4] = [np.inf, 1e-3, -np.inf, 2e-3]    # the infinities are kept, the small ones pruned
+    got = apply_sparsifier(sparsifier, w)
+    assert got.ctypes.data % 64 == 0 and got.flags.c_contiguous and got.dtype == np.float32
+    assert not np.isnan(got).any() and np.isinf(got[3, [0, 2]]).all() and (got[3, [1, 3]] == 0).all()
+    kept = got != 0
+    np.testing.assert_array_equal(got[kept], w[kept])
+    assert not np.signbit(got[~kept]).any()   # +0.0 where pruned, never -0.0
