@@ -8,8 +8,6 @@ argument of that encoding (positions / coordinates per level, then values).
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import torch
 
@@ -151,20 +149,9 @@ def _masked(w: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return out
 
 
-# |w| of the weight being pruned, reused across weights: a fresh array per
-# weight cost its page faults (~0.1 s per BERT-base's worth of weights).
-_ABS = threading.local()
-
-
-def _magnitudes(w: np.ndarray) -> np.ndarray:
-    buffer = getattr(_ABS, "buffer", None)
-    if buffer is None or buffer.size < w.size or buffer.dtype != w.dtype:
-        buffer = _ABS.buffer = np.empty(max(w.size, 1 << 20), dtype=w.dtype)
-    return np.abs(w.reshape(-1), out=buffer[:w.size])
-
-
 def _scalar_fraction(w: np.ndarray, fraction: float) -> np.ndarray:
-    flat = _magnitudes(w)
+    # Into a torch allocation: numpy's fresh arrays fault in slowly here (aligned_empty).
+    flat = np.abs(w.reshape(-1), out=aligned_empty((w.size,), w.dtype))
     drop = int(np.floor(fraction * flat.size))
     mask = _keep_largest(flat, flat.size - drop).reshape(w.shape)
     return _masked(w, mask)

@@ -82,12 +82,16 @@ class ConvRegion(Region):
     def _bound(self, x: torch.Tensor, stored_sparse: bool) -> list[np.ndarray]:
         if not self._gathers_hwc(x):
             return super()._bound(x, stored_sparse)
-        hwc = self._weight.permute(0, 2, 3, 1).reshape(self._weight.shape[0], -1).contiguous()
         if not stored_sparse:
-            return [hwc.numpy()]
+            return [self._hwc_matrix().numpy()]
         if self._packed_hwc is None:
-            self._packed_hwc = [np.ascontiguousarray(a) for a in pack(self.encoding, hwc.numpy(), self.name)]
+            self._packed_hwc = [np.ascontiguousarray(a) for a in pack(self.encoding, self._hwc_matrix().numpy(),
+                                                                       self.name)]
         return self._packed_hwc
+
+    def _hwc_matrix(self) -> torch.Tensor:
+        """W2 with its columns in (kh, kw, C) order."""
+        return self._weight.permute(0, 2, 3, 1).reshape(self._weight.shape[0], -1).contiguous()
 
     def _columns(self, x: torch.Tensor) -> torch.Tensor:
         """x's im2col matrix [N * Hout * Wout, K] (rows in NHW order; columns
