@@ -177,11 +177,14 @@ class SwappedModule(CompileReports, torch.nn.Module):
                             f"model was compiled with keyword inputs {sorted(kwargs)} (keep the module in a "
                             "Python service, or compile the model with positional example_args only)")
         from sparse_mlir.compiler.driver import compile as compile_graph
+        from sparse_mlir.compiler.regions.swap import Root
         model = copy.deepcopy(self.model)
         for name, module in list(model.named_modules()):
             if hasattr(module, "_original") and name:
                 owner, _, leaf = name.rpartition(".")
                 setattr(model.get_submodule(owner) if owner else model, leaf, module._original[0])
+        if isinstance(model, Root):   # the user's model was the encoded module itself
+            model = model.model
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             whole = compile_graph(model.eval(), self._encodings, args, mode="graph")

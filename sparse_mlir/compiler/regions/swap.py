@@ -123,6 +123,18 @@ class SparseConv2d(SparseLinear):
                                   self.padding, self.dilation, self.handle)
 
 
+class Root(torch.nn.Module):
+    """Holds a model that is itself an encoded module (a bare nn.Linear or
+    Conv2d), so that it is swapped as a child like any other."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args, **kwargs):
+        return self.model(*args, **kwargs)
+
+
 def _set(model: torch.nn.Module, path: str, module: torch.nn.Module) -> None:
     owner, _, leaf = path.rpartition(".")
     setattr(model.get_submodule(owner) if owner else model, leaf, module)
@@ -136,6 +148,10 @@ def swap(model: torch.nn.Module, found: Mapping[str, list[Owner]], encodings: Ma
     weight's readers (for the plan) and each region's module paths."""
     with capture_lock():
         copied = copy.deepcopy(model)
+    if any(owner.path == "" for held in found.values() for owner in held):
+        copied = Root(copied)
+        found = {name: [Owner("model" + ("." + o.path if o.path else ""), o.module) for o in held]
+                 for name, held in found.items()}
     pruned: dict[str, torch.nn.Parameter] = {}
     for name in encodings:   # shares effective's storage (effective_state_dict() returns clones)
         pruned[name] = torch.nn.Parameter(effective[name], requires_grad=False)
@@ -146,7 +162,7 @@ def swap(model: torch.nn.Module, found: Mapping[str, list[Owner]], encodings: Ma
     for name, held in found.items():
         encoding = encodings[name]
         for owner in held:
-            module = copied.get_submodule(owner.path) if owner.path else copied
+            module = copied.get_submodule(owner.path)
             module.weight = pruned[name]   # tied owners keep sharing one pruned copy
             kind = owner.kind
             eligible = not isinstance(encoding, Dense) and effective[name].dtype == torch.float32

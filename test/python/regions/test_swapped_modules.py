@@ -199,3 +199,24 @@ def test_a_model_not_faster_than_eager_as_a_whole_gets_every_region_handed_back(
     x = torch.randn(9, 512)
     with torch.no_grad():
         torch.testing.assert_close(fn(x), model(x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["linear", "conv2d"])
+def test_a_model_that_is_itself_an_encoded_module_runs_on_our_op(kind: str, tmp_path) -> None:
+    """A bare nn.Linear / Conv2d has no parent to swap it in: it is wrapped
+    (it used to stay on torch, silently)."""
+    torch.manual_seed(0)
+    if kind == "linear":
+        model, x, stand_in = torch.nn.Linear(32, 48).eval(), torch.randn(6, 32), SparseLinear
+    else:
+        model, x, stand_in = torch.nn.Conv2d(8, 16, 3, padding=1).eval(), torch.randn(2, 8, 10, 10), SparseConv2d
+    fn = _compile(model, {"weight": CSR}, x, cost_model=False)
+    assert isinstance(fn, SwappedModule) and isinstance(fn.model.model, stand_in)
+    assert fn.sparsity_plan()[0].name == "weight"
+    model.load_state_dict(fn.effective_state_dict(), strict=False)
+    with torch.no_grad():
+        torch.testing.assert_close(fn(x), model(x), rtol=1e-4, atol=1e-4)
+    (region,) = fn.regions()
+    assert [choice.kernel is not None for choice in region.choices.values()] == [True]
+    loaded = sm.load(fn.export(tmp_path / "artifact"))
+    torch.testing.assert_close(loaded(x), model(x), rtol=1e-4, atol=1e-4)
