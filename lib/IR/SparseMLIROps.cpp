@@ -60,3 +60,54 @@ LogicalResult SparsifyOp::verify() {
                        << encoding << ", got " << resultType;
   return success();
 }
+
+static std::string dimString(int64_t size) {
+  return ShapedType::isDynamic(size) ? "?" : std::to_string(size);
+}
+
+LogicalResult LinearOp::verify() {
+  RankedTensorType input = getInputType(), weight = getWeightType(),
+                   result = getResultType();
+  if (input.getRank() != 2 || weight.getRank() != 2 || result.getRank() != 2)
+    return emitOpError() << "expects a 2-d input, weight and result, got "
+                         << input << ", " << weight << " and " << result;
+  if (sparse_tensor::getSparseTensorEncoding(input) ||
+      sparse_tensor::getSparseTensorEncoding(result))
+    return emitOpError() << "expects a dense input and result (only the "
+                            "weight may be sparse)";
+  Type element = input.getElementType();
+  if (!isa<FloatType>(element) || weight.getElementType() != element ||
+      result.getElementType() != element)
+    return emitOpError() << "expects one floating-point element type, got "
+                         << input.getElementType() << ", "
+                         << weight.getElementType() << " and "
+                         << result.getElementType();
+  // Dimensions must agree where both sides are static.
+  auto mismatch = [](int64_t a, int64_t b) {
+    return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
+  };
+  int64_t k = weight.getDimSize(getWeightReductionDim());
+  int64_t n = weight.getDimSize(getWeightOutputDim());
+  StringRef orientation = stringifyWeightOrientation(getOrientation());
+  if (mismatch(input.getDimSize(1), k))
+    return emitOpError() << "input has " << input.getDimSize(1)
+                         << " features but the " << orientation << " weight "
+                         << weight << " reads " << k;
+  if (mismatch(result.getDimSize(1), n) ||
+      mismatch(result.getDimSize(0), input.getDimSize(0)))
+    return emitOpError() << "result " << result << " must be ["
+                         << dimString(input.getDimSize(0)) << ", "
+                         << dimString(n)
+                         << "] (tokens of the input, outputs of the "
+                         << orientation << " weight)";
+  if (Value bias = getBias()) {
+    auto biasType = cast<RankedTensorType>(bias.getType());
+    if (biasType.getRank() != 1 || mismatch(biasType.getDimSize(0), n) ||
+        biasType.getElementType() != element ||
+        sparse_tensor::getSparseTensorEncoding(biasType))
+      return emitOpError() << "bias must be a dense " << dimString(n)
+                           << "-element "
+                           << element << " vector, got " << biasType;
+  }
+  return success();
+}

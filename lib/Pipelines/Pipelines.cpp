@@ -237,7 +237,7 @@ void mlir::smlir::registerSparseMLIRPipelines() {
           return failure();
         return buildNMCudaPipeline(pm, options, errorHandler);
       },
-      [](function_ref<void(const detail::PassOptions &)> optionsHandler) {
+      [](function_ref<void(const ::mlir::detail::PassOptions &)> optionsHandler) {
         optionsHandler(NMCudaPipelineOptions());
       });
   PassPipelineRegistration<SparseCPUPipelineOptions>(

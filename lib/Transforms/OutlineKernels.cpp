@@ -1,7 +1,7 @@
 //===- OutlineKernels.cpp - one private function per distinct kernel -----===//
 //
-// The micro-kernel passes emit each kernel's loops into an scf.execute_region
-// tagged `smlir.kernel` (KernelTags.h). Here every such region becomes a call
+// The micro-kernel passes emit each kernel's loops into an `smlir.kernel`
+// op. Here every such op becomes a call
 // of a private function whose arguments are the buffers the loops read and
 // write; constants are cloned in, so the function is specialized exactly as
 // the inline loops were. A region whose function would be identical to one
@@ -11,11 +11,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "SparseMLIR/Transforms/KernelTags.h"
+#include "SparseMLIR/IR/SparseMLIROps.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/RegionUtils.h"
@@ -32,11 +31,11 @@ using namespace mlir::smlir;
 
 namespace {
 
-/// Moves the body of `region` into a new private function `name` (uniqued)
-/// and replaces `region` by a call of it.
-static func::FuncOp outline(scf::ExecuteRegionOp region, StringRef name,
+/// Moves the body of `kernel` into a new private function `name` (uniqued)
+/// and replaces `kernel` by a call of it.
+static func::FuncOp outline(KernelOp kernel, StringRef name,
                             SymbolTable &symbols) {
-  Region &body = region.getRegion();
+  Region &body = kernel.getBody();
   llvm::SetVector<Value> captured;
   getUsedValuesDefinedAbove(body, captured);
   SmallVector<Value> arguments;
@@ -49,8 +48,8 @@ static func::FuncOp outline(scf::ExecuteRegionOp region, StringRef name,
       arguments.push_back(value);
   }
 
-  Location loc = region.getLoc();
-  MLIRContext *context = region.getContext();
+  Location loc = kernel.getLoc();
+  MLIRContext *context = kernel.getContext();
   auto type = FunctionType::get(context, ValueRange(arguments).getTypes(), {});
   auto module = cast<ModuleOp>(symbols.getOp());
   OpBuilder b(context);
@@ -59,10 +58,8 @@ static func::FuncOp outline(scf::ExecuteRegionOp region, StringRef name,
   symbols.insert(function, module.getBody()->end());
   Block *entry = function.addEntryBlock();
   entry->getOperations().splice(entry->end(), body.front().getOperations());
-  Operation *yield = entry->getTerminator();
-  b.setInsertionPoint(yield);
-  func::ReturnOp::create(b, yield->getLoc());
-  yield->erase();
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
 
   auto insideFunction = [&](OpOperand &use) {
     return function->isProperAncestor(use.getOwner());
@@ -75,9 +72,9 @@ static func::FuncOp outline(scf::ExecuteRegionOp region, StringRef name,
   for (auto [value, argument] : llvm::zip(arguments, entry->getArguments()))
     value.replaceUsesWithIf(argument, insideFunction);
 
-  b.setInsertionPoint(region);
+  b.setInsertionPoint(kernel);
   func::CallOp::create(b, loc, function, arguments);
-  region.erase();
+  kernel.erase();
   return function;
 }
 
@@ -92,23 +89,21 @@ struct OutlineKernelsPass
     : public smlir::impl::OutlineKernelsBase<OutlineKernelsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<scf::ExecuteRegionOp> regions;
-    module.walk([&](scf::ExecuteRegionOp region) {
+    SmallVector<KernelOp> kernels;
+    module.walk([&](KernelOp kernel) {
       // Kernels of this module's own functions (the outlined function goes
-      // into its symbol table), named by a string.
-      auto function = region->getParentOfType<func::FuncOp>();
-      if (region->getAttrOfType<StringAttr>(kKernelRegionAttrName) &&
-          function && function->getParentOp() == module &&
-          region.getNumResults() == 0 && region.getRegion().hasOneBlock())
-        regions.push_back(region);
+      // into its symbol table).
+      auto function = kernel->getParentOfType<func::FuncOp>();
+      if (function && function->getParentOp() == module &&
+          kernel.getBody().hasOneBlock())
+        kernels.push_back(kernel);
     });
     SymbolTable symbols(module);
     llvm::StringMap<SmallVector<func::FuncOp>> outlined;
-    for (scf::ExecuteRegionOp region : regions) {
-      StringRef name =
-          region->getAttrOfType<StringAttr>(kKernelRegionAttrName).getValue();
+    for (KernelOp kernel : kernels) {
+      StringRef name = kernel.getName();
       SmallVector<func::FuncOp> &same = outlined[name];
-      func::FuncOp function = outline(region, name, symbols);
+      func::FuncOp function = outline(kernel, name, symbols);
       auto previous = llvm::find_if(
           same, [&](func::FuncOp other) { return sameKernel(other, function); });
       if (previous == same.end()) {

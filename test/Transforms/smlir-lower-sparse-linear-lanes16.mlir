@@ -10,6 +10,7 @@
 #mapY = affine_map<(n, m, k) -> (n, m)>
 
 // CHECK-LABEL: func.func @nm_6x2(
+// CHECK:         smlir.kernel "linear_2of4_32x64x12"
 // CHECK:         memref.alloc() {alignment = 64 : i64} : memref<2048xf32>
 // CHECK:         scf.parallel
 // CHECK:           vector.load {{.*}} : memref<32x64xf32>, vector<8xf32>
@@ -18,7 +19,6 @@
 // CHECK:           scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 // CHECK-COUNT-12:    vector.fma {{.*}} : vector<16xf32>
 // CHECK:             scf.yield
-// CHECK:         smlir.kernel = "linear_2of4_32x64x12"
 func.func @nm_6x2(%w: tensor<12x64xf32, #NM>, %x: tensor<32x64xf32>) -> tensor<32x12xf32> {
   %zero = arith.constant 0.0 : f32
   %e0 = tensor.empty() : tensor<64x32xf32>
@@ -49,6 +49,7 @@ func.func @nm_6x2(%w: tensor<12x64xf32, #NM>, %x: tensor<32x64xf32>) -> tensor<3
 #mapY = affine_map<(n, m, k) -> (n, m)>
 
 // CHECK-LABEL: func.func @dense_8x2(
+// CHECK:         smlir.kernel "linear_dense_32x64x8"
 // CHECK:         scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 // CHECK:         vector.shuffle %{{.*}}, %{{.*}} [0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29] : vector<16xf32>, vector<16xf32>
 // CHECK:         vector.shuffle %{{.*}}, %{{.*}} [2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31] : vector<16xf32>, vector<16xf32>
@@ -56,7 +57,6 @@ func.func @nm_6x2(%w: tensor<12x64xf32, #NM>, %x: tensor<32x64xf32>) -> tensor<3
 // CHECK:         vector.extract_strided_slice %{{.*}} {offsets = [0], sizes = [4], strides = [1]} : vector<16xf32> to vector<4xf32>
 // CHECK:         vector.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<{{[0-9]+}}xf32>, vector<4xf32>
 // CHECK-NOT:     vector.from_elements
-// CHECK:         smlir.kernel = "linear_dense_32x64x8"
 func.func @dense_8x2(%w: tensor<8x64xf32>, %x: tensor<32x64xf32>) -> tensor<32x8xf32> {
   %zero = arith.constant 0.0 : f32
   %e0 = tensor.empty() : tensor<64x32xf32>

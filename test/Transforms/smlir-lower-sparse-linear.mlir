@@ -340,6 +340,7 @@ func.func @nm_row_chunks(%w: tensor<1024x256xf32, #NM>, %x: tensor<64x256xf32>) 
 
 // CHECK-LABEL: func.func @nm_shared_rows(
 // CHECK:         %[[CRD:.*]] = sparse_tensor.coordinates %{{.*}} {level = 2 : index} : tensor<4x32xf32, #{{.*}}> to memref<?xi8>
+// CHECK:         smlir.kernel "linear_2of4r2_8x32x4"
 // CHECK:         scf.for %{{.*}} iter_args(%[[A0:arg[0-9]+]] = %{{.*}}, %[[A1:arg[0-9]+]] = %{{.*}}) -> (vector<8xf32>, vector<8xf32>)
 // CHECK:           memref.load %[[CRD]]
 // CHECK:           %[[X0:.*]] = vector.load
@@ -351,7 +352,6 @@ func.func @nm_row_chunks(%w: tensor<1024x256xf32, #NM>, %x: tensor<64x256xf32>) 
 // CHECK:           vector.fma %{{.*}}, %[[X1]], %[[F1]]
 // CHECK-NOT:       memref.load %[[CRD]]
 // CHECK:           scf.yield
-// CHECK:         smlir.kernel = "linear_2of4r2_8x32x4"
 func.func @nm_shared_rows(%w: tensor<4x32xf32, #NM> {smlir.encoding = #smlir.nm<n = 2, m = 4, rows = 2>},
                           %x: tensor<8x32xf32>) -> tensor<8x4xf32> {
   %zero = arith.constant 0.0 : f32

@@ -241,7 +241,7 @@ func.func @sum_of_runtime_powers(%x: tensor<4x16xf32>, %init: tensor<4xf32>, %n:
 // CHECK-DAG:     %[[YB:.*]] = bufferization.to_buffer %[[Y]] read_only
 // CHECK-DAG:     %[[BB:.*]] = bufferization.to_buffer %[[B]] read_only
 // CHECK-DAG:     %[[OUT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<4x20xf32>
-// CHECK:         scf.execute_region {
+// CHECK:         smlir.kernel "rows_4_20" {
 // CHECK:           scf.parallel (%[[I:.*]]) =
 // CHECK:             scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK:               %[[V:.*]] = vector.load %[[YB]][%[[I]], %[[K]]] : memref<4x20xf32>, vector<8xf32>
@@ -252,7 +252,7 @@ func.func @sum_of_runtime_powers(%x: tensor<4x16xf32>, %init: tensor<4xf32>, %n:
 // CHECK:             %[[MASK:.*]] = vector.constant_mask [4] : vector<8xi1>
 // CHECK:             vector.maskedload %[[YB]]
 // CHECK:             vector.maskedstore %[[OUT]][%[[I]], %{{.*}}], %[[MASK]]
-// CHECK:         } {smlir.kernel = "rows_4_20"}
+// CHECK:         }
 // CHECK:         bufferization.to_tensor %[[OUT]] restrict writable
 func.func @bias_relu(%y: tensor<4x20xf32>, %b: tensor<20xf32>) -> tensor<4x20xf32> {
   %zero = arith.constant 0.0 : f32
@@ -363,6 +363,7 @@ func.func @head_split(%x: tensor<2x4x3x16xf32>) -> tensor<2x3x4x16xf32> {
 // CHECK-SAME:    %[[X:.*]]: tensor<2x12x16xf32>
 // CHECK:         %[[XB:.*]] = bufferization.to_buffer %[[X]] read_only
 // CHECK:         %[[Y:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x16x12xf32>
+// CHECK:         smlir.kernel "transpose_2_12_16_p0_p2_p1" {
 // CHECK:         scf.parallel (%[[B:.*]]) =
 // CHECK:           scf.for %[[KC:.*]] = %{{.*}} to %c8{{.*}} step %c8
 // CHECK:             scf.for %[[KA:.*]] = %{{.*}} to %c16{{.*}} step %c8
@@ -374,7 +375,6 @@ func.func @head_split(%x: tensor<2x4x3x16xf32>) -> tensor<2x3x4x16xf32> {
 // CHECK:           scf.for %{{.*}} = %c8{{.*}} to %c12
 // CHECK:             memref.load %[[XB]]
 // CHECK:             memref.store %{{.*}}, %[[Y]]
-// CHECK:         smlir.kernel = "transpose_2_12_16_p0_p2_p1"
 // CHECK-NOT:     linalg.transpose
 func.func @key_transpose(%x: tensor<2x12x16xf32>) -> tensor<2x16x12xf32> {
   %e = tensor.empty() : tensor<2x16x12xf32>
@@ -394,7 +394,7 @@ func.func @key_transpose(%x: tensor<2x12x16xf32>) -> tensor<2x16x12xf32> {
 // CHECK:         linalg.transpose
 // CHECK:         linalg.generic
 // CHECK:         linalg.transpose
-// CHECK-NOT:     smlir.kernel = "transpose
+// CHECK-NOT:     smlir.kernel "transpose
 func.func @linear_transposes(%w: tensor<8x16xf32>, %x: tensor<8x16xf32>) -> tensor<8x8xf32> {
   %zero = arith.constant 0.0 : f32
   %e0 = tensor.empty() : tensor<16x8xf32>

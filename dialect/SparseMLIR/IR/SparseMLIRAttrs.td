@@ -21,6 +21,22 @@ def SparseMLIR_SparsifierKind : I32EnumAttr<"SparsifierKind",
   let cppNamespace = "::mlir::smlir";
 }
 
+def SparseMLIR_WeightOrientation : I32EnumAttr<"WeightOrientation",
+    "how a linear's weight is indexed", [
+      I32EnumAttrCase<"OutIn", 0, "out_in">,
+      I32EnumAttrCase<"InOut", 1, "in_out">]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::smlir";
+}
+
+// `#smlir.weight_orientation<in_out>`: W[K, N] (x @ W, HF's Conv1D) rather
+// than nn.Linear's W[N, K].
+def SparseMLIR_WeightOrientationAttr
+    : EnumAttr<SparseMLIR_Dialect, SparseMLIR_WeightOrientation,
+               "weight_orientation"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 // A float printed in its shortest round-trip form; parsed from a decimal or
 // a hexadecimal bit pattern (0x7FF8000000000000 is NaN).
 class SparseMLIR_F64Parameter<string desc> : APFloatParameter<desc> {

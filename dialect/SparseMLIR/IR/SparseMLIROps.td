@@ -59,4 +59,76 @@ def SparseMLIR_SparsifyOp : SparseMLIR_Op<"sparsify", [Pure]> {
   let hasVerifier = 1;
 }
 
+def SparseMLIR_LinearOp : SparseMLIR_Op<"linear", [Pure]> {
+  let summary = "A linear layer, y = x * W^T (+ bias), whose weight may be sparse";
+  let description = [{
+    `y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n])` for a weight stored as
+    nn.Linear holds it (`orientation` `out_in`, W[N, K], the default), or
+    `sum_k x[m, k] * W[k, n]` for one read as `x @ W` (`in_out`, W[K, N]:
+    HF's Conv1D). `x` and `y` are dense; `W` may carry any
+    `#sparse_tensor.encoding`. The token dimension M may be dynamic.
+
+    `smlir-rewrite-sparse-matmul` raises torch-mlir's forms of a linear
+    (linalg.matmul / batch_matmul / generic, 2-d and 3-d, `x @ W` and
+    `x @ W^T`) to this op; `smlir-lower-sparse-linear` turns the ones with a
+    micro-kernel into loops and `smlir-decompose-linear` the rest into the
+    `W * x^T` generic upstream sparsification lowers.
+
+    ```mlir
+    %y = smlir.linear %x, %w bias %b
+        : tensor<?x768xf32>, tensor<3072x768xf32, #CSR>, tensor<3072xf32> -> tensor<?x3072xf32>
+    %y = smlir.linear %x, %w orientation <in_out>
+        : tensor<4x768xf32>, tensor<768x2304xf32, #CSR> -> tensor<4x2304xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$weight,
+                       Optional<AnyRankedTensor>:$bias,
+                       DefaultValuedAttr<SparseMLIR_WeightOrientationAttr,
+                           "::mlir::smlir::WeightOrientation::OutIn">:$orientation);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`bias` $bias^)? (`orientation` $orientation^)? attr-dict
+    `:` type($input) `,` type($weight) (`,` type($bias)^)? `->` type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// W's dimension that is K (the reduction) and the one that is N.
+    int64_t getWeightReductionDim() {
+      return getOrientation() == ::mlir::smlir::WeightOrientation::OutIn ? 1 : 0;
+    }
+    int64_t getWeightOutputDim() { return 1 - getWeightReductionDim(); }
+    ::mlir::RankedTensorType getInputType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getInput().getType());
+    }
+    ::mlir::RankedTensorType getWeightType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getWeight().getType());
+    }
+    ::mlir::RankedTensorType getResultType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getResult().getType());
+    }
+  }];
+  let hasVerifier = 1;
+}
+
+def SparseMLIR_KernelOp : SparseMLIR_Op<"kernel",
+    [SingleBlock, NoTerminator, RecursiveMemoryEffects]> {
+  let summary = "The loops of one micro-kernel, named by what they compute";
+  let description = [{
+    Runs its region once. The region holds the loops a lowering pass wrote
+    for one kernel (on buffers); `name` says what it computes and at which
+    shape (`linear_csr_1024x768x3072`). `smlir-outline-kernels` makes one
+    private function per distinct body, so identical kernels (BERT's q / k /
+    v / o projections) share their code; `convert-smlir-to-sparse-tensor`
+    inlines any left in place.
+
+    ```mlir
+    smlir.kernel "rows_gelu_512x3072" {
+      scf.parallel ... { ... }
+    }
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$name attr-dict-with-keyword $body";
+}
+
 #endif // SPARSE_MLIR_OPS_TD

@@ -9,7 +9,7 @@
 #ifndef SPARSE_MLIR_TRANSFORMS_KERNELTAGS_H
 #define SPARSE_MLIR_TRANSFORMS_KERNELTAGS_H
 
-#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "SparseMLIR/IR/SparseMLIROps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -48,22 +48,15 @@ constexpr llvm::StringLiteral kMmaKAttrName = "smlir.mma_k";
 /// Which kernel operand a scratch argument is: "x", "y" or "bias".
 constexpr llvm::StringLiteral kKernelOperandAttrName = "smlir.kernel_operand";
 
-// On scf.execute_region.
-/// A kernel's loops, named by what they compute and their shape;
-/// smlir-outline-kernels makes one private function per distinct body.
-constexpr llvm::StringLiteral kKernelRegionAttrName = "smlir.kernel";
-
-/// Emits `body` (which builds through `b`) inside an scf.execute_region
-/// tagged `name`; `b` then inserts after the region.
+/// Emits `body` (which builds through `b`) inside an smlir.kernel named
+/// `name`; `b` then inserts after the kernel.
 template <typename BodyFn>
 void emitKernelRegion(OpBuilder &b, Location loc, llvm::StringRef name,
                       BodyFn body) {
-  auto region = scf::ExecuteRegionOp::create(b, loc, TypeRange{});
-  region->setAttr(kKernelRegionAttrName, b.getStringAttr(name));
+  auto kernel = KernelOp::create(b, loc, b.getStringAttr(name));
   OpBuilder::InsertionGuard guard(b);
-  b.createBlock(&region.getRegion());
+  b.createBlock(&kernel.getBody());
   body();
-  scf::YieldOp::create(b, loc);
 }
 
 } // namespace mlir::smlir

@@ -3,6 +3,7 @@
 #ifndef SPARSE_MLIR_TRANSFORMS_PASSES_H
 #define SPARSE_MLIR_TRANSFORMS_PASSES_H
 
+#include "SparseMLIR/IR/SparseMLIRDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 

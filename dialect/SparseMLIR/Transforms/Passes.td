@@ -75,7 +75,8 @@ def RewriteSparseMatmul
            "smlir.dense_kernel), for smlir-lower-sparse-linear's dense "
            "micro-kernel">,
   ];
-  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+  let dependentDialects = ["::mlir::smlir::SparseMLIRDialect",
+                           "::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",
                            "::mlir::arith::ArithDialect"];
 }
@@ -228,7 +229,8 @@ def VectorizeRows : Pass<"smlir-vectorize-rows", "::mlir::func::FuncOp"> {
     Option<"elementwise", "elementwise", "bool", /*default=*/"true",
            "Also element-wise ops (false: reductions only)">,
   ];
-  let dependentDialects = ["::mlir::arith::ArithDialect",
+  let dependentDialects = ["::mlir::smlir::SparseMLIRDialect",
+                           "::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
@@ -382,7 +384,8 @@ def LowerSparseLinear
     Option<"batched", "batched", "bool", /*default=*/"true",
            "Also lower dense f32 linalg.batch_matmul">,
   ];
-  let dependentDialects = ["::mlir::arith::ArithDialect",
+  let dependentDialects = ["::mlir::smlir::SparseMLIRDialect",
+                           "::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::memref::MemRefDialect",

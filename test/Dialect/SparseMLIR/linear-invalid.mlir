@@ -1,0 +1,84 @@
+// RUN: sparse-mlir-opt %s -split-input-file -verify-diagnostics
+
+// One case per smlir.linear verifier message.
+
+func.func @rank(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>) {
+  // expected-error@+1 {{'smlir.linear' op expects a 2-d input, weight and result, got 'tensor<2x4x8xf32>', 'tensor<16x8xf32>' and 'tensor<2x4x16xf32>'}}
+  %y = smlir.linear %x, %w : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+  return
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed) }>
+
+func.func @sparse_input(%x: tensor<4x8xf32, #CSR>, %w: tensor<16x8xf32>) {
+  // expected-error@+1 {{'smlir.linear' op expects a dense input and result (only the weight may be sparse)}}
+  %y = smlir.linear %x, %w : tensor<4x8xf32, #CSR>, tensor<16x8xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @mixed_types(%x: tensor<4x8xf32>, %w: tensor<16x8xf16>) {
+  // expected-error@+1 {{'smlir.linear' op expects one floating-point element type, got 'f32', 'f16' and 'f32'}}
+  %y = smlir.linear %x, %w : tensor<4x8xf32>, tensor<16x8xf16> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @integer(%x: tensor<4x8xi32>, %w: tensor<16x8xi32>) {
+  // expected-error@+1 {{'smlir.linear' op expects one floating-point element type, got 'i32', 'i32' and 'i32'}}
+  %y = smlir.linear %x, %w : tensor<4x8xi32>, tensor<16x8xi32> -> tensor<4x16xi32>
+  return
+}
+
+// -----
+
+func.func @features(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) {
+  // expected-error@+1 {{'smlir.linear' op input has 8 features but the out_in weight 'tensor<8x16xf32>' reads 16}}
+  %y = smlir.linear %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @in_out_features(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) {
+  // expected-error@+1 {{'smlir.linear' op input has 8 features but the in_out weight 'tensor<16x8xf32>' reads 16}}
+  %y = smlir.linear %x, %w orientation <in_out> : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @result_outputs(%x: tensor<?x8xf32>, %w: tensor<16x8xf32>) {
+  // expected-error@+1 {{'smlir.linear' op result 'tensor<?x8xf32>' must be [?, 16] (tokens of the input, outputs of the out_in weight)}}
+  %y = smlir.linear %x, %w : tensor<?x8xf32>, tensor<16x8xf32> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @result_tokens(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) {
+  // expected-error@+1 {{'smlir.linear' op result 'tensor<5x16xf32>' must be [4, 16] (tokens of the input, outputs of the out_in weight)}}
+  %y = smlir.linear %x, %w : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<5x16xf32>
+  return
+}
+
+// -----
+
+func.func @bias(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<8xf32>) {
+  // expected-error@+1 {{'smlir.linear' op bias must be a dense 16-element 'f32' vector, got 'tensor<8xf32>'}}
+  %y = smlir.linear %x, %w bias %b : tensor<4x8xf32>, tensor<16x8xf32>, tensor<8xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @orientation(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) {
+  // expected-error@+2 {{custom op 'smlir.linear' expected ::mlir::smlir::WeightOrientation to be one of: out_in, in_out}}
+  // expected-error@+1 {{failed to parse SparseMLIR_WeightOrientationAttr parameter 'value'}}
+  %y = smlir.linear %x, %w orientation <sideways> : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
+  return
+}
