@@ -179,13 +179,13 @@ LogicalResult mlir::smlir::buildNMCudaPipeline(
   pm.addPass(createHoistArgumentSparsifiers());
   // 2:4 linears -> gpu.launch_func of mma.sp kernels; their weights become
   // device-resident values + metadata arguments.
-  LowerNMToNVGPUOptions tiling;
+  ConvertSparseMLIRToNVGPUOptions tiling;
   tiling.mmaK = options.mmaK;
   tiling.tileRows = options.tileRows;
   tiling.tileTokens = options.tileTokens;
   tiling.warpTokens = options.warpTokens;
   tiling.pipelineStages = options.pipelineStages;
-  pm.addPass(createLowerNMToNVGPU(tiling));
+  pm.addPass(createConvertSparseMLIRToNVGPU(tiling));
   std::string target =
       "chip=" + options.chip + " features=" + features + " O=3";
   std::string passes =

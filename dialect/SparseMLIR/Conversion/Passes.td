@@ -82,7 +82,8 @@ def ConvertSparseMLIRToSparseTensor
   ];
 }
 
-def LowerNMToNVGPU : Pass<"smlir-lower-nm-to-nvgpu", "::mlir::ModuleOp"> {
+def ConvertSparseMLIRToNVGPU
+    : Pass<"convert-smlir-to-nvgpu", "::mlir::ModuleOp"> {
   let summary = "Run x * W^T with a 2:4 f16/bf16 weight on sparse tensor cores";
   let description = [{
     For every 2:4 weight argument of a public function (hoisted by

@@ -42,7 +42,7 @@ constexpr llvm::StringLiteral kEncodingAttrName = "smlir.encoding";
 constexpr llvm::StringLiteral kFallbackAttrName = "smlir.fallback";
 /// What a device-resident argument of a 2:4 linear holds (its values, its
 /// metadata, scratch) and the MMA k the metadata is laid out for
-/// (smlir-lower-nm-to-nvgpu).
+/// (convert-smlir-to-nvgpu).
 constexpr llvm::StringLiteral kDeviceAttrName = "smlir.device";
 constexpr llvm::StringLiteral kMmaKAttrName = "smlir.mma_k";
 /// Which kernel operand a scratch argument is: "x", "y" or "bias".

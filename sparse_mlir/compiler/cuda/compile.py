@@ -2,7 +2,7 @@
 
 Import (torch-mlir, as for the CPU) -> `smlir.sparsify` on the 2:4 weights
 the cost model keeps sparse -> `smlir-nm-cuda-pipeline` (hoist, then
-`smlir-lower-nm-to-nvgpu`: mma.sp kernels + launches; the rest of the model
+`convert-smlir-to-nvgpu`: mma.sp kernels + launches; the rest of the model
 as host code; PTX through gpu-module-to-binary{format=isa}). Everything up
 to PTX, and `export()`, run without a GPU. A call checks for a driver and
 device first, then runs the model's torch.export graph on the GPU with its
@@ -67,7 +67,7 @@ def pipeline_for(mma_k: int, chip: str, tile: tuple[int, int] = TILE, warp_token
 def _lowering_passes(mma_k: int, tile: tuple[int, int], warp_tokens: int, stages: int) -> str:
     """The smlir part alone, for the "gpu" stage (kernels and launches, before bufferization)."""
     return (f"builtin.module(smlir-hoist-argument-sparsifiers, "
-            f"smlir-lower-nm-to-nvgpu{{{_tiling(mma_k, tile, warp_tokens, stages)}}})")
+            f"convert-smlir-to-nvgpu{{{_tiling(mma_k, tile, warp_tokens, stages)}}})")
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,7 @@ def _ptx(module: ir.Module) -> str:
 
 
 def _arguments(module: ir.Module, param_names: Sequence[str], num_inputs: int) -> list[Argument]:
-    """The leading (non-input) arguments of @main after smlir-lower-nm-to-nvgpu:
+    """The leading (non-input) arguments of @main after convert-smlir-to-nvgpu:
     parameters in order, each 2:4 one replaced by its device arguments."""
     main = main_function(module)
     block = main.regions[0].blocks[0]
@@ -296,7 +296,7 @@ def _arguments(module: ir.Module, param_names: Sequence[str], num_inputs: int) -
 
 def _checked_pipeline(mma_k: int, chip: str, tile: tuple[int, int], warp_tokens: int, stages: int) -> str:
     """The pipeline for these options, or a SpecError naming the bad one
-    (before the model is imported: the ranges are smlir-lower-nm-to-nvgpu's,
+    (before the model is imported: the ranges are convert-smlir-to-nvgpu's,
     the chips smlir-nm-cuda-pipeline's)."""
     if mma_k not in MMA_K:
         raise SpecError(f"mma_k must be one of {MMA_K}, got {mma_k!r}")

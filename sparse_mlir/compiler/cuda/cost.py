@@ -21,7 +21,7 @@ SPARSE_DTYPES = ("float16", "bfloat16")
 # Our 2:4 kernel's best time ratio against cuBLAS dense, measured on an H100
 # (4096-16384 tokens, K = N = 4096): 2:4 is chosen by default only above 1.
 MEASURED_SPEEDUP = 0.74
-TILE_ROWS = 64      # smlir-lower-nm-to-nvgpu's warp tile: rows
+TILE_ROWS = 64      # convert-smlir-to-nvgpu's warp tile: rows
 TILE_TOKENS = 32    # and tokens (a block takes the largest multiple that divides the shape)
 STAGE_K = 64        # x columns per shared-memory stage
 

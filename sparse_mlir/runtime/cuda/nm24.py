@@ -19,7 +19,7 @@ within a 16-bit half, the group of columns 4c .. 4c+3 takes bits 4c .. 4c+3,
 its first kept index in the low two bits and its second in the high two.
 m16n8k16 (one supplying thread per quad, lane 4g): columns 0..15 of the
 k-step, entry g. m16n8k32 (lanes 4g and 4g + 1): lane 4g + j holds columns
-16j .. 16j+15, entry 2g + j. smlir-lower-nm-to-nvgpu's kernels load entry
+16j .. 16j+15, entry 2g + j. convert-smlir-to-nvgpu's kernels load entry
 lane / 4 (k16) or 2 (lane / 4) + lane % 2 (k32) of their k-step.
 
 Example: a row [a, 0, b, 0 | 0, c, 0, d | ...] has indices (0, 2) -> 0b1000

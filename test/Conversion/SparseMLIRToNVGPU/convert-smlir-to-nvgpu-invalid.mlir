@@ -1,17 +1,7 @@
-// RUN: sparse-mlir-opt %s -smlir-lower-nm-to-nvgpu -split-input-file -verify-diagnostics
-// RUN: not sparse-mlir-opt %s -smlir-lower-nm-to-nvgpu=mma-k=8 -split-input-file 2>&1 | FileCheck %s --check-prefix=MMAK
+// RUN: sparse-mlir-opt %s -convert-smlir-to-nvgpu -split-input-file -verify-diagnostics
 
 // A 2:4 weight that cannot run on sparse tensor cores is an error naming
 // the tensor: the GPU path has no sparse fallback.
-
-// RUN: not sparse-mlir-opt %s -smlir-lower-nm-to-nvgpu=tile-rows=192 -split-input-file 2>&1 | FileCheck %s --check-prefix=TILE
-// RUN: not sparse-mlir-opt %s -smlir-lower-nm-to-nvgpu=pipeline-stages=4 -split-input-file 2>&1 | FileCheck %s --check-prefix=STAGES
-
-// MMAK: error: smlir-lower-nm-to-nvgpu: mma-k must be 16 or 32, got 8
-// STAGES: error: smlir-lower-nm-to-nvgpu: pipeline-stages must be 2 or 3, got 4
-// TILE: error: smlir-lower-nm-to-nvgpu: tile-rows must be 64, 128, 256 or 512, tile-tokens a multiple of 32 up to 128 and warp-tokens 32 or 64, got 192, 64 and 64
-// RUN: not sparse-mlir-opt %s -smlir-lower-nm-to-nvgpu=mma-k=99999999999999999999 -split-input-file 2>&1 | FileCheck %s --check-prefix=UNPARSED
-// UNPARSED: error: smlir-lower-nm-to-nvgpu: option 'mma-k' expects an integer (int64), got '99999999999999999999'
 
 #NM24 = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
 

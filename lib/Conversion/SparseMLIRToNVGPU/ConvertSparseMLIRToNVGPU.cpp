@@ -1,4 +1,4 @@
-//===- LowerNMToNVGPU.cpp - 2:4 linears on sparse tensor cores ------------===//
+//===- ConvertSparseMLIRToNVGPU.cpp - 2:4 linears on sparse MMA -----------===//
 //
 // x[T, K] * W[R, K]^T with a 2:4 f16/bf16 W becomes a kernel of
 // `mma.sp.sync` instructions. The sparse MMA operand is A, so the kernel
@@ -51,7 +51,7 @@
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::smlir {
-#define GEN_PASS_DEF_LOWERNMTONVGPU
+#define GEN_PASS_DEF_CONVERTSPARSEMLIRTONVGPU
 #include "SparseMLIR/Conversion/Passes.h.inc"
 } // namespace mlir::smlir
 
@@ -549,15 +549,16 @@ gpu::GPUFuncOp NM24KernelBuilder::getOrCreateKernel(const LinearShape &s) {
   return kernel;
 }
 
-struct LowerNMToNVGPUPass
-    : public smlir::impl::LowerNMToNVGPUBase<LowerNMToNVGPUPass> {
-  using LowerNMToNVGPUBase::LowerNMToNVGPUBase;
+struct ConvertSparseMLIRToNVGPUPass
+    : public smlir::impl::ConvertSparseMLIRToNVGPUBase<
+          ConvertSparseMLIRToNVGPUPass> {
+  using ConvertSparseMLIRToNVGPUBase::ConvertSparseMLIRToNVGPUBase;
 
   LogicalResult initializeOptions(
       StringRef options,
       function_ref<LogicalResult(const Twine &)> errorHandler) override {
     if (failed(smlir::checkIntegerOptions(
-        "smlir-lower-nm-to-nvgpu", options,
+        "convert-smlir-to-nvgpu", options,
         {"mma-k", "tile-rows", "tile-tokens", "warp-tokens", "pipeline-stages"},
         errorHandler)))
       return failure();
@@ -566,7 +567,7 @@ struct LowerNMToNVGPUPass
 
   void runOnOperation() override {
     if (mmaK != 16 && mmaK != 32) {
-      getOperation().emitError("smlir-lower-nm-to-nvgpu: mma-k must be 16 "
+      getOperation().emitError("convert-smlir-to-nvgpu: mma-k must be 16 "
                                "or 32, got ")
           << static_cast<int64_t>(mmaK);
       return signalPassFailure();
@@ -576,7 +577,7 @@ struct LowerNMToNVGPUPass
         tileRows % kWarpRows || tileTokens < kWarpTokens ||
         tileTokens > kMaxTileTokens || tileTokens % kWarpTokens ||
         (warpTokens != 32 && warpTokens != 64)) {
-      getOperation().emitError("smlir-lower-nm-to-nvgpu: tile-rows must be "
+      getOperation().emitError("convert-smlir-to-nvgpu: tile-rows must be "
                                "64, 128, 256 or 512, tile-tokens a multiple "
                                "of 32 up to 128 and warp-tokens 32 or 64, got ")
           << static_cast<int64_t>(tileRows) << ", "
@@ -585,7 +586,7 @@ struct LowerNMToNVGPUPass
       return signalPassFailure();
     }
     if (pipelineStages != 2 && pipelineStages != 3) {
-      getOperation().emitError("smlir-lower-nm-to-nvgpu: pipeline-stages "
+      getOperation().emitError("convert-smlir-to-nvgpu: pipeline-stages "
                                "must be 2 or 3, got ")
           << static_cast<int64_t>(pipelineStages);
       return signalPassFailure();
@@ -654,9 +655,9 @@ collectLinears(Value weight, StringRef name) {
   return linears;
 }
 
-LogicalResult LowerNMToNVGPUPass::lowerWeight(func::FuncOp func,
-                                              unsigned index,
-                                              NM24KernelBuilder &builder) {
+LogicalResult
+ConvertSparseMLIRToNVGPUPass::lowerWeight(func::FuncOp func, unsigned index,
+                                          NM24KernelBuilder &builder) {
   auto encoding =
       func.getArgAttrOfType<NMEncodingAttr>(index, kEncodingAttrName);
   if (!encoding)

@@ -1,6 +1,4 @@
-// RUN: sparse-mlir-opt %s -smlir-lower-nm-to-nvgpu -split-input-file | FileCheck %s
-// RUN: sparse-mlir-opt %s -smlir-lower-nm-to-nvgpu=mma-k=32 -split-input-file | FileCheck %s --check-prefix=K32
-// RUN: sparse-mlir-opt %s -smlir-lower-nm-to-nvgpu=pipeline-stages=3 -split-input-file | FileCheck %s --check-prefix=S3
+// RUN: sparse-mlir-opt %s -convert-smlir-to-nvgpu -split-input-file | FileCheck %s
 
 // A hoisted 2:4 weight read as x @ W^T (torch-mlir's F.linear without bias:
 // f16 operands, zero-filled f32 accumulator) becomes a kernel launch on its
@@ -55,32 +53,6 @@
 // CHECK:           memref.store %{{.*}}, %[[KY]][%{{.*}}, %{{.*}}] : memref<64x64xf32>
 // CHECK:           gpu.return
 
-/// Three shared-memory stages: two copies in flight while one stage is
-/// multiplied.
-// S3-LABEL:    func.func @linear_f16(
-// S3:          gpu.func @nm24_linear_f16_k16_64x64x64_f32({{.*}}) workgroup(%[[SMEM:.*]] : memref<3x64x72xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
-// S3-COUNT-2:    nvgpu.device_async_create_group
-// S3:            scf.for
-// S3:              %[[GROUP:.*]] = nvgpu.device_async_create_group
-// S3-NEXT:         nvgpu.device_async_wait %[[GROUP]] {numGroups = 2 : i32}
-
-/// m16n8k32: 16 metadata registers per step, entry 2g + lane % 2; one
-/// 16-byte A load per lane and fragment; four ldmatrix tiles per B fragment.
-// K32-LABEL:   func.func @linear_f16(
-// K32-SAME:        memref<4x32xi32> {smlir.device = "nm24_metadata", smlir.mma_k = 32 : i64
-// K32:         gpu.func @nm24_linear_f16_k32_64x64x64_f32
-// K32-DAG:       %[[C2:.*]] = arith.constant 2 : index
-// K32-DAG:       %[[C4:.*]] = arith.constant 4 : index
-// K32:           %[[LANE:.*]] = gpu.thread_id x
-// K32:           %[[G:.*]] = arith.divui %[[LANE]], %[[C4]] : index
-// K32-DAG:       %[[G2:.*]] = arith.muli %[[G]], %[[C2]] : index
-// K32-DAG:       %[[PAIR:.*]] = arith.remui %[[LANE]], %[[C2]] : index
-// K32:           %[[SLOT:.*]] = arith.addi %[[G2]], %[[PAIR]] : index
-// K32:           vector.load %{{.*}} {alignment = 16 : i64} : memref<4x512xf16>, vector<8xf16>
-// K32-NEXT:      vector.shape_cast %{{.*}} : vector<8xf16> to vector<4x2xf16>
-// K32-NEXT:      memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<4x32xi32>
-// K32:           nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = false} : memref<2x64x72xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
-// K32:           nvgpu.mma.sp.sync({{.*}}) {mmaShape = [16, 8, 32]} : (vector<4x2xf16>, vector<4x2xf16>, vector<2x2xf32>) -> vector<2x2xf32>
 func.func @linear_f16(%w: tensor<64x64xf16, #NM24> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.sparsifier = #smlir.nm_magnitude<n = 2, m = 4>, smlir.tensor_name = "fc.weight", smlir.weight}, %x: tensor<64x64xf16>) -> tensor<64x64xf32> {
   %zero = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<64x64xf16>
