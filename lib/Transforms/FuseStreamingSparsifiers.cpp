@@ -6,7 +6,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "SparseMLIR/Conversion/SparsifierLowering.h"
 #include "SparseMLIR/IR/SparseMLIROps.h"
 #include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
@@ -31,10 +30,9 @@ namespace {
 
 /// Why `op` cannot run inside its producer, or "" when it can.
 static std::string whyNotFusable(SparsifyOp op) {
-  Attribute sparsifier = op.getSparsifier();
-  if (!isStreamingSparsifier(sparsifier))
-    return (Twine(stringifySparsifierKind(
-                cast<SparsifierAttrInterface>(sparsifier).getKind())) +
+  SparsifierAttrInterface sparsifier = op.getSparsifier();
+  if (sparsifier.getKind() != SparsifierKind::Streaming)
+    return (Twine(stringifySparsifierKind(sparsifier.getKind())) +
             " sparsifiers need more than one element at a time")
         .str();
   RankedTensorType resultType = op.getResult().getType();
@@ -123,6 +121,18 @@ static void rewriteSelectsAsBitOps(Block &body, RewriterBase &rewriter) {
   }
 }
 
+/// `keep ? element : +0.0`, with bit operations instead of arith.select
+/// (which sparsification does not accept in a kernel body).
+static Value buildKeepOrZero(OpBuilder &b, Location loc, Value keep,
+                             Value element) {
+  auto floatType = cast<FloatType>(element.getType());
+  Type bits = b.getIntegerType(floatType.getWidth());
+  Value all = arith::ExtSIOp::create(b, loc, bits, keep); // 0 or all ones
+  Value raw = arith::BitcastOp::create(b, loc, bits, element);
+  return arith::BitcastOp::create(b, loc, floatType,
+                                  arith::AndIOp::create(b, loc, raw, all));
+}
+
 /// The producer, cloned to write `op`'s sparse result directly: its yielded
 /// value goes through the sparsifier's keep condition and a
 /// `sparse_tensor.select`, so sparsification inserts only kept values.
@@ -167,10 +177,12 @@ static void fuseIntoProducer(SparsifyOp op, RewriterBase &rewriter) {
   SmallVector<Value> indices;
   for (size_t d = 0; d < sizes.size(); ++d)
     indices.push_back(linalg::IndexOp::create(rewriter, bodyLoc, d));
-  Value keep = buildStreamingKeep(rewriter, bodyLoc, op.getSparsifier(), element,
-                                  indices, sizes, callNumber,
-                                  op->getParentOfType<ModuleOp>());
-  Value kept = keep ? buildKeepOrZero(rewriter, bodyLoc, keep, element) : element;
+  FailureOr<Value> keep = op.getSparsifier().buildKeep(
+      rewriter, bodyLoc, element, indices, sizes, callNumber,
+      op->getParentOfType<ModuleOp>());
+  assert(succeeded(keep) && "whyNotFusable admits streaming sparsifiers only");
+  Value kept =
+      *keep ? buildKeepOrZero(rewriter, bodyLoc, *keep, element) : element;
   // Dropped values are +0.0 here; the select skips them (and exact zeros,
   // which a sparse encoding never stores).
   Type elementType = sparseType.getElementType();

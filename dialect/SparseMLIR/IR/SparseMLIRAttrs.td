@@ -198,7 +198,8 @@ class SparseMLIR_Sparsifier<string name, string attrMnemonic,
   let mnemonic = attrMnemonic;
 }
 
-def SparseMLIR_KeepAllAttr : SparseMLIR_Sparsifier<"KeepAll", "keep_all"> {
+def SparseMLIR_KeepAllAttr
+    : SparseMLIR_Sparsifier<"KeepAll", "keep_all", ["buildKeep"]> {
   let summary = "Keep every nonzero (streaming)";
   let description = [{
     Keeps every value; only exact zeros are dropped by a sparse encoding
@@ -211,7 +212,8 @@ def SparseMLIR_KeepAllAttr : SparseMLIR_Sparsifier<"KeepAll", "keep_all"> {
   }];
 }
 
-def SparseMLIR_ThresholdAttr : SparseMLIR_Sparsifier<"Threshold", "threshold"> {
+def SparseMLIR_ThresholdAttr
+    : SparseMLIR_Sparsifier<"Threshold", "threshold", ["buildKeep"]> {
   let summary = "Keep |x| >= value (streaming)";
   let description = [{
     Keeps the values whose magnitude is at least `value` (a non-negative,
@@ -230,7 +232,8 @@ def SparseMLIR_ThresholdAttr : SparseMLIR_Sparsifier<"Threshold", "threshold"> {
 }
 
 def SparseMLIR_RandomFractionAttr
-    : SparseMLIR_Sparsifier<"RandomFraction", "random_fraction"> {
+    : SparseMLIR_Sparsifier<"RandomFraction", "random_fraction",
+                            ["buildKeep"]> {
   let summary = "Drop a random fraction of the values (streaming)";
   let description = [{
     Drops each value independently with probability `fraction`, using a

@@ -62,6 +62,22 @@ def SparseMLIR_SparsifierAttrInterface : AttrInterface<"SparsifierAttrInterface"
       (ins "::llvm::ArrayRef<int64_t>":$shape,
            "::llvm::function_ref<::mlir::InFlightDiagnostic()>":$emitError),
       /*methodBody=*/"", /*defaultImplementation=*/"return ::mlir::success();">,
+    InterfaceMethod<[{
+        Builds at `builder`'s insertion point (a kernel body) whether a
+        streaming sparsifier keeps `element`, the value at `indices` of a
+        tensor with dimension sizes `sizes`, as an i1. `callNumber` (an
+        index, see `buildCallNumber`) is the call the mask is drawn for;
+        helper functions go into `module`. Built only from single-result
+        operations that upstream sparsification accepts in a kernel body.
+
+        Returns a null value when every nonzero is kept, and failure for a
+        sparsifier that is not streaming (it needs more than one element).
+      }], "::mlir::FailureOr<::mlir::Value>", "buildKeep",
+      (ins "::mlir::OpBuilder &":$builder, "::mlir::Location":$loc,
+           "::mlir::Value":$element, "::mlir::ValueRange":$indices,
+           "::mlir::ValueRange":$sizes, "::mlir::Value":$callNumber,
+           "::mlir::ModuleOp":$module),
+      /*methodBody=*/"", /*defaultImplementation=*/"return ::mlir::failure();">,
   ];
 }
 

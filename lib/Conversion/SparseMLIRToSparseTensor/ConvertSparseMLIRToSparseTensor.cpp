@@ -7,8 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "SparseMLIR/Conversion/Passes.h"
-#include "SparseMLIR/Conversion/SparsifierLowering.h"
 #include "SparseMLIR/IR/SparseMLIROps.h"
+#include "SparsifierLowering.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -77,8 +77,8 @@ static SmallVector<Value> buildSizes(OpBuilder &b, Location loc, Value source) {
 /// A streaming sparsifier applied element-wise into a dense tensor (or a
 /// plain copy for keep_all).
 static Value buildStreamingMask(OpBuilder &b, Location loc, Value source,
-                                Attribute sparsifier, Value callNumber,
-                                ModuleOp module) {
+                                SparsifierAttrInterface sparsifier,
+                                Value callNumber, ModuleOp module) {
   auto type = cast<RankedTensorType>(source.getType());
   SmallVector<Value> sizes = buildSizes(b, loc, source);
   return buildMask(
@@ -86,11 +86,12 @@ static Value buildStreamingMask(OpBuilder &b, Location loc, Value source,
         SmallVector<Value> indices;
         for (int64_t d = 0; d < type.getRank(); ++d)
           indices.push_back(linalg::IndexOp::create(nb, nloc, d));
-        Value keep = buildStreamingKeep(nb, nloc, sparsifier, in, indices,
-                                        sizes, callNumber, module);
-        if (!keep)
+        FailureOr<Value> keep = sparsifier.buildKeep(nb, nloc, in, indices,
+                                                     sizes, callNumber, module);
+        assert(succeeded(keep) && "not a streaming sparsifier");
+        if (!*keep)
           return in;
-        return arith::SelectOp::create(nb, nloc, keep, in, out).getResult();
+        return arith::SelectOp::create(nb, nloc, *keep, in, out).getResult();
       });
 }
 
@@ -200,7 +201,7 @@ struct LowerStreamingSparsify : public OpRewritePattern<SparsifyOp> {
   LogicalResult matchAndRewrite(SparsifyOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    Attribute sparsifier = op.getSparsifier();
+    SparsifierAttrInterface sparsifier = op.getSparsifier();
     // sparse_tensor.convert drops zeros, which leaves n:m groups with fewer
     // than n entries: the structured level then reads garbage. Those need the
     // n:m sparsifier lowering, which pads every group to exactly n.
@@ -218,7 +219,7 @@ struct LowerStreamingSparsify : public OpRewritePattern<SparsifyOp> {
                   ? buildStreamingMask(rewriter, loc, source, sparsifier, Value(),
                                        ModuleOp())
                   : source;
-    } else if (isStreamingSparsifier(sparsifier)) {
+    } else if (sparsifier.getKind() == SparsifierKind::Streaming) {
       dense = buildStreamingMask(rewriter, loc, source, sparsifier,
                                  buildCallNumber(rewriter, loc, op),
                                  op->getParentOfType<ModuleOp>());

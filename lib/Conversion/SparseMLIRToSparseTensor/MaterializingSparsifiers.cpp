@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "SparseMLIR/Conversion/SparsifierLowering.h"
 #include "SparseMLIR/IR/SparseMLIROps.h"
+#include "SparsifierLowering.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"

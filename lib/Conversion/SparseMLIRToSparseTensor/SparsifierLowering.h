@@ -1,48 +1,21 @@
-//===- SparsifierLowering.h - shared sparsifier builders --------*- C++ -*-===//
+//===- SparsifierLowering.h - materializing sparsifier builders -*- C++ -*-===//
 //
-// Builders shared by convert-smlir-to-sparse-tensor (a sparsifier after its
-// producer) and smlir-fuse-streaming-sparsifiers (a sparsifier inside its
-// producer's loop body).
+// Private to convert-smlir-to-sparse-tensor: the builders of the sparsifiers
+// that need the whole tensor (streaming ones build their keep condition
+// through SparsifierAttrInterface::buildKeep).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef SPARSE_MLIR_CONVERSION_SPARSIFIERLOWERING_H
-#define SPARSE_MLIR_CONVERSION_SPARSIFIERLOWERING_H
+#ifndef SPARSE_MLIR_LIB_CONVERSION_SPARSIFIERLOWERING_H
+#define SPARSE_MLIR_LIB_CONVERSION_SPARSIFIERLOWERING_H
 
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Value.h"
 
 #include <string>
 
 namespace mlir::smlir {
-
-/// The name of the i64 function argument that numbers the calls of a
-/// compiled function: #smlir.random_fraction draws a new mask per call.
-constexpr StringLiteral kCallNumberAttrName = "smlir.call_number";
-
-/// The call number of the function around `op` as an index: its
-/// `smlir.call_number` argument, or 0 (the masks of call 0). Built at `b`'s
-/// insertion point, outside any kernel.
-Value buildCallNumber(OpBuilder &b, Location loc, Operation *op);
-
-/// Whether the streaming sparsifier `sparsifier` (keep_all, threshold,
-/// random_fraction) keeps `element`, the value at `indices` of a tensor with
-/// dimension sizes `sizes`, as an i1. Built only from single-result
-/// operations that upstream sparsification accepts inside a kernel body;
-/// random fraction calls a private function it adds to `module`.
-/// Returns null for keep_all (every nonzero is kept).
-Value buildStreamingKeep(OpBuilder &b, Location loc, Attribute sparsifier,
-                         Value element, ValueRange indices, ValueRange sizes,
-                         Value callNumber, ModuleOp module);
-
-/// `keep ? element : +0.0`, with bit operations instead of arith.select
-/// (which sparsification does not accept in a kernel body).
-Value buildKeepOrZero(OpBuilder &b, Location loc, Value keep, Value element);
-
-/// Whether `sparsifier` has an element-wise (streaming) lowering.
-bool isStreamingSparsifier(Attribute sparsifier);
 
 //===----------------------------------------------------------------------===//
 // Blocking and materializing sparsifiers (MaterializingSparsifiers.cpp)
@@ -94,4 +67,4 @@ Value buildKeepLargest(OpBuilder &b, Location loc, int64_t count, int64_t keep,
 
 } // namespace mlir::smlir
 
-#endif // SPARSE_MLIR_CONVERSION_SPARSIFIERLOWERING_H
+#endif // SPARSE_MLIR_LIB_CONVERSION_SPARSIFIERLOWERING_H

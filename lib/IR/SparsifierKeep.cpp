@@ -1,11 +1,13 @@
-//===- StreamingKeep.cpp - element-wise keep conditions -------------------===//
+//===- SparsifierKeep.cpp - element-wise keep conditions ------------------===//
 //
-// The keep condition of each streaming sparsifier, for one element.
+// SparsifierAttrInterface::buildKeep of each streaming sparsifier: whether
+// it keeps one element, for a sparsifier after its producer
+// (convert-smlir-to-sparse-tensor) or inside its producer's loop body
+// (smlir-fuse-streaming-sparsifiers).
 //
 //===----------------------------------------------------------------------===//
 
-#include "SparseMLIR/Conversion/SparsifierLowering.h"
-#include "SparseMLIR/IR/SparseMLIROps.h"
+#include "SparseMLIR/IR/SparseMLIRDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -26,10 +28,6 @@ static Value findCallNumber(Operation *op) {
     if (func.getArgAttr(i, kCallNumberAttrName))
       return func.getArgument(i);
   return {};
-}
-
-bool mlir::smlir::isStreamingSparsifier(Attribute sparsifier) {
-  return isa<KeepAllAttr, ThresholdAttr, RandomFractionAttr>(sparsifier);
 }
 
 static Value constantI32(OpBuilder &b, Location loc, uint32_t v) {
@@ -178,24 +176,23 @@ static Value buildThresholdKeep(OpBuilder &b, Location loc,
                                cutValue);
 }
 
-Value mlir::smlir::buildStreamingKeep(OpBuilder &b, Location loc,
-                                      Attribute sparsifier, Value element,
-                                      ValueRange indices, ValueRange sizes,
-                                      Value callNumber, ModuleOp module) {
-  if (auto threshold = dyn_cast<ThresholdAttr>(sparsifier))
-    return buildThresholdKeep(b, loc, threshold, element);
-  if (auto random = dyn_cast<RandomFractionAttr>(sparsifier))
-    return buildRandomKeep(b, loc, random, indices, sizes, callNumber, module);
-  assert(isa<KeepAllAttr>(sparsifier) && "not a streaming sparsifier");
-  return {};
+FailureOr<Value> KeepAllAttr::buildKeep(OpBuilder &, Location, Value,
+                                        ValueRange, ValueRange, Value,
+                                        ModuleOp) const {
+  // Every nonzero is kept: no condition.
+  return Value();
 }
 
-Value mlir::smlir::buildKeepOrZero(OpBuilder &b, Location loc, Value keep,
-                                   Value element) {
-  auto floatType = cast<FloatType>(element.getType());
-  Type bits = b.getIntegerType(floatType.getWidth());
-  Value all = arith::ExtSIOp::create(b, loc, bits, keep); // 0 or all ones
-  Value raw = arith::BitcastOp::create(b, loc, bits, element);
-  return arith::BitcastOp::create(b, loc, floatType,
-                                  arith::AndIOp::create(b, loc, raw, all));
+FailureOr<Value> ThresholdAttr::buildKeep(OpBuilder &b, Location loc,
+                                          Value element, ValueRange,
+                                          ValueRange, Value, ModuleOp) const {
+  return buildThresholdKeep(b, loc, *this, element);
+}
+
+FailureOr<Value> RandomFractionAttr::buildKeep(OpBuilder &b, Location loc,
+                                               Value, ValueRange indices,
+                                               ValueRange sizes,
+                                               Value callNumber,
+                                               ModuleOp module) const {
+  return buildRandomKeep(b, loc, *this, indices, sizes, callNumber, module);
 }
