@@ -80,11 +80,11 @@ void mlir::smlir::buildSparseCPUFrontend(
   // Element-wise results that stay zero where their sparse operand is zero
   // keep its encoding, where that makes the readers faster.
   pm.addNestedPass<func::FuncOp>(createPropagateEncodings());
-  // x * W^T with sparse W -> (W * x^T)^T, the loop order that runs fast.
-  // With micro-kernels, dense linears too: they beat upstream's scalar
-  // loops by two orders of magnitude.
-  pm.addNestedPass<func::FuncOp>(createRewriteSparseMatmul(
-      RewriteSparseMatmulOptions{options.microkernels}));
+  // torch-mlir's forms of a linear with a sparse W -> smlir.linear. With
+  // micro-kernels, dense linears too: they beat upstream's scalar loops by
+  // two orders of magnitude.
+  pm.addNestedPass<func::FuncOp>(
+      createRaiseLinear(RaiseLinearOptions{options.microkernels}));
   // Weights whose readers have no sparse lowering are read densely, with a
   // warning (an error with fallback=error).
   pm.addNestedPass<func::FuncOp>(
@@ -116,6 +116,9 @@ void mlir::smlir::buildSparseCPUFrontend(
     // Identical kernels (BERT's q/k/v/o projections) share one function.
     pm.addPass(createOutlineKernels());
   }
+  // The other linears: (W * x^T)^T, the loop order upstream sparsification
+  // runs fast.
+  pm.addNestedPass<func::FuncOp>(createDecomposeLinear());
   // Streaming sparsifiers run inside their (now fused) element-wise
   // producer, which writes the sparse result directly.
   if (options.fuseSparsifiers)

@@ -60,7 +60,7 @@ struct FuseDenseElementwisePass
       Operation *producer = operand->get().getDefiningOp();
       Operation *consumer = operand->getOwner();
       if (!producer || touchesSparse(producer) || touchesSparse(consumer) ||
-          hasReduction(producer) || consumer->hasAttr(kSparseKernelAttrName))
+          hasReduction(producer))
         return false;
       // A producer with other readers stays; fused, it runs once more per
       // consumer: only cheap arithmetic is worth that.

@@ -1,11 +1,7 @@
 //===- LowerSparseLinear.cpp - register-tiled kernels for y = x * W^T -----===//
 //
-// The sparse kernel smlir-rewrite-sparse-matmul builds,
-//
-//   xT = transpose(x); yT[n, m] += W[n, k] * xT[k, m]; y = transpose(yT)
-//
-// is lowered here, for a CSR or n:m weight and f32 values, to explicit
-// loops instead of upstream sparsification:
+// An smlir.linear y = x * W^T is lowered here, for a CSR, n:m or dense W[N, K]
+// and f32 values, to explicit loops instead of upstream sparsification:
 //
 //   parallel over (m-block of MB tokens, chunk of weight rows):
 //     pack x[m-block, :] feature-major into a K x MB slab (the transpose of
@@ -32,7 +28,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "SparseMLIR/IR/SparseMLIRDialect.h"
+#include "SparseMLIR/IR/SparseMLIROps.h"
 #include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
 #include "SparseMLIR/Transforms/RegisterTranspose.h"
@@ -120,54 +116,30 @@ static std::optional<WeightLayout> classifyWeight(Type type) {
   return std::nullopt;
 }
 
-static bool isTranspose2d(linalg::TransposeOp op) {
-  return op && op.getPermutation() == ArrayRef<int64_t>{1, 0};
-}
-
 static bool isZeroFill(Value v) {
   auto fill = v.getDefiningOp<linalg::FillOp>();
   return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
 }
 
-/// transpose(kernel(W, transpose(x))) as built by smlir-rewrite-sparse-matmul.
+/// An smlir.linear with a micro-kernel: x[M, K] static f32, W[N, K].
 struct SparseLinear {
-  linalg::GenericOp kernel;
-  linalg::TransposeOp outputTranspose;
+  LinearOp op;
   Value x, weight;
   WeightLayout layout;
   int64_t M, K, N;
 };
 
-static std::optional<SparseLinear> matchSparseLinear(linalg::GenericOp kernel) {
-  if (!(kernel->hasAttr(kSparseKernelAttrName) ||
-        kernel->hasAttr(kDenseKernelAttrName)) ||
-      kernel.getNumDpsInputs() != 2 ||
-      !isZeroFill(kernel.getDpsInits()[0]) || !kernel->hasOneUse())
+static std::optional<SparseLinear> matchSparseLinear(LinearOp linear) {
+  // x * W with W[K, N] and biases are left to smlir-decompose-linear.
+  if (linear.getOrientation() != WeightOrientation::OutIn || linear.getBias())
     return std::nullopt;
-  // yT[n, m] += W[n, k] * xT[k, m]: a kernel reading W[k, n] (x * W with a
-  // sparse W[K, N]) is left to upstream sparsification.
-  AffineExpr n, m, k;
-  bindDims(kernel.getContext(), n, m, k);
-  if (kernel.getIndexingMapsArray() !=
-      ArrayRef<AffineMap>{AffineMap::get(3, 0, {n, k}, kernel.getContext()),
-                          AffineMap::get(3, 0, {k, m}, kernel.getContext()),
-                          AffineMap::get(3, 0, {n, m}, kernel.getContext())})
-    return std::nullopt;
-  Value weight = kernel.getDpsInputs()[0];
+  Value weight = linear.getWeight();
   std::optional<WeightLayout> layout = classifyWeight(weight.getType());
-  auto inputTranspose =
-      kernel.getDpsInputs()[1].getDefiningOp<linalg::TransposeOp>();
-  auto outputTranspose = dyn_cast<linalg::TransposeOp>(*kernel->user_begin());
-  if (!layout || !isTranspose2d(inputTranspose) ||
-      !isTranspose2d(outputTranspose))
+  Value x = linear.getInput();
+  RankedTensorType xType = linear.getInputType();
+  if (!layout || !xType.hasStaticShape() || !xType.getElementType().isF32())
     return std::nullopt;
-  Value x = inputTranspose.getInput();
-  auto xType = cast<RankedTensorType>(x.getType());
-  auto yType = cast<RankedTensorType>(outputTranspose.getResult()[0].getType());
-  if (!xType.hasStaticShape() || !xType.getElementType().isF32() ||
-      getSparseTensorEncoding(xType) || getSparseTensorEncoding(yType))
-    return std::nullopt;
-  auto weightShape = cast<RankedTensorType>(weight.getType()).getShape();
+  auto weightShape = linear.getWeightType().getShape();
   // Hoisted weights are function arguments that keep their smlir encoding.
   if (auto arg = dyn_cast<BlockArgument>(weight);
       arg && layout->kind == WeightLayout::NOutOfM)
@@ -177,8 +149,8 @@ static std::optional<SparseLinear> matchSparseLinear(linalg::GenericOp kernel) {
           nm && nm.getN() == layout->n && nm.getM() == layout->m &&
           weightShape[0] % nm.getRows() == 0)
         layout->sharedRows = nm.getRows();
-  return SparseLinear{kernel, outputTranspose, x, weight, *layout,
-                      xType.getDimSize(0), xType.getDimSize(1), weightShape[0]};
+  return SparseLinear{linear, x, weight, *layout, xType.getDimSize(0),
+                      xType.getDimSize(1), weightShape[0]};
 }
 
 /// Emits the loops of one SparseLinear (see the file comment).
@@ -1397,23 +1369,22 @@ struct LowerSparseLinearPass
             denseVectors = tile(this->denseVectors, 2, 2);
     // Vector registers the shared-row tile may fill (one for the broadcast).
     int64_t registers = lanes >= 16 ? 31 : 15;
-    // Kernels are collected first and matched again right before each is
-    // lowered: lowering one linear replaces (and erases) its output
-    // transpose, which the next linear of a chain reads as its x (a match
-    // taken before would hold an erased value).
-    SmallVector<linalg::GenericOp> kernels;
-    getOperation().walk([&](linalg::GenericOp kernel) {
-      if (matchSparseLinear(kernel))
-        kernels.push_back(kernel);
+    // Linears are collected first and matched again right before each is
+    // lowered: lowering one replaces its result, which the next linear of a
+    // chain reads as its x (a match taken before would hold an erased value).
+    SmallVector<LinearOp> linears;
+    getOperation().walk([&](LinearOp linear) {
+      if (matchSparseLinear(linear))
+        linears.push_back(linear);
     });
-    for (linalg::GenericOp kernel : kernels) {
-      std::optional<SparseLinear> match = matchSparseLinear(kernel);
+    for (LinearOp candidate : linears) {
+      std::optional<SparseLinear> match = matchSparseLinear(candidate);
       // An empty linear (0 tokens, rows or columns) computes nothing: left
       // to the generic lowering rather than tiled by zero-sized blocks.
       if (!match || match->M <= 0 || match->N <= 0 || match->K <= 0)
         continue;
       SparseLinear &linear = *match;
-      OpBuilder b(linear.outputTranspose);
+      OpBuilder b(linear.op);
       // Each layout has the tile measured best for it (decode: `rows`).
       int64_t tileRows = rows, tileVectors = vectors;
       if (linear.layout.sharedRows > 1 && linear.M >= kDecodeTokens) {
@@ -1448,15 +1419,14 @@ struct LowerSparseLinearPass
       // too).
       int64_t kernelLanes =
           linear.M < kDecodeTokens ? std::min<int64_t>(lanes, 8) : lanes;
-      Value y = MicrokernelBuilder(b, linear.kernel.getLoc(), linear, tileRows,
+      Value y = MicrokernelBuilder(b, linear.op.getLoc(), linear, tileRows,
                                    tileVectors, kernelLanes)
                     .build();
-      y.getDefiningOp()->setAttr(kMicrokernelAttrName, b.getUnitAttr());
-      Value oldY = linear.outputTranspose.getResult()[0];
+      Value oldY = linear.op.getResult();
       if (oldY.getType() != y.getType())
-        y = tensor::CastOp::create(b, linear.kernel.getLoc(), oldY.getType(), y);
+        y = tensor::CastOp::create(b, linear.op.getLoc(), oldY.getType(), y);
       oldY.replaceAllUsesWith(y);
-      eraseDeadChain(linear.outputTranspose);
+      eraseDeadChain(linear.op);
     }
     if (!batched)
       return;
@@ -1469,7 +1439,6 @@ struct LowerSparseLinearPass
       OpBuilder b(op);
       Value y = BatchMatmulBuilder(b, op.getLoc(), op, rows, vectors, lanes)
                     .build();
-      y.getDefiningOp()->setAttr(kMicrokernelAttrName, b.getUnitAttr());
       op.getResult(0).replaceAllUsesWith(y);
       eraseDeadChain(op);
     }

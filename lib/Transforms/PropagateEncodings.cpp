@@ -114,7 +114,7 @@ static bool readsSparseFaster(OpOperand &use) {
 
 /// The sparse input whose encoding `op`'s result can take, or null.
 static OpOperand *inferableInput(linalg::GenericOp op) {
-  if (op->hasAttr(kSparseKernelAttrName) || op.getNumDpsInits() != 1 ||
+  if (op.getNumDpsInits() != 1 ||
       op.getNumResults() != 1 ||
       op.getNumParallelLoops() != op.getNumLoops())
     return nullptr;

@@ -47,10 +47,10 @@ static bool hasSparseLowering(OpOperand &use) {
   Operation *owner = use.getOwner();
   if (isSingleGroupNMForUpstream(use.get()))
     return isa<func::ReturnOp>(owner);
-  // Kernels built by smlir-rewrite-sparse-matmul, and element-wise ops that
-  // smlir-propagate-encodings made compute on stored entries only.
-  if (owner->hasAttr(kSparseKernelAttrName) ||
-      owner->hasAttr(kInferredEncodingAttrName))
+  // Linears (a micro-kernel or upstream sparsification reads their weight),
+  // and element-wise ops that smlir-propagate-encodings made compute on
+  // stored entries only.
+  if (isa<LinearOp>(owner) || owner->hasAttr(kInferredEncodingAttrName))
     return true;
   if (isa<func::ReturnOp>(owner) ||
       isa<sparse_tensor::SparseTensorDialect>(owner->getDialect()))

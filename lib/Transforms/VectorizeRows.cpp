@@ -680,18 +680,6 @@ struct VectorizeRowsPass
     return Pass::initializeOptions(options, errorHandler);
   }
 
-  /// The transposes of x and y around a linear that
-  /// smlir-rewrite-sparse-matmul built: smlir-lower-sparse-linear (or
-  /// sparsification) matches them as they are.
-  static bool touchesLinearKernel(linalg::TransposeOp op) {
-    auto isKernel = [](Operation *other) {
-      return other && (other->hasAttr(kSparseKernelAttrName) ||
-                       other->hasAttr(kDenseKernelAttrName));
-    };
-    return isKernel(op.getInput().getDefiningOp()) ||
-           llvm::any_of(op->getUsers(), isKernel);
-  }
-
   void runOnOperation() override {
     if (!llvm::is_contained({4, 8, 16, 32}, static_cast<int64_t>(lanes)) ||
         vectors < 1 || vectors > 16) {
@@ -711,7 +699,7 @@ struct VectorizeRowsPass
         return;
       if (permutation.back() == static_cast<int64_t>(permutation.size()) - 1)
         transposes.push_back(op);
-      else if (!touchesLinearKernel(op))
+      else
         moving.push_back(op);
     });
     for (linalg::TransposeOp op : moving) {

@@ -5,9 +5,6 @@
 // packed in 8 x 8 register transposes (8-lane vectors, whatever the lanes).
 
 #NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
-#mapW = affine_map<(n, m, k) -> (n, k)>
-#mapX = affine_map<(n, m, k) -> (k, m)>
-#mapY = affine_map<(n, m, k) -> (n, m)>
 
 // CHECK-LABEL: func.func @nm_6x2(
 // CHECK:         smlir.kernel "linear_2of4_32x64x12"
@@ -20,20 +17,7 @@
 // CHECK-COUNT-12:    vector.fma {{.*}} : vector<16xf32>
 // CHECK:             scf.yield
 func.func @nm_6x2(%w: tensor<12x64xf32, #NM>, %x: tensor<32x64xf32>) -> tensor<32x12xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<64x32xf32>
-  %xt = linalg.transpose ins(%x : tensor<32x64xf32>) outs(%e0 : tensor<64x32xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<12x32xf32>
-  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<12x32xf32>) -> tensor<12x32xf32>
-  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%w, %xt : tensor<12x64xf32, #NM>, tensor<64x32xf32>) outs(%fill : tensor<12x32xf32>) attrs = {smlir.sparse_kernel} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  } -> tensor<12x32xf32>
-  %e2 = tensor.empty() : tensor<32x12xf32>
-  %y = linalg.transpose ins(%yt : tensor<12x32xf32>) outs(%e2 : tensor<32x12xf32>) permutation = [1, 0]
+  %y = smlir.linear %x, %w : tensor<32x64xf32>, tensor<12x64xf32, #NM> -> tensor<32x12xf32>
   return %y : tensor<32x12xf32>
 }
 
@@ -43,10 +27,6 @@ func.func @nm_6x2(%w: tensor<12x64xf32, #NM>, %x: tensor<32x64xf32>) -> tensor<3
 // the 4-row shuffle network within each 128-bit lane: per group of 4 rows,
 // 8 shuffles, then each token's 4 values as a 4-lane slice, stored into the
 // output stage.
-
-#mapW = affine_map<(n, m, k) -> (n, k)>
-#mapX = affine_map<(n, m, k) -> (k, m)>
-#mapY = affine_map<(n, m, k) -> (n, m)>
 
 // CHECK-LABEL: func.func @dense_8x2(
 // CHECK:         smlir.kernel "linear_dense_32x64x8"
@@ -58,19 +38,6 @@ func.func @nm_6x2(%w: tensor<12x64xf32, #NM>, %x: tensor<32x64xf32>) -> tensor<3
 // CHECK:         vector.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<{{[0-9]+}}xf32>, vector<4xf32>
 // CHECK-NOT:     vector.from_elements
 func.func @dense_8x2(%w: tensor<8x64xf32>, %x: tensor<32x64xf32>) -> tensor<32x8xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<64x32xf32>
-  %xt = linalg.transpose ins(%x : tensor<32x64xf32>) outs(%e0 : tensor<64x32xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<8x32xf32>
-  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<8x32xf32>) -> tensor<8x32xf32>
-  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%w, %xt : tensor<8x64xf32>, tensor<64x32xf32>) outs(%fill : tensor<8x32xf32>) attrs = {smlir.dense_kernel} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  } -> tensor<8x32xf32>
-  %e2 = tensor.empty() : tensor<32x8xf32>
-  %y = linalg.transpose ins(%yt : tensor<8x32xf32>) outs(%e2 : tensor<32x8xf32>) permutation = [1, 0]
+  %y = smlir.linear %x, %w : tensor<32x64xf32>, tensor<8x64xf32> -> tensor<32x8xf32>
   return %y : tensor<32x8xf32>
 }

@@ -6,21 +6,17 @@
 // RUN: not sparse-mlir-opt %s -smlir-lower-sparse-linear="rows=18446744073709551615" -split-input-file 2>&1 | FileCheck %s --check-prefix=UNPARSED
 // UNPARSED: error: smlir-lower-sparse-linear: option 'rows' expects an integer (int64), got '18446744073709551615'
 
-// The sparse linear smlir-rewrite-sparse-matmul builds (transpose(x), the
-// tagged W * xT kernel, transpose back) becomes explicit loops over W's
+// An smlir.linear with a CSR W[N, K] becomes explicit loops over W's
 // buffers: x is packed per block of 8 tokens, 2 rows run in lockstep with
 // one vector accumulator each, then each CSR row finishes alone, and the
 // 2 x 8 tile is stored as 8 rows of y (masked vectors of 2 lanes). No
-// transpose and no linalg kernel remain.
+// smlir.linear remains.
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
-#mapW = affine_map<(n, m, k) -> (n, k)>
-#mapX = affine_map<(n, m, k) -> (k, m)>
-#mapY = affine_map<(n, m, k) -> (n, m)>
 
 // CHECK-LABEL: func.func @csr(
 // CHECK-SAME:    %[[W:.*]]: tensor<5x64xf32, #{{.*}}>, %[[X:.*]]: tensor<16x64xf32>)
-// CHECK-NOT:     linalg.transpose
+// CHECK-NOT:     smlir.linear
 // CHECK-DAG:     %[[XB:.*]] = bufferization.to_buffer %[[X]] read_only
 // CHECK-DAG:     %[[Y:.*]] = memref.alloc() {alignment = 64 : i64} : memref<16x5xf32>
 // CHECK-DAG:     %[[POS:.*]] = sparse_tensor.positions %[[W]] {level = 1 : index}
@@ -56,24 +52,11 @@
 // CHECK:           vector.load %[[STAGES]]
 // CHECK:           vector.create_mask {{.*}} : vector<8xi1>
 // CHECK:           vector.maskedstore %[[Y]]
-// CHECK:         %[[RES:.*]] = bufferization.to_tensor %[[Y]] restrict writable {smlir.microkernel}
-// CHECK-NOT:     linalg.generic
+// CHECK:         %[[RES:.*]] = bufferization.to_tensor %[[Y]] restrict writable : memref<16x5xf32> to tensor<16x5xf32>
+// CHECK-NOT:     smlir.linear
 // CHECK:         return %[[RES]]
 func.func @csr(%w: tensor<5x64xf32, #CSR>, %x: tensor<16x64xf32>) -> tensor<16x5xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<64x16xf32>
-  %xt = linalg.transpose ins(%x : tensor<16x64xf32>) outs(%e0 : tensor<64x16xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<5x16xf32>
-  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<5x16xf32>) -> tensor<5x16xf32>
-  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%w, %xt : tensor<5x64xf32, #CSR>, tensor<64x16xf32>) outs(%fill : tensor<5x16xf32>) attrs = {smlir.sparse_kernel} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  } -> tensor<5x16xf32>
-  %e2 = tensor.empty() : tensor<16x5xf32>
-  %y = linalg.transpose ins(%yt : tensor<5x16xf32>) outs(%e2 : tensor<16x5xf32>) permutation = [1, 0]
+  %y = smlir.linear %x, %w : tensor<16x64xf32>, tensor<5x64xf32, #CSR> -> tensor<16x5xf32>
   return %y : tensor<16x5xf32>
 }
 
@@ -86,9 +69,6 @@ func.func @csr(%w: tensor<5x64xf32, #CSR>, %x: tensor<16x64xf32>) -> tensor<16x5
 // and no per-row tails, one load per entry besides the slab's.
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
-#mapW = affine_map<(n, m, k) -> (n, k)>
-#mapX = affine_map<(n, m, k) -> (k, m)>
-#mapY = affine_map<(n, m, k) -> (n, m)>
 
 // CHECK-LABEL: func.func @csr_interleaved(
 // CHECK:         %[[STARTS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<4xindex>
@@ -116,20 +96,7 @@ func.func @csr(%w: tensor<5x64xf32, #CSR>, %x: tensor<16x64xf32>) -> tensor<16x5
 // CHECK-NOT:       scf.for {{.*}} -> (vector<8xf32>)
 // CHECK:           vector.maskedstore
 func.func @csr_interleaved(%w: tensor<5x64xf32, #CSR>, %x: tensor<32x64xf32>) -> tensor<32x5xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<64x32xf32>
-  %xt = linalg.transpose ins(%x : tensor<32x64xf32>) outs(%e0 : tensor<64x32xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<5x32xf32>
-  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<5x32xf32>) -> tensor<5x32xf32>
-  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%w, %xt : tensor<5x64xf32, #CSR>, tensor<64x32xf32>) outs(%fill : tensor<5x32xf32>) attrs = {smlir.sparse_kernel} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  } -> tensor<5x32xf32>
-  %e2 = tensor.empty() : tensor<32x5xf32>
-  %y = linalg.transpose ins(%yt : tensor<5x32xf32>) outs(%e2 : tensor<32x5xf32>) permutation = [1, 0]
+  %y = smlir.linear %x, %w : tensor<32x64xf32>, tensor<5x64xf32, #CSR> -> tensor<32x5xf32>
   return %y : tensor<32x5xf32>
 }
 
@@ -140,9 +107,6 @@ func.func @csr_interleaved(%w: tensor<5x64xf32, #CSR>, %x: tensor<32x64xf32>) ->
 // the group's first k (group * 4).
 
 #NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
-#mapW = affine_map<(n, m, k) -> (n, k)>
-#mapX = affine_map<(n, m, k) -> (k, m)>
-#mapY = affine_map<(n, m, k) -> (n, m)>
 
 // CHECK-LABEL: func.func @nm(
 // CHECK-NOT:     sparse_tensor.positions
@@ -163,20 +127,7 @@ func.func @csr_interleaved(%w: tensor<5x64xf32, #CSR>, %x: tensor<32x64xf32>) ->
 // CHECK:           vector.store {{.*}} : memref<{{[0-9]+}}xf32>, vector<2xf32>
 // CHECK:           vector.maskedstore
 func.func @nm(%w: tensor<4x32xf32, #NM>, %x: tensor<8x32xf32>) -> tensor<8x4xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<32x8xf32>
-  %xt = linalg.transpose ins(%x : tensor<8x32xf32>) outs(%e0 : tensor<32x8xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<4x8xf32>
-  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4x8xf32>) -> tensor<4x8xf32>
-  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%w, %xt : tensor<4x32xf32, #NM>, tensor<32x8xf32>) outs(%fill : tensor<4x8xf32>) attrs = {smlir.sparse_kernel} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  } -> tensor<4x8xf32>
-  %e2 = tensor.empty() : tensor<8x4xf32>
-  %y = linalg.transpose ins(%yt : tensor<4x8xf32>) outs(%e2 : tensor<8x4xf32>) permutation = [1, 0]
+  %y = smlir.linear %x, %w : tensor<8x32xf32>, tensor<4x32xf32, #NM> -> tensor<8x4xf32>
   return %y : tensor<8x4xf32>
 }
 
@@ -189,9 +140,6 @@ func.func @nm(%w: tensor<4x32xf32, #NM>, %x: tensor<8x32xf32>) -> tensor<8x4xf32
 // block's range two entries (one per row) at a time.
 
 #NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
-#mapW = affine_map<(n, m, k) -> (n, k)>
-#mapX = affine_map<(n, m, k) -> (k, m)>
-#mapY = affine_map<(n, m, k) -> (n, m)>
 
 // CHECK-LABEL: func.func @nm_interleaved(
 // CHECK:         %[[CRD:.*]] = sparse_tensor.coordinates %{{.*}} {level = 2 : index} : tensor<4x32xf32, #{{.*}}> to memref<?xi8>
@@ -215,20 +163,7 @@ func.func @nm(%w: tensor<4x32xf32, #NM>, %x: tensor<8x32xf32>) -> tensor<8x4xf32
 // CHECK:             vector.fma
 // CHECK:             scf.yield
 func.func @nm_interleaved(%w: tensor<4x32xf32, #NM>, %x: tensor<32x32xf32>) -> tensor<32x4xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<32x32xf32>
-  %xt = linalg.transpose ins(%x : tensor<32x32xf32>) outs(%e0 : tensor<32x32xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<4x32xf32>
-  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4x32xf32>) -> tensor<4x32xf32>
-  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%w, %xt : tensor<4x32xf32, #NM>, tensor<32x32xf32>) outs(%fill : tensor<4x32xf32>) attrs = {smlir.sparse_kernel} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  } -> tensor<4x32xf32>
-  %e2 = tensor.empty() : tensor<32x4xf32>
-  %y = linalg.transpose ins(%yt : tensor<4x32xf32>) outs(%e2 : tensor<32x4xf32>) permutation = [1, 0]
+  %y = smlir.linear %x, %w : tensor<32x32xf32>, tensor<4x32xf32, #NM> -> tensor<32x4xf32>
   return %y : tensor<32x4xf32>
 }
 
@@ -240,9 +175,6 @@ func.func @nm_interleaved(%w: tensor<4x32xf32, #NM>, %x: tensor<32x32xf32>) -> t
 // back, except after the last slice, when it writes y.
 
 #NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
-#mapW = affine_map<(n, m, k) -> (n, k)>
-#mapX = affine_map<(n, m, k) -> (k, m)>
-#mapY = affine_map<(n, m, k) -> (n, m)>
 
 // CHECK-LABEL: func.func @nm_k_slices(
 // CHECK:         %[[PARTIAL:.*]] = memref.alloc() {alignment = 64 : i64} : memref<16xf32>
@@ -269,20 +201,7 @@ func.func @nm_interleaved(%w: tensor<4x32xf32, #NM>, %x: tensor<32x32xf32>) -> t
 // CHECK:             scf.if
 // CHECK:               vector.maskedstore
 func.func @nm_k_slices(%w: tensor<2x1024xf32, #NM>, %x: tensor<8x1024xf32>) -> tensor<8x2xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<1024x8xf32>
-  %xt = linalg.transpose ins(%x : tensor<8x1024xf32>) outs(%e0 : tensor<1024x8xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<2x8xf32>
-  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<2x8xf32>) -> tensor<2x8xf32>
-  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%w, %xt : tensor<2x1024xf32, #NM>, tensor<1024x8xf32>) outs(%fill : tensor<2x8xf32>) attrs = {smlir.sparse_kernel} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  } -> tensor<2x8xf32>
-  %e2 = tensor.empty() : tensor<8x2xf32>
-  %y = linalg.transpose ins(%yt : tensor<2x8xf32>) outs(%e2 : tensor<8x2xf32>) permutation = [1, 0]
+  %y = smlir.linear %x, %w : tensor<8x1024xf32>, tensor<2x1024xf32, #NM> -> tensor<8x2xf32>
   return %y : tensor<8x2xf32>
 }
 
@@ -296,9 +215,6 @@ func.func @nm_k_slices(%w: tensor<2x1024xf32, #NM>, %x: tensor<8x1024xf32>) -> t
 // read by both chunks).
 
 #NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
-#mapW = affine_map<(n, m, k) -> (n, k)>
-#mapX = affine_map<(n, m, k) -> (k, m)>
-#mapY = affine_map<(n, m, k) -> (n, m)>
 
 // CHECK-LABEL: func.func @nm_row_chunks(
 // CHECK:         scf.parallel (%{{.*}}) = (%{{.*}}) to (%c8{{(_[0-9]+)?}})
@@ -310,20 +226,7 @@ func.func @nm_k_slices(%w: tensor<2x1024xf32, #NM>, %x: tensor<8x1024xf32>) -> t
 // CHECK:           %[[LAST:.*]] = arith.minsi %[[END]]
 // CHECK:           scf.for %{{.*}} = %[[FIRST]] to %[[LAST]]
 func.func @nm_row_chunks(%w: tensor<1024x256xf32, #NM>, %x: tensor<64x256xf32>) -> tensor<64x1024xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<256x64xf32>
-  %xt = linalg.transpose ins(%x : tensor<64x256xf32>) outs(%e0 : tensor<256x64xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<1024x64xf32>
-  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1024x64xf32>) -> tensor<1024x64xf32>
-  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%w, %xt : tensor<1024x256xf32, #NM>, tensor<256x64xf32>) outs(%fill : tensor<1024x64xf32>) attrs = {smlir.sparse_kernel} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  } -> tensor<1024x64xf32>
-  %e2 = tensor.empty() : tensor<64x1024xf32>
-  %y = linalg.transpose ins(%yt : tensor<1024x64xf32>) outs(%e2 : tensor<64x1024xf32>) permutation = [1, 0]
+  %y = smlir.linear %x, %w : tensor<64x256xf32>, tensor<1024x256xf32, #NM> -> tensor<64x1024xf32>
   return %y : tensor<64x1024xf32>
 }
 
@@ -334,9 +237,6 @@ func.func @nm_row_chunks(%w: tensor<1024x256xf32, #NM>, %x: tensor<64x256xf32>) 
 // shared by the tile's two rows (a broadcast value and an FMA each).
 
 #NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
-#mapW = affine_map<(n, m, k) -> (n, k)>
-#mapX = affine_map<(n, m, k) -> (k, m)>
-#mapY = affine_map<(n, m, k) -> (n, m)>
 
 // CHECK-LABEL: func.func @nm_shared_rows(
 // CHECK:         %[[CRD:.*]] = sparse_tensor.coordinates %{{.*}} {level = 2 : index} : tensor<4x32xf32, #{{.*}}> to memref<?xi8>
@@ -354,31 +254,13 @@ func.func @nm_row_chunks(%w: tensor<1024x256xf32, #NM>, %x: tensor<64x256xf32>) 
 // CHECK:           scf.yield
 func.func @nm_shared_rows(%w: tensor<4x32xf32, #NM> {smlir.encoding = #smlir.nm<n = 2, m = 4, rows = 2>},
                           %x: tensor<8x32xf32>) -> tensor<8x4xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<32x8xf32>
-  %xt = linalg.transpose ins(%x : tensor<8x32xf32>) outs(%e0 : tensor<32x8xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<4x8xf32>
-  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4x8xf32>) -> tensor<4x8xf32>
-  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%w, %xt : tensor<4x32xf32, #NM>, tensor<32x8xf32>) outs(%fill : tensor<4x8xf32>) attrs = {smlir.sparse_kernel} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  } -> tensor<4x8xf32>
-  %e2 = tensor.empty() : tensor<8x4xf32>
-  %y = linalg.transpose ins(%yt : tensor<4x8xf32>) outs(%e2 : tensor<8x4xf32>) permutation = [1, 0]
+  %y = smlir.linear %x, %w : tensor<8x32xf32>, tensor<4x32xf32, #NM> -> tensor<8x4xf32>
   return %y : tensor<8x4xf32>
 }
 
 // -----
 
-// A dense W (tagged smlir.dense_kernel): every k loads one slab row that
-// both weight rows use.
-
-#mapW = affine_map<(n, m, k) -> (n, k)>
-#mapX = affine_map<(n, m, k) -> (k, m)>
-#mapY = affine_map<(n, m, k) -> (n, m)>
+// A dense W: every k loads one slab row that both weight rows use.
 
 // CHECK-LABEL: func.func @dense(
 // CHECK:         %[[WB:.*]] = bufferization.to_buffer %{{.*}} read_only : tensor<4x16xf32> to memref<4x16xf32>
@@ -391,55 +273,70 @@ func.func @nm_shared_rows(%w: tensor<4x32xf32, #NM> {smlir.encoding = #smlir.nm<
 // CHECK:             vector.fma %{{.*}}, %[[XV]]
 // CHECK:             memref.load %[[WB]]
 // CHECK:             vector.fma %{{.*}}, %[[XV]]
-// CHECK-NOT:     linalg.generic
+// CHECK-NOT:     smlir.linear
 func.func @dense(%w: tensor<4x16xf32>, %x: tensor<8x16xf32>) -> tensor<8x4xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<16x8xf32>
-  %xt = linalg.transpose ins(%x : tensor<8x16xf32>) outs(%e0 : tensor<16x8xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<4x8xf32>
-  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4x8xf32>) -> tensor<4x8xf32>
-  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%w, %xt : tensor<4x16xf32>, tensor<16x8xf32>) outs(%fill : tensor<4x8xf32>) attrs = {smlir.dense_kernel} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  } -> tensor<4x8xf32>
-  %e2 = tensor.empty() : tensor<8x4xf32>
-  %y = linalg.transpose ins(%yt : tensor<4x8xf32>) outs(%e2 : tensor<8x4xf32>) permutation = [1, 0]
+  %y = smlir.linear %x, %w : tensor<8x16xf32>, tensor<4x16xf32> -> tensor<8x4xf32>
   return %y : tensor<8x4xf32>
 }
 
 // -----
 
-// Left to upstream sparsification: a CSC weight (no micro-kernel for it).
+// Left to smlir-decompose-linear: a CSC weight (no micro-kernel for it).
 
 #CSC = #sparse_tensor.encoding<{ map = (d0, d1) -> (d1 : dense, d0 : compressed) }>
-#mapW = affine_map<(n, m, k) -> (n, k)>
-#mapX = affine_map<(n, m, k) -> (k, m)>
-#mapY = affine_map<(n, m, k) -> (n, m)>
 
 // CHECK-LABEL: func.func @csc_untouched(
-// CHECK:         linalg.transpose
-// CHECK:         linalg.generic {{.*}} attrs = {smlir.sparse_kernel}
-// CHECK:         linalg.transpose
 // CHECK-NOT:     scf.parallel
+// CHECK:         %[[Y:.*]] = smlir.linear %{{.*}}, %{{.*}} : tensor<8x16xf32>, tensor<4x16xf32, #{{.*}}> -> tensor<8x4xf32>
+// CHECK-NEXT:    return %[[Y]]
 func.func @csc_untouched(%w: tensor<4x16xf32, #CSC>, %x: tensor<8x16xf32>) -> tensor<8x4xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<16x8xf32>
-  %xt = linalg.transpose ins(%x : tensor<8x16xf32>) outs(%e0 : tensor<16x8xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<4x8xf32>
-  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4x8xf32>) -> tensor<4x8xf32>
-  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%w, %xt : tensor<4x16xf32, #CSC>, tensor<16x8xf32>) outs(%fill : tensor<4x8xf32>) attrs = {smlir.sparse_kernel} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  } -> tensor<4x8xf32>
-  %e2 = tensor.empty() : tensor<8x4xf32>
-  %y = linalg.transpose ins(%yt : tensor<4x8xf32>) outs(%e2 : tensor<8x4xf32>) permutation = [1, 0]
+  %y = smlir.linear %x, %w : tensor<8x16xf32>, tensor<4x16xf32, #CSC> -> tensor<8x4xf32>
   return %y : tensor<8x4xf32>
+}
+
+// -----
+
+// Left to smlir-decompose-linear: a linear with a bias.
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+// CHECK-LABEL: func.func @bias_untouched(
+// CHECK-NOT:     scf.parallel
+// CHECK:         %[[Y:.*]] = smlir.linear %{{.*}}, %{{.*}} bias %{{.*}} : tensor<8x16xf32>, tensor<4x16xf32, #{{.*}}>, tensor<4xf32> -> tensor<8x4xf32>
+// CHECK-NEXT:    return %[[Y]]
+func.func @bias_untouched(%w: tensor<4x16xf32, #CSR>, %x: tensor<8x16xf32>, %b: tensor<4xf32>) -> tensor<8x4xf32> {
+  %y = smlir.linear %x, %w bias %b : tensor<8x16xf32>, tensor<4x16xf32, #CSR>, tensor<4xf32> -> tensor<8x4xf32>
+  return %y : tensor<8x4xf32>
+}
+
+// -----
+
+// Left to smlir-decompose-linear: a dynamic number of tokens.
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+// CHECK-LABEL: func.func @dynamic_tokens_untouched(
+// CHECK-NOT:     scf.parallel
+// CHECK:         %[[Y:.*]] = smlir.linear %{{.*}}, %{{.*}} : tensor<?x16xf32>, tensor<4x16xf32, #{{.*}}> -> tensor<?x4xf32>
+// CHECK-NEXT:    return %[[Y]]
+func.func @dynamic_tokens_untouched(%w: tensor<4x16xf32, #CSR>, %x: tensor<?x16xf32>) -> tensor<?x4xf32> {
+  %y = smlir.linear %x, %w : tensor<?x16xf32>, tensor<4x16xf32, #CSR> -> tensor<?x4xf32>
+  return %y : tensor<?x4xf32>
+}
+
+// -----
+
+// Left to smlir-decompose-linear: f16 values (the micro-kernels are f32).
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+// CHECK-LABEL: func.func @f16_untouched(
+// CHECK-NOT:     scf.parallel
+// CHECK:         %[[Y:.*]] = smlir.linear %{{.*}}, %{{.*}} : tensor<8x16xf16>, tensor<4x16xf16, #{{.*}}> -> tensor<8x4xf16>
+// CHECK-NEXT:    return %[[Y]]
+func.func @f16_untouched(%w: tensor<4x16xf16, #CSR>, %x: tensor<8x16xf16>) -> tensor<8x4xf16> {
+  %y = smlir.linear %x, %w : tensor<8x16xf16>, tensor<4x16xf16, #CSR> -> tensor<8x4xf16>
+  return %y : tensor<8x4xf16>
 }
 
 // -----
@@ -447,10 +344,6 @@ func.func @csc_untouched(%w: tensor<4x16xf32, #CSC>, %x: tensor<8x16xf32>) -> te
 // Decode (1 token): dot products along k. A dense W reads 8 k at a time
 // from x and from each of the 2 rows, then reduces; the 4 k left over are
 // scalar FMAs; results are stored one element at a time.
-
-#mapW = affine_map<(n, m, k) -> (n, k)>
-#mapX = affine_map<(n, m, k) -> (k, m)>
-#mapY = affine_map<(n, m, k) -> (n, m)>
 
 // CHECK-LABEL: func.func @decode_dense(
 // CHECK-NOT:     memref.alloc() {{.*}} : memref<{{[0-9]+}}xf32>
@@ -464,20 +357,7 @@ func.func @csc_untouched(%w: tensor<4x16xf32, #CSC>, %x: tensor<8x16xf32>) -> te
 // CHECK-COUNT-8:   math.fma
 // CHECK:           memref.store
 func.func @decode_dense(%w: tensor<3x20xf32>, %x: tensor<1x20xf32>) -> tensor<1x3xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<20x1xf32>
-  %xt = linalg.transpose ins(%x : tensor<1x20xf32>) outs(%e0 : tensor<20x1xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<3x1xf32>
-  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<3x1xf32>) -> tensor<3x1xf32>
-  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%w, %xt : tensor<3x20xf32>, tensor<20x1xf32>) outs(%fill : tensor<3x1xf32>) attrs = {smlir.dense_kernel} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  } -> tensor<3x1xf32>
-  %e2 = tensor.empty() : tensor<1x3xf32>
-  %y = linalg.transpose ins(%yt : tensor<3x1xf32>) outs(%e2 : tensor<1x3xf32>) permutation = [1, 0]
+  %y = smlir.linear %x, %w : tensor<1x20xf32>, tensor<3x20xf32> -> tensor<1x3xf32>
   return %y : tensor<1x3xf32>
 }
 
@@ -489,9 +369,6 @@ func.func @decode_dense(%w: tensor<3x20xf32>, %x: tensor<1x20xf32>) -> tensor<1x
 // and its last (< 8) entries as scalar FMAs; one reduction per row.
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 16 }>
-#mapW = affine_map<(n, m, k) -> (n, k)>
-#mapX = affine_map<(n, m, k) -> (k, m)>
-#mapY = affine_map<(n, m, k) -> (n, m)>
 
 // CHECK-LABEL: func.func @decode_csr(
 // CHECK-DAG:     %[[XB:.*]] = bufferization.to_buffer %{{.*}} read_only : tensor<1x64xf32> to memref<1x64xf32>
@@ -515,20 +392,7 @@ func.func @decode_dense(%w: tensor<3x20xf32>, %x: tensor<1x20xf32>) -> tensor<1x
 // CHECK:           vector.reduction <add>
 // CHECK:           memref.store
 func.func @decode_csr(%w: tensor<3x64xf32, #CSR>, %x: tensor<1x64xf32>) -> tensor<1x3xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<64x1xf32>
-  %xt = linalg.transpose ins(%x : tensor<1x64xf32>) outs(%e0 : tensor<64x1xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<3x1xf32>
-  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<3x1xf32>) -> tensor<3x1xf32>
-  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%w, %xt : tensor<3x64xf32, #CSR>, tensor<64x1xf32>) outs(%fill : tensor<3x1xf32>) attrs = {smlir.sparse_kernel} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  } -> tensor<3x1xf32>
-  %e2 = tensor.empty() : tensor<1x3xf32>
-  %y = linalg.transpose ins(%yt : tensor<3x1xf32>) outs(%e2 : tensor<1x3xf32>) permutation = [1, 0]
+  %y = smlir.linear %x, %w : tensor<1x64xf32>, tensor<3x64xf32, #CSR> -> tensor<1x3xf32>
   return %y : tensor<1x3xf32>
 }
 
@@ -540,9 +404,6 @@ func.func @decode_csr(%w: tensor<3x64xf32, #CSR>, %x: tensor<1x64xf32>) -> tenso
 // rows are as long: no per-row vectors after the lockstep.
 
 #NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
-#mapW = affine_map<(n, m, k) -> (n, k)>
-#mapX = affine_map<(n, m, k) -> (k, m)>
-#mapY = affine_map<(n, m, k) -> (n, m)>
 
 // CHECK-LABEL: func.func @decode_nm(
 // CHECK:         scf.parallel
@@ -557,20 +418,7 @@ func.func @decode_csr(%w: tensor<3x64xf32, #CSR>, %x: tensor<1x64xf32>) -> tenso
 // CHECK-NOT:       scf.for {{.*}} -> (vector<8xf32>)
 // CHECK:           scf.for {{.*}} -> (f32)
 func.func @decode_nm(%w: tensor<3x32xf32, #NM>, %x: tensor<1x32xf32>) -> tensor<1x3xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<32x1xf32>
-  %xt = linalg.transpose ins(%x : tensor<1x32xf32>) outs(%e0 : tensor<32x1xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<3x1xf32>
-  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<3x1xf32>) -> tensor<3x1xf32>
-  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%w, %xt : tensor<3x32xf32, #NM>, tensor<32x1xf32>) outs(%fill : tensor<3x1xf32>) attrs = {smlir.sparse_kernel} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  } -> tensor<3x1xf32>
-  %e2 = tensor.empty() : tensor<1x3xf32>
-  %y = linalg.transpose ins(%yt : tensor<3x1xf32>) outs(%e2 : tensor<1x3xf32>) permutation = [1, 0]
+  %y = smlir.linear %x, %w : tensor<1x32xf32>, tensor<3x32xf32, #NM> -> tensor<1x3xf32>
   return %y : tensor<1x3xf32>
 }
 
@@ -602,7 +450,7 @@ func.func @decode_nm(%w: tensor<3x32xf32, #NM>, %x: tensor<1x32xf32>) -> tensor<
 // CHECK:               vector.maskedstore %[[Y]][%[[BATCH]], {{.*}}], %[[MASK]], %[[ACC]]#0
 // CHECK:             scf.if
 // CHECK:               vector.maskedstore %[[Y]][%[[BATCH]], {{.*}}], %[[MASK]], %[[ACC]]#1
-// CHECK:         %[[RES:.*]] = bufferization.to_tensor %[[Y]] restrict writable {smlir.microkernel}
+// CHECK:         %[[RES:.*]] = bufferization.to_tensor %[[Y]] restrict writable : memref<3x12x5xf32> to tensor<3x12x5xf32>
 // CHECK-NOT:     linalg.batch_matmul
 // CHECK:         return %[[RES]]
 func.func @batch_matmul(%a: tensor<3x12x16xf32>, %b: tensor<3x16x5xf32>) -> tensor<3x12x5xf32> {
@@ -626,56 +474,24 @@ func.func @batch_matmul_accumulate(%a: tensor<3x12x16xf32>, %b: tensor<3x16x5xf3
 
 // -----
 
-/// Empty linears (no weight rows, no tokens) are not tiled: zero-sized
-/// blocks divided by zero.
+/// Empty linears (no weight rows, no tokens) are not tiled (zero-sized
+/// blocks divided by zero): left to smlir-decompose-linear.
 // CHECK-LABEL: func.func @no_rows(
-// CHECK:         linalg.generic
 // CHECK-NOT:     scf.parallel
+// CHECK:         smlir.linear %{{.*}}, %{{.*}} : tensor<16x64xf32>, tensor<0x64xf32, #{{.*}}> -> tensor<16x0xf32>
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed) }>
-#mapW = affine_map<(n, m, k) -> (n, k)>
-#mapX = affine_map<(n, m, k) -> (k, m)>
-#mapY = affine_map<(n, m, k) -> (n, m)>
 func.func @no_rows(%w: tensor<0x64xf32, #CSR>, %x: tensor<16x64xf32>) -> tensor<16x0xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<64x16xf32>
-  %xt = linalg.transpose ins(%x : tensor<16x64xf32>) outs(%e0 : tensor<64x16xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<0x16xf32>
-  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<0x16xf32>) -> tensor<0x16xf32>
-  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%w, %xt : tensor<0x64xf32, #CSR>, tensor<64x16xf32>) outs(%fill : tensor<0x16xf32>) attrs = {smlir.sparse_kernel} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  } -> tensor<0x16xf32>
-  %e2 = tensor.empty() : tensor<16x0xf32>
-  %y = linalg.transpose ins(%yt : tensor<0x16xf32>) outs(%e2 : tensor<16x0xf32>) permutation = [1, 0]
+  %y = smlir.linear %x, %w : tensor<16x64xf32>, tensor<0x64xf32, #CSR> -> tensor<16x0xf32>
   return %y : tensor<16x0xf32>
 }
 
 // -----
 
 // CHECK-LABEL: func.func @no_tokens(
-// CHECK:         linalg.generic
 // CHECK-NOT:     scf.parallel
+// CHECK:         smlir.linear %{{.*}}, %{{.*}} : tensor<0x32xf32>, tensor<4x32xf32, #{{.*}}> -> tensor<0x4xf32>
 #NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
-#mapW = affine_map<(n, m, k) -> (n, k)>
-#mapX = affine_map<(n, m, k) -> (k, m)>
-#mapY = affine_map<(n, m, k) -> (n, m)>
 func.func @no_tokens(%w: tensor<4x32xf32, #NM>, %x: tensor<0x32xf32>) -> tensor<0x4xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<32x0xf32>
-  %xt = linalg.transpose ins(%x : tensor<0x32xf32>) outs(%e0 : tensor<32x0xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<4x0xf32>
-  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4x0xf32>) -> tensor<4x0xf32>
-  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%w, %xt : tensor<4x32xf32, #NM>, tensor<32x0xf32>) outs(%fill : tensor<4x0xf32>) attrs = {smlir.sparse_kernel} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  } -> tensor<4x0xf32>
-  %e2 = tensor.empty() : tensor<0x4xf32>
-  %y = linalg.transpose ins(%yt : tensor<4x0xf32>) outs(%e2 : tensor<0x4xf32>) permutation = [1, 0]
+  %y = smlir.linear %x, %w : tensor<0x32xf32>, tensor<4x32xf32, #NM> -> tensor<0x4xf32>
   return %y : tensor<0x4xf32>
 }

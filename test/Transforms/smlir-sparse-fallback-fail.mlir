@@ -3,14 +3,14 @@
 // With fail=true a fallback is an error and the pass fails (nothing is
 // printed for that input); functions whose sparse arguments all have a
 // sparse lowering still pass through unchanged.
-// CHECK-NOT:   @untagged_generic_is_an_error
+// CHECK-NOT:   @generic_reader_is_an_error
 // CHECK-NOT:   @one_error_per_op_and_format
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 #ID = affine_map<(d0, d1) -> (d0, d1)>
 
 /// The fallback of smlir-sparse-fallback.mlir, as an error with the same text.
-func.func @untagged_generic_is_an_error(%w: tensor<8x8xf32, #CSR> {smlir.encoding = #smlir.csr, smlir.tensor_name = "proj.weight"}) -> tensor<8x8xf32> {
+func.func @generic_reader_is_an_error(%w: tensor<8x8xf32, #CSR> {smlir.encoding = #smlir.csr, smlir.tensor_name = "proj.weight"}) -> tensor<8x8xf32> {
   %e = tensor.empty() : tensor<8x8xf32>
   // expected-error @below {{no sparse lowering for 'linalg.generic' reading tensor 'proj.weight' stored as csr; computing it densely}}
   %r = linalg.generic {indexing_maps = [#ID, #ID], iterator_types = ["parallel", "parallel"]} ins(%w : tensor<8x8xf32, #CSR>) outs(%e : tensor<8x8xf32>) {

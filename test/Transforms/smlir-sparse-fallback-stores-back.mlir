@@ -10,15 +10,13 @@
 // with the lowest-index zeros) and assembled.
 
 #NM24 = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
-#W_NK = affine_map<(d0, d1, d2) -> (d0, d2)>
-#XT_KM = affine_map<(d0, d1, d2) -> (d2, d1)>
-#YT_NM = affine_map<(d0, d1, d2) -> (d0, d1)>
 
 /// 260 rows x 2 groups x 2 entries: i8 in-group positions, one parallel
-/// iteration per (row, group), no convert; the kernel reads the assembled
-/// tensor, the transpose the dense argument.
+/// iteration per (row, group), no convert; the smlir.linear reads the
+/// assembled tensor, the transpose the dense argument.
 // CHECK-LABEL: func.func @nm_weight_more_than_256_rows(
 // CHECK-SAME:      %[[W:[^:]*]]: tensor<260x8xf32> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.fallback, smlir.tensor_name = "wte.weight", smlir.weight},
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>)
 // CHECK-NOT:     sparse_tensor.convert
 // CHECK:         %[[WB:.*]] = bufferization.to_buffer %[[W]] read_only : tensor<260x8xf32> to memref<260x8xf32>
 // CHECK-DAG:     %[[CRD:.*]] = memref.alloc() {alignment = 64 : i64} : memref<1040xi8>
@@ -29,25 +27,20 @@
 // CHECK:           scf.if
 // CHECK:             %[[K:.*]] = arith.index_cast %{{.*}} : index to i8
 // CHECK:             memref.store %[[K]], %[[CRD]][%[[AT:.*]]] : memref<1040xi8>
-// CHECK:             %[[X:.*]] = memref.load %[[WB]]
-// CHECK:             memref.store %[[X]], %[[VAL]][%[[AT]]] : memref<1040xf32>
+// CHECK:             %[[V:.*]] = memref.load %[[WB]]
+// CHECK:             memref.store %[[V]], %[[VAL]][%[[AT]]] : memref<1040xf32>
 // CHECK:         %[[CT:.*]] = bufferization.to_tensor %[[CRD]] restrict writable : memref<1040xi8> to tensor<1040xi8>
 // CHECK:         %[[VT:.*]] = bufferization.to_tensor %[[VAL]] restrict writable : memref<1040xf32> to tensor<1040xf32>
 // CHECK:         %[[S:.*]] = sparse_tensor.assemble (%[[CT]]), %[[VT]] : (tensor<1040xi8>), tensor<1040xf32> to tensor<260x8xf32, #{{.*}}>
-// CHECK:         linalg.generic {{.*}} ins(%[[S]], %{{.*}} : tensor<260x8xf32, #{{.*}}>, tensor<8x3xf32>) {{.*}} attrs =  {smlir.sparse_kernel}
+// CHECK:         smlir.linear %[[X]], %[[S]] : tensor<3x8xf32>, tensor<260x8xf32, #{{.*}}> -> tensor<3x260xf32>
 // CHECK:         linalg.transpose ins(%[[W]] : tensor<260x8xf32>)
 // CHECK-NOT:     sparse_tensor.convert
-func.func @nm_weight_more_than_256_rows(%w: tensor<260x8xf32, #NM24> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.tensor_name = "wte.weight", smlir.weight}, %xt: tensor<8x3xf32>, %y: tensor<260x3xf32>) -> (tensor<260x3xf32>, tensor<8x260xf32>) {
-  %r = linalg.generic {indexing_maps = [#W_NK, #XT_KM, #YT_NM], iterator_types = ["parallel", "parallel", "reduction"]} ins(%w, %xt : tensor<260x8xf32, #NM24>, tensor<8x3xf32>) outs(%y : tensor<260x3xf32>) attrs = {smlir.sparse_kernel} {
-  ^bb0(%a: f32, %b: f32, %c: f32):
-    %m = arith.mulf %a, %b : f32
-    %s = arith.addf %c, %m : f32
-    linalg.yield %s : f32
-  } -> tensor<260x3xf32>
+func.func @nm_weight_more_than_256_rows(%w: tensor<260x8xf32, #NM24> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.tensor_name = "wte.weight", smlir.weight}, %x: tensor<3x8xf32>) -> (tensor<3x260xf32>, tensor<8x260xf32>) {
+  %r = smlir.linear %x, %w : tensor<3x8xf32>, tensor<260x8xf32, #NM24> -> tensor<3x260xf32>
   %e = tensor.empty() : tensor<8x260xf32>
   // expected-warning @below {{no sparse lowering for 'linalg.transpose' reading tensor 'wte.weight' stored as 2:4; computing it densely}}
   %t = linalg.transpose ins(%w : tensor<260x8xf32, #NM24>) outs(%e : tensor<8x260xf32>) permutation = [1, 0]
-  return %r, %t : tensor<260x3xf32>, tensor<8x260xf32>
+  return %r, %t : tensor<3x260xf32>, tensor<8x260xf32>
 }
 
 // -----

@@ -2,8 +2,9 @@
 // RUN: sparse-mlir-opt %s -smlir-sparse-fallback -split-input-file -verify-diagnostics -mlir-print-op-generic | FileCheck %s --check-prefix=GENERIC
 
 // A sparse argument stays sparse only when every reader has a sparse
-// lowering (an `smlir.sparse_kernel`, a matmul with the sparse operand on the
-// left and a dense right-hand side, a sparse_tensor op, func.return).
+// lowering (an `smlir.linear` reading it as its weight, a matmul with the
+// sparse operand on the left and a dense right-hand side, a sparse_tensor op,
+// func.return).
 // Otherwise the argument gets its dense type back, is marked
 // `smlir.fallback`, and each (op, format) is reported once as a warning.
 // The arguments carry the attributes smlir-hoist-argument-sparsifiers leaves.
@@ -15,7 +16,7 @@
 /// names the op, the tensor and the format; the argument becomes dense and
 /// keeps its attributes, plus smlir.fallback; the generic reads it as is.
 // CHECK-DAG:   #[[$ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
-// CHECK-LABEL: func.func @untagged_generic_falls_back(
+// CHECK-LABEL: func.func @generic_reader_falls_back(
 // CHECK-SAME:      %[[W:[^:]*]]: tensor<8x8xf32> {smlir.encoding = #smlir.csr, smlir.fallback, smlir.sparsifier = #smlir.scalar_fraction<0.9>, smlir.tensor_name = "proj.weight", smlir.weight},
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<8x8xf32>) -> tensor<8x8xf32>
 // CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<8x8xf32>
@@ -23,8 +24,8 @@
 // CHECK-SAME:        ins(%[[W]], %[[X]] : tensor<8x8xf32>, tensor<8x8xf32>) outs(%[[E]] : tensor<8x8xf32>) {
 // CHECK:         return %[[R]] : tensor<8x8xf32>
 /// The function type changes with the entry block.
-// GENERIC:     function_type = (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>, sym_name = "untagged_generic_falls_back"
-func.func @untagged_generic_falls_back(%w: tensor<8x8xf32, #CSR> {smlir.encoding = #smlir.csr, smlir.sparsifier = #smlir.scalar_fraction<0.9>, smlir.tensor_name = "proj.weight", smlir.weight}, %x: tensor<8x8xf32>) -> tensor<8x8xf32> {
+// GENERIC:     function_type = (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>, sym_name = "generic_reader_falls_back"
+func.func @generic_reader_falls_back(%w: tensor<8x8xf32, #CSR> {smlir.encoding = #smlir.csr, smlir.sparsifier = #smlir.scalar_fraction<0.9>, smlir.tensor_name = "proj.weight", smlir.weight}, %x: tensor<8x8xf32>) -> tensor<8x8xf32> {
   %e = tensor.empty() : tensor<8x8xf32>
   // expected-warning @below {{no sparse lowering for 'linalg.generic' reading tensor 'proj.weight' stored as csr; computing it densely}}
   %r = linalg.generic {indexing_maps = [#ID, #ID, #ID], iterator_types = ["parallel", "parallel"]} ins(%w, %x : tensor<8x8xf32, #CSR>, tensor<8x8xf32>) outs(%e : tensor<8x8xf32>) {
@@ -40,7 +41,7 @@ func.func @untagged_generic_falls_back(%w: tensor<8x8xf32, #CSR> {smlir.encoding
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 
 /// A transpose of a sparse W into a dense init (the F.linear form left when
-/// smlir-rewrite-sparse-matmul does not apply) crashes upstream's
+/// smlir-raise-linear does not apply) crashes upstream's
 /// sparsifier: read densely instead.
 // CHECK-LABEL: func.func @transpose_falls_back(
 // CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32> {smlir.encoding = #smlir.csr, smlir.fallback, smlir.tensor_name = "fc.weight"})
@@ -58,28 +59,19 @@ func.func @transpose_falls_back(%w: tensor<16x8xf32, #CSR> {smlir.encoding = #sm
 // -----
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
-#W_NK = affine_map<(d0, d1, d2) -> (d0, d2)>
-#XT_KM = affine_map<(d0, d1, d2) -> (d2, d1)>
-#YT_NM = affine_map<(d0, d1, d2) -> (d0, d1)>
 
-/// The kernel smlir-rewrite-sparse-matmul builds is tagged
-/// smlir.sparse_kernel: no warning, the argument stays sparse.
+/// smlir.linear reading a sparse weight (what smlir-raise-linear builds):
+/// no warning, the argument stays sparse.
 // CHECK-DAG:   #[[$CSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
-// CHECK-LABEL: func.func @negative_tagged_sparse_kernel(
+// CHECK-LABEL: func.func @negative_linear_sparse_weight(
 // CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]> {smlir.encoding = #smlir.csr, smlir.tensor_name = "fc.weight"},
-// CHECK-SAME:      %[[XT:[^:]*]]: tensor<8x3xf32>, %[[Y:[^:]*]]: tensor<16x3xf32>)
-// CHECK-NEXT:    %[[R:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[XT]] : tensor<16x8xf32, #[[$CSR]]>, tensor<8x3xf32>) outs(%[[Y]] : tensor<16x3xf32>) attrs =  {smlir.sparse_kernel} {
-// CHECK:         } -> tensor<16x3xf32>
-// CHECK-NEXT:    return %[[R]] : tensor<16x3xf32>
-// GENERIC:     function_type = (tensor<16x8xf32, #{{[a-z0-9_]+}}>, tensor<8x3xf32>, tensor<16x3xf32>) -> tensor<16x3xf32>, sym_name = "negative_tagged_sparse_kernel"
-func.func @negative_tagged_sparse_kernel(%w: tensor<16x8xf32, #CSR> {smlir.encoding = #smlir.csr, smlir.tensor_name = "fc.weight"}, %xt: tensor<8x3xf32>, %y: tensor<16x3xf32>) -> tensor<16x3xf32> {
-  %r = linalg.generic {indexing_maps = [#W_NK, #XT_KM, #YT_NM], iterator_types = ["parallel", "parallel", "reduction"]} ins(%w, %xt : tensor<16x8xf32, #CSR>, tensor<8x3xf32>) outs(%y : tensor<16x3xf32>) attrs = {smlir.sparse_kernel} {
-  ^bb0(%a: f32, %b: f32, %c: f32):
-    %m = arith.mulf %a, %b : f32
-    %s = arith.addf %c, %m : f32
-    linalg.yield %s : f32
-  } -> tensor<16x3xf32>
-  return %r : tensor<16x3xf32>
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>)
+// CHECK-NEXT:    %[[R:.*]] = smlir.linear %[[X]], %[[W]] : tensor<3x8xf32>, tensor<16x8xf32, #[[$CSR]]> -> tensor<3x16xf32>
+// CHECK-NEXT:    return %[[R]] : tensor<3x16xf32>
+// GENERIC:     function_type = (tensor<16x8xf32, #{{[a-z0-9_]+}}>, tensor<3x8xf32>) -> tensor<3x16xf32>, sym_name = "negative_linear_sparse_weight"
+func.func @negative_linear_sparse_weight(%w: tensor<16x8xf32, #CSR> {smlir.encoding = #smlir.csr, smlir.tensor_name = "fc.weight"}, %x: tensor<3x8xf32>) -> tensor<3x16xf32> {
+  %r = smlir.linear %x, %w : tensor<3x8xf32>, tensor<16x8xf32, #CSR> -> tensor<3x16xf32>
+  return %r : tensor<3x16xf32>
 }
 
 /// W * x with W on the left and a dense x: supported, stays sparse.
@@ -362,47 +354,29 @@ func.func @passed_on_sparse(%w: tensor<8x8xf32, #CSR>, %c: i1, %x: tensor<8x8xf3
 /// An n:m weight with one group per row (K == m) and elements other than
 /// f32: upstream sparsification cannot read it (its group level folds to 0:
 /// "invalid indexing maps are non-invertible"), and the f32 micro-kernels
-/// do not take it, so even its tagged kernel reads it densely.
+/// do not take it, so even an smlir.linear reads it densely.
 #NM48 = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 8 : dense, d1 mod 8 : structured[4, 8]), crdWidth = 8 }>
-#W_NK = affine_map<(d0, d1, d2) -> (d0, d2)>
-#XT_KM = affine_map<(d0, d1, d2) -> (d2, d1)>
-#YT_NM = affine_map<(d0, d1, d2) -> (d0, d1)>
 // CHECK-LABEL: func.func @nm_single_group_f64(
 // CHECK-SAME:      %[[W:[^:]*]]: tensor<32x8xf64> {smlir.encoding = #smlir.nm<n = 4, m = 8>, smlir.fallback, smlir.tensor_name = "weight"},
-// CHECK:         linalg.generic
-// CHECK-SAME:        ins(%[[W]], %{{.*}} : tensor<32x8xf64>, tensor<8x4xf64>)
-func.func @nm_single_group_f64(%w: tensor<32x8xf64, #NM48> {smlir.encoding = #smlir.nm<n = 4, m = 8>, smlir.tensor_name = "weight"}, %xt: tensor<8x4xf64>) -> tensor<32x4xf64> {
-  %cst = arith.constant 0.000000e+00 : f64
-  %e = tensor.empty() : tensor<32x4xf64>
-  %y = linalg.fill ins(%cst : f64) outs(%e : tensor<32x4xf64>) -> tensor<32x4xf64>
-  // expected-warning @below {{no sparse lowering for 'linalg.generic' reading tensor 'weight' stored as 4:8; computing it densely}}
-  %r = linalg.generic {indexing_maps = [#W_NK, #XT_KM, #YT_NM], iterator_types = ["parallel", "parallel", "reduction"]} ins(%w, %xt : tensor<32x8xf64, #NM48>, tensor<8x4xf64>) outs(%y : tensor<32x4xf64>) attrs = {smlir.sparse_kernel} {
-  ^bb0(%a: f64, %b: f64, %c: f64):
-    %m = arith.mulf %a, %b : f64
-    %s = arith.addf %c, %m : f64
-    linalg.yield %s : f64
-  } -> tensor<32x4xf64>
-  return %r : tensor<32x4xf64>
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<4x8xf64>)
+// CHECK-NEXT:    %[[R:.*]] = smlir.linear %[[X]], %[[W]] : tensor<4x8xf64>, tensor<32x8xf64> -> tensor<4x32xf64>
+// CHECK-NEXT:    return %[[R]] : tensor<4x32xf64>
+func.func @nm_single_group_f64(%w: tensor<32x8xf64, #NM48> {smlir.encoding = #smlir.nm<n = 4, m = 8>, smlir.tensor_name = "weight"}, %x: tensor<4x8xf64>) -> tensor<4x32xf64> {
+  // expected-warning @below {{no sparse lowering for 'smlir.linear' reading tensor 'weight' stored as 4:8; computing it densely}}
+  %r = smlir.linear %x, %w : tensor<4x8xf64>, tensor<32x8xf64, #NM48> -> tensor<4x32xf64>
+  return %r : tensor<4x32xf64>
 }
 
 // -----
 
 /// The same weight in f32 is left sparse: the micro-kernels read it.
 #NM48 = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 8 : dense, d1 mod 8 : structured[4, 8]), crdWidth = 8 }>
-#W_NK = affine_map<(d0, d1, d2) -> (d0, d2)>
-#XT_KM = affine_map<(d0, d1, d2) -> (d2, d1)>
-#YT_NM = affine_map<(d0, d1, d2) -> (d0, d1)>
 // CHECK-LABEL: func.func @nm_single_group_f32(
-// CHECK-SAME:      %{{[^:]*}}: tensor<32x8xf32, #{{.*}}> {smlir.encoding = #smlir.nm<n = 4, m = 8>, smlir.tensor_name = "weight"},
-func.func @nm_single_group_f32(%w: tensor<32x8xf32, #NM48> {smlir.encoding = #smlir.nm<n = 4, m = 8>, smlir.tensor_name = "weight"}, %xt: tensor<8x4xf32>) -> tensor<32x4xf32> {
-  %cst = arith.constant 0.000000e+00 : f32
-  %e = tensor.empty() : tensor<32x4xf32>
-  %y = linalg.fill ins(%cst : f32) outs(%e : tensor<32x4xf32>) -> tensor<32x4xf32>
-  %r = linalg.generic {indexing_maps = [#W_NK, #XT_KM, #YT_NM], iterator_types = ["parallel", "parallel", "reduction"]} ins(%w, %xt : tensor<32x8xf32, #NM48>, tensor<8x4xf32>) outs(%y : tensor<32x4xf32>) attrs = {smlir.sparse_kernel} {
-  ^bb0(%a: f32, %b: f32, %c: f32):
-    %m = arith.mulf %a, %b : f32
-    %s = arith.addf %c, %m : f32
-    linalg.yield %s : f32
-  } -> tensor<32x4xf32>
-  return %r : tensor<32x4xf32>
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<32x8xf32, #[[$NM:[^>]*]]> {smlir.encoding = #smlir.nm<n = 4, m = 8>, smlir.tensor_name = "weight"},
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<4x8xf32>)
+// CHECK-NEXT:    %[[R:.*]] = smlir.linear %[[X]], %[[W]] : tensor<4x8xf32>, tensor<32x8xf32, #[[$NM]]> -> tensor<4x32xf32>
+// CHECK-NEXT:    return %[[R]] : tensor<4x32xf32>
+func.func @nm_single_group_f32(%w: tensor<32x8xf32, #NM48> {smlir.encoding = #smlir.nm<n = 4, m = 8>, smlir.tensor_name = "weight"}, %x: tensor<4x8xf32>) -> tensor<4x32xf32> {
+  %r = smlir.linear %x, %w : tensor<4x8xf32>, tensor<32x8xf32, #NM48> -> tensor<4x32xf32>
+  return %r : tensor<4x32xf32>
 }

@@ -381,34 +381,3 @@ func.func @key_transpose(%x: tensor<2x12x16xf32>) -> tensor<2x16x12xf32> {
   %t = linalg.transpose ins(%x : tensor<2x12x16xf32>) outs(%e : tensor<2x16x12xf32>) permutation = [0, 2, 1]
   return %t : tensor<2x16x12xf32>
 }
-
-// -----
-
-#mapW = affine_map<(n, m, k) -> (n, k)>
-#mapX = affine_map<(n, m, k) -> (k, m)>
-#mapY = affine_map<(n, m, k) -> (n, m)>
-
-// The transposes around a tagged linear kernel are smlir-lower-sparse-linear's
-// to match: left alone.
-// CHECK-LABEL: func.func @linear_transposes
-// CHECK:         linalg.transpose
-// CHECK:         linalg.generic
-// CHECK:         linalg.transpose
-// CHECK-NOT:     smlir.kernel "transpose
-func.func @linear_transposes(%w: tensor<8x16xf32>, %x: tensor<8x16xf32>) -> tensor<8x8xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<16x8xf32>
-  %xt = linalg.transpose ins(%x : tensor<8x16xf32>) outs(%e0 : tensor<16x8xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<8x8xf32>
-  %fill = linalg.fill ins(%zero : f32) outs(%e1 : tensor<8x8xf32>) -> tensor<8x8xf32>
-  %yt = linalg.generic {indexing_maps = [#mapW, #mapX, #mapY], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%w, %xt : tensor<8x16xf32>, tensor<16x8xf32>) outs(%fill : tensor<8x8xf32>) attrs = {smlir.dense_kernel} {
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  } -> tensor<8x8xf32>
-  %e2 = tensor.empty() : tensor<8x8xf32>
-  %y = linalg.transpose ins(%yt : tensor<8x8xf32>) outs(%e2 : tensor<8x8xf32>) permutation = [1, 0]
-  return %y : tensor<8x8xf32>
-}

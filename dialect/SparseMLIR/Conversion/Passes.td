@@ -12,7 +12,8 @@ def ConvertSparseMLIRToSparseTensor
     Rewrites every `smlir.sparsify` into upstream ops that the `sparsifier`
     pipeline understands: each sparsifier builds a dense masked tensor (zeros
     where dropped), which `sparse_tensor.convert` stores in the encoding (no
-    convert for `#smlir.dense`).
+    convert for `#smlir.dense`). An `smlir.kernel` still in place (one
+    smlir-outline-kernels does not outline) is inlined.
 
     Streaming sparsifiers, element-wise:
 

@@ -68,7 +68,7 @@ def SparseMLIR_LinearOp : SparseMLIR_Op<"linear", [Pure]> {
     HF's Conv1D). `x` and `y` are dense; `W` may carry any
     `#sparse_tensor.encoding`. The token dimension M may be dynamic.
 
-    `smlir-rewrite-sparse-matmul` raises torch-mlir's forms of a linear
+    `smlir-raise-linear` raises torch-mlir's forms of a linear
     (linalg.matmul / batch_matmul / generic, 2-d and 3-d, `x @ W` and
     `x @ W^T`) to this op; `smlir-lower-sparse-linear` turns the ones with a
     micro-kernel into loops and `smlir-decompose-linear` the rest into the

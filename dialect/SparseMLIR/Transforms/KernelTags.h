@@ -16,12 +16,6 @@
 namespace mlir::smlir {
 
 // On linalg ops.
-/// The x * W^T kernel smlir-rewrite-sparse-matmul built for a sparse W ...
-constexpr llvm::StringLiteral kSparseKernelAttrName = "smlir.sparse_kernel";
-/// ... and for a dense W (micro-kernels only).
-constexpr llvm::StringLiteral kDenseKernelAttrName = "smlir.dense_kernel";
-/// The result of a kernel smlir-lower-sparse-linear wrote as loops.
-constexpr llvm::StringLiteral kMicrokernelAttrName = "smlir.microkernel";
 /// An element-wise op whose sparse result encoding was inferred.
 constexpr llvm::StringLiteral kInferredEncodingAttrName =
     "smlir.inferred_encoding";

@@ -36,49 +36,60 @@ def HoistArgumentSparsifiers
   let dependentDialects = ["::mlir::sparse_tensor::SparseTensorDialect"];
 }
 
-def RewriteSparseMatmul
-    : Pass<"smlir-rewrite-sparse-matmul", "::mlir::func::FuncOp"> {
-  let summary = "Compute x * W^T with a sparse W as (W * x^T)^T";
+def RaiseLinear
+    : Pass<"smlir-raise-linear", "::mlir::func::FuncOp"> {
+  let summary = "Raise torch-mlir's forms of a linear with a sparse W to smlir.linear";
   let description = [{
-    torch-mlir imports `F.linear(x, W)` as `linalg.matmul(x, transpose(W))`.
-    With a sparse `W` that form makes the sparsifier gather along the
-    reduction for every output (xWt), which measured 3-7x slower than
-    iterating W's stored rows and doing a contiguous axpy over the
-    activations (WxT). This pass rewrites
+    torch-mlir imports `F.linear(x, W)` as `linalg.matmul(x, transpose(W))`
+    (2-d), as a 4-loop `linalg.generic` (3-d x), or as a `batch_matmul` on
+    a broadcast of `transpose(W)` (an input torch had to copy: LLaMA's
+    o_proj after SDPA, MLP-Mixer's token mixing). With a sparse `W` each
+    becomes one `smlir.linear` (3-d inputs collapsed to 2-d and expanded
+    back), which `smlir-lower-sparse-linear` or `smlir-decompose-linear`
+    lowers. A non-zero `outs` is added back. Matmuls with a user-defined
+    indexing map are left alone, and so are those with a dense right-hand
+    side unless `dense-weights` is set.
 
     ```mlir
     %t = linalg.transpose ins(%W : tensor<NxK, #CSR>) ... permutation = [1, 0]
     %y = linalg.matmul ins(%x, %t : tensor<MxK>, tensor<KxN, #CSR>) outs(%zero : tensor<MxN>)
+    // becomes
+    %y = smlir.linear %x, %W : tensor<MxK>, tensor<NxK, #CSR> -> tensor<MxN>
     ```
 
-    into a transpose of `x` (dense, O(MK)), a `linalg.generic` computing
-    `yT[n, m] += W[n, k] * xT[k, m]` with W's rows outermost, and a transpose
-    of the result. A non-zero `outs` is added back. Matmuls with a
-    user-defined indexing map are left alone, and so are those with a dense
-    right-hand side unless `dense-weights` is set (the kernel is then tagged
-    `smlir.dense_kernel` instead of `smlir.sparse_kernel`).
-
     `x * W` with a sparse `W[K, N]` itself on the right (HF GPT-2's Conv1D
-    `torch.addmm(b, x, W)`, `x @ W`, `F.linear(x, W.t())`: a plain
-    `linalg.matmul(x, W)`, or the 3-d generic without the transpose) takes
-    the same loop order: a CSC `W[K, N]`, whose storage is CSR `W^T[N, K]`,
-    is reinterpreted as that (`sparse_tensor.reinterpret_map`, no copy) and
-    read as above; CSR, COO and BSR are read through the map `(k, n)`,
-    `yT[n, m] += W[k, n] * xT[k, m]`, which smlir-lower-sparse-linear leaves
-    to upstream sparsification. An n:m `W[K, N]` is left alone (upstream's
+    `torch.addmm(b, x, W)`, `x @ W`, `F.linear(x, W.t())`): a CSC `W[K, N]`,
+    whose storage is CSR `W^T[N, K]`, is reinterpreted as that
+    (`sparse_tensor.reinterpret_map`, no copy) and read out_in; CSR, COO and
+    BSR become an `in_out` linear. An n:m `W[K, N]` is left alone (upstream's
     sparse-reinterpret-map crashes on a structured level in that access), so
     it keeps its dense fallback.
   }];
   let options = [
     Option<"denseWeights", "dense-weights", "bool", /*default=*/"false",
-           "Also rewrite x * W^T with a dense f32 W of static shape (tagged "
-           "smlir.dense_kernel), for smlir-lower-sparse-linear's dense "
-           "micro-kernel">,
+           "Also raise x * W^T with a dense f32 W of static shape, for "
+           "smlir-lower-sparse-linear's dense micro-kernel">,
   ];
   let dependentDialects = ["::mlir::smlir::SparseMLIRDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",
                            "::mlir::arith::ArithDialect"];
+}
+
+def DecomposeLinear
+    : Pass<"smlir-decompose-linear", "::mlir::func::FuncOp"> {
+  let summary = "Lower smlir.linear to the W * x^T linalg.generic upstream sparsification lowers";
+  let description = [{
+    Every `smlir.linear` left (those no micro-kernel took) becomes a
+    transpose of `x`, a `linalg.generic` computing
+    `yT[n, m] += W[n, k] * xT[k, m]` (W's rows outermost: for a sparse W,
+    3-7x faster in upstream sparsification than gathering along the
+    reduction for every output), a transpose of the result and, with a bias,
+    `y[m, n] += bias[n]`. An in_out weight is read through the map `(k, n)`.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 def PropagateEncodings
@@ -118,8 +129,8 @@ def SparseFallback : Pass<"smlir-sparse-fallback", "::mlir::func::FuncOp"> {
   let summary = "Read sparse weights densely where no sparse lowering exists";
   let description = [{
     MXNet's storage fallback. A sparse weight argument is kept sparse only if
-    every reader has a sparse lowering that is known to work: a kernel built
-    by `smlir-rewrite-sparse-matmul` (tagged `smlir.sparse_kernel`), a
+    every reader has a sparse lowering that is known to work: an
+    `smlir.linear` (raised by `smlir-raise-linear`), a
     `linalg.matmul` with the sparse operand on the left, a `sparse_tensor`
     op, or `func.return`. Otherwise the argument goes back to its dense type
     (marked `smlir.fallback`, so the caller passes the dense-equivalent
@@ -307,9 +318,8 @@ def LowerSparseLinear
     : Pass<"smlir-lower-sparse-linear", "::mlir::func::FuncOp"> {
   let summary = "Register-tiled vector loops for x * W^T with a CSR or n:m W";
   let description = [{
-    Replaces `transpose(kernel(W, transpose(x)))`, the sparse linear that
-    `smlir-rewrite-sparse-matmul` builds, when `W` is f32 CSR or n:m and all
-    shapes are static, by explicit loops over W's buffers
+    Replaces an `smlir.linear` (out_in, no bias) whose `W` is f32 CSR, n:m
+    or dense and whose shapes are static by explicit loops over W's buffers
     (`sparse_tensor.positions/coordinates/values`) instead of upstream
     sparsification:
 

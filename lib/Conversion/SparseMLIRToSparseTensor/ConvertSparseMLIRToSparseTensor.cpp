@@ -251,12 +251,25 @@ struct LowerStreamingSparsify : public OpRewritePattern<SparsifyOp> {
   }
 };
 
+/// An smlir.kernel smlir-outline-kernels left in place (one in a nested
+/// module) runs its loops where it stands.
+struct InlineKernel : public OpRewritePattern<KernelOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(KernelOp kernel,
+                                PatternRewriter &rewriter) const override {
+    rewriter.inlineBlockBefore(&kernel.getBody().front(), kernel);
+    rewriter.eraseOp(kernel);
+    return success();
+  }
+};
+
 struct ConvertSparseMLIRToSparseTensorPass
     : public smlir::impl::ConvertSparseMLIRToSparseTensorBase<
           ConvertSparseMLIRToSparseTensorPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<LowerStreamingSparsify>(&getContext());
+    patterns.add<LowerStreamingSparsify, InlineKernel>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     // Whatever is left has a sparsifier this pass cannot lower: say which,

@@ -377,3 +377,21 @@ func.func @keep_all_of_linalg_result_copies_first(%x: tensor<4x8xf32>) -> tensor
   %s = smlir.sparsify %relu : tensor<4x8xf32> with #smlir.keep_all as #smlir.csr -> tensor<4x8xf32, #CSR>
   return %s : tensor<4x8xf32, #CSR>
 }
+
+// -----
+
+/// An smlir.kernel left in place runs its loops where it stands.
+// CHECK-LABEL: func.func @kernel_inlined(
+// CHECK-SAME:      %[[M:.*]]: memref<8xf32>)
+// CHECK-NOT:     smlir.kernel
+// CHECK:         %[[V:.*]] = memref.load %[[M]]
+// CHECK-NEXT:    memref.store %[[V]], %[[M]]
+// CHECK-NEXT:    return
+func.func @kernel_inlined(%m: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  smlir.kernel "copy_1" {
+    %v = memref.load %m[%c0] : memref<8xf32>
+    memref.store %v, %m[%c0] : memref<8xf32>
+  }
+  return
+}

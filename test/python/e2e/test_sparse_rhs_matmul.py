@@ -1,4 +1,4 @@
-"""x @ W with a sparse W stored [in, out] (smlir-rewrite-sparse-matmul's x * W).
+"""x @ W with a sparse W stored [in, out] (smlir-raise-linear's in_out smlir.linear).
 
 HF GPT-2's Conv1D (`torch.addmm(b, x, W)`), `x @ W` and `F.linear(x, W.t())`
 all import as linalg.matmul(x, W). With a CSR, CSC, COO or BSR W it runs
@@ -107,7 +107,7 @@ def test_csc_runs_on_the_csr_microkernel(lanes: int) -> None:
     compiled = _compile_sparse(RightMatmul(96, 40), torch.randn(70, 96), FORMATS["csc"](), vector_lanes=lanes)
     sparse_ir = compiled.ir("sparse")
     assert "sparse_tensor.reinterpret_map" in sparse_ir
-    assert "smlir.microkernel" in sparse_ir
+    assert "func.func private @smlir_linear_csr_70x96x40" in sparse_ir   # the outlined CSR micro-kernel
 
 
 @pytest.mark.parametrize("encoding", [sm.NM(2, 4), sm.NM(2, 4, rows=4)], ids=["2:4", "2:4-rows4"])

@@ -1,7 +1,6 @@
-//===- RewriteSparseMatmul.cpp - x * W^T as (W * x^T)^T for sparse W -------===//
+//===- RaiseLinear.cpp - torch-mlir's forms of a linear to smlir.linear ---===//
 
 #include "SparseMLIR/IR/SparseMLIROps.h"
-#include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
 #include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
@@ -11,7 +10,7 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::smlir {
-#define GEN_PASS_DEF_REWRITESPARSEMATMUL
+#define GEN_PASS_DEF_RAISELINEAR
 #include "SparseMLIR/Transforms/Passes.h.inc"
 } // namespace mlir::smlir
 
@@ -69,61 +68,19 @@ static Value zeroFillLike(OpBuilder &b, Location loc, Value like) {
       .getResult(0);
 }
 
-static Value transpose2d(OpBuilder &b, Location loc, Value source) {
-  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, source);
-  std::swap(sizes[0], sizes[1]);
-  Type elementType = cast<RankedTensorType>(source.getType()).getElementType();
-  Value init = emptyLike(b, loc, sizes, elementType);
-  return linalg::TransposeOp::create(b, loc, source, init,
-                                     ArrayRef<int64_t>{1, 0})
-      .getResult()[0];
-}
-
-/// Builds (W * x^T)^T + out for a dense x[M, K] and sparse W[N, K] or, with
-/// `weightIsKN`, (W^T * x^T)^T + out = x * W + out for a sparse W[K, N]. The
-/// sparse kernel is tagged so that smlir-sparse-fallback knows it lowers.
-static Value buildWxT(PatternRewriter &rewriter, Location loc, Value x,
+/// smlir.linear(x, W) + out for a dense x[M, K] and W[N, K] or, with
+/// `weightIsKN`, a sparse W[K, N] (orientation in_out).
+static Value buildLinear(PatternRewriter &rewriter, Location loc, Value x,
                       Value weight, Value out, bool weightIsKN = false) {
-  MLIRContext *ctx = rewriter.getContext();
   auto outType = cast<RankedTensorType>(out.getType());
-  Type elementType = outType.getElementType();
-  // xT[k, m]: activations feature-major so the inner loop is contiguous.
-  Value xT = transpose2d(rewriter, loc, x);
-  // yT[n, m] = sum_k W[n, k] * xT[k, m] (W[k, n] with `weightIsKN`),
-  // zero-initialized.
-  SmallVector<OpFoldResult> ytSizes = {
-      tensor::getMixedSize(rewriter, loc, weight, weightIsKN ? 1 : 0),
-      tensor::getMixedSize(rewriter, loc, x, 0)};
-  Value zero = arith::ConstantOp::create(rewriter, loc, elementType,
-                                         rewriter.getZeroAttr(elementType));
-  Value ytInit =
-      linalg::FillOp::create(
-          rewriter, loc, ValueRange{zero},
-          ValueRange{emptyLike(rewriter, loc, ytSizes, elementType)})
-          .getResult(0);
-  AffineExpr n, m, k;
-  bindDims(ctx, n, m, k);
-  SmallVector<AffineExpr> wIndex = {n, k};
-  if (weightIsKN)
-    std::swap(wIndex[0], wIndex[1]);
-  SmallVector<AffineMap> maps = {AffineMap::get(3, 0, wIndex, ctx),
-                                 AffineMap::get(3, 0, {k, m}, ctx),
-                                 AffineMap::get(3, 0, {n, m}, ctx)};
-  auto kernel = linalg::GenericOp::create(
-      rewriter, loc, ytInit.getType(), ValueRange{weight, xT},
-      ValueRange{ytInit}, maps,
-      ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
-                                    utils::IteratorType::parallel,
-                                    utils::IteratorType::reduction},
-      [&](OpBuilder &b, Location l, ValueRange args) {
-        Value product = arith::MulFOp::create(b, l, args[0], args[1]);
-        Value sum = arith::AddFOp::create(b, l, args[2], product);
-        linalg::YieldOp::create(b, l, sum);
-      });
-  kernel->setAttr(isSparseTensor(weight) ? kSparseKernelAttrName
-                                         : kDenseKernelAttrName,
-                  rewriter.getUnitAttr());
-  Value y = transpose2d(rewriter, loc, kernel.getResult(0));
+  auto weightType = cast<RankedTensorType>(weight.getType());
+  auto yType = RankedTensorType::get(
+      {cast<RankedTensorType>(x.getType()).getDimSize(0),
+       weightType.getDimSize(weightIsKN ? 1 : 0)},
+      outType.getElementType());
+  Value y = LinearOp::create(
+      rewriter, loc, yType, x, weight, /*bias=*/Value(),
+      weightIsKN ? WeightOrientation::InOut : WeightOrientation::OutIn);
   if (y.getType() != outType)
     y = tensor::CastOp::create(rewriter, loc, outType, y);
   if (isZeroFill(out))
@@ -144,8 +101,8 @@ static Value buildWxT(PatternRewriter &rewriter, Location loc, Value x,
 }
 
 /// linalg.matmul(x, transpose(W)) with x[M, K].
-struct SparseMatmulToWxT : public OpRewritePattern<linalg::MatmulOp> {
-  SparseMatmulToWxT(MLIRContext *ctx, bool denseWeights)
+struct MatmulToLinear : public OpRewritePattern<linalg::MatmulOp> {
+  MatmulToLinear(MLIRContext *ctx, bool denseWeights)
       : OpRewritePattern(ctx), denseWeights(denseWeights) {}
   bool denseWeights;
 
@@ -162,7 +119,7 @@ struct SparseMatmulToWxT : public OpRewritePattern<linalg::MatmulOp> {
       return rewriter.notifyMatchFailure(matmul, "sparse output");
     if (!isUniformFloat({x, weight, out}))
       return rewriter.notifyMatchFailure(matmul, "integer or mixed precision");
-    rewriter.replaceOp(matmul, buildWxT(rewriter, matmul.getLoc(), x, weight, out));
+    rewriter.replaceOp(matmul, buildLinear(rewriter, matmul.getLoc(), x, weight, out));
     return success();
   }
 };
@@ -203,13 +160,13 @@ static Value reinterpretAsTransposed(OpBuilder &b, Location loc, Value weight) {
 static Value buildXW(PatternRewriter &rewriter, Location loc, Value x,
                      Value weight, Value out) {
   if (Value transposed = reinterpretAsTransposed(rewriter, loc, weight))
-    return buildWxT(rewriter, loc, x, transposed, out);
-  return buildWxT(rewriter, loc, x, weight, out, /*weightIsKN=*/true);
+    return buildLinear(rewriter, loc, x, transposed, out);
+  return buildLinear(rewriter, loc, x, weight, out, /*weightIsKN=*/true);
 }
 
 /// linalg.matmul(x, W) with x[M, K] dense and W[K, N] sparse: the same
 /// (W^T * x^T)^T loop order, reading W through the map (k, n).
-struct SparseRhsMatmulToWxT : public OpRewritePattern<linalg::MatmulOp> {
+struct RhsMatmulToLinear : public OpRewritePattern<linalg::MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(linalg::MatmulOp matmul,
@@ -255,8 +212,8 @@ matchBatchedOperands(PatternRewriter &rewriter, Operation *op, Value x,
 }
 
 /// out[b, m, n] += x[b, m, k] * W: collapse (b, m), build the 2-d kernel
-/// (buildWxT, or buildXW with `weightIsKN`), expand back.
-static Value buildBatchedWxT(PatternRewriter &rewriter, Location loc, Value x,
+/// (buildLinear, or buildXW with `weightIsKN`), expand back.
+static Value buildBatchedLinear(PatternRewriter &rewriter, Location loc, Value x,
                              Value weight, Value out, bool weightIsKN) {
   SmallVector<ReassociationIndices> collapse = {{0, 1}, {2}};
   Value x2d = tensor::CollapseShapeOp::create(rewriter, loc, x, collapse);
@@ -266,7 +223,7 @@ static Value buildBatchedWxT(PatternRewriter &rewriter, Location loc, Value x,
   Value out2dInit =
       isZeroFill(out) ? zeroFillLike(rewriter, loc, out2d) : out2d;
   Value y2d = weightIsKN ? buildXW(rewriter, loc, x2d, weight, out2dInit)
-                         : buildWxT(rewriter, loc, x2d, weight, out2dInit);
+                         : buildLinear(rewriter, loc, x2d, weight, out2dInit);
   auto outType = cast<RankedTensorType>(out.getType());
   return tensor::ExpandShapeOp::create(rewriter, loc, outType, y2d, collapse,
                                        tensor::getMixedSizes(rewriter, loc,
@@ -311,15 +268,14 @@ static bool isBatchedLinear(linalg::GenericOp generic) {
 
 /// out[b, m, n] += x[b, m, k] * transpose(W)[k, n]: collapse (b, m), do WxT,
 /// expand back.
-struct SparseBatchedLinearToWxT : public OpRewritePattern<linalg::GenericOp> {
-  SparseBatchedLinearToWxT(MLIRContext *ctx, bool denseWeights)
+struct BatchedGenericToLinear : public OpRewritePattern<linalg::GenericOp> {
+  BatchedGenericToLinear(MLIRContext *ctx, bool denseWeights)
       : OpRewritePattern(ctx), denseWeights(denseWeights) {}
   bool denseWeights;
 
   LogicalResult matchAndRewrite(linalg::GenericOp generic,
                                 PatternRewriter &rewriter) const override {
-    if (generic->hasAttr(kSparseKernelAttrName) ||
-        generic->hasAttr(kDenseKernelAttrName) || !isBatchedLinear(generic))
+    if (!isBatchedLinear(generic))
       return rewriter.notifyMatchFailure(generic, "not x[b,m,k] * Wt[k,n]");
     Value x = generic.getDpsInputs()[0];
     Value out = generic.getDpsInits()[0];
@@ -328,7 +284,7 @@ struct SparseBatchedLinearToWxT : public OpRewritePattern<linalg::GenericOp> {
     if (failed(operands))
       return failure();
     rewriter.replaceOp(generic,
-                       buildBatchedWxT(rewriter, generic.getLoc(), x,
+                       buildBatchedLinear(rewriter, generic.getLoc(), x,
                                        operands->weight, out,
                                        operands->weightIsKN));
     return success();
@@ -376,9 +332,9 @@ static Value getBatchBroadcastSource(Value v) {
 /// x.transpose(1, 2)). Every batch reads the same W, so this is the batched
 /// linear above: collapse (b, m), WxT, expand back. A broadcast sparse
 /// W[K, N] itself takes the x * W kernel.
-struct SparseBatchMatmulToWxT
+struct BroadcastBatchMatmulToLinear
     : public OpRewritePattern<linalg::BatchMatmulOp> {
-  SparseBatchMatmulToWxT(MLIRContext *ctx, bool denseWeights)
+  BroadcastBatchMatmulToLinear(MLIRContext *ctx, bool denseWeights)
       : OpRewritePattern(ctx), denseWeights(denseWeights) {}
   bool denseWeights;
 
@@ -398,22 +354,22 @@ struct SparseBatchMatmulToWxT
     if (failed(operands))
       return failure();
     rewriter.replaceOp(matmul,
-                       buildBatchedWxT(rewriter, matmul.getLoc(), x,
+                       buildBatchedLinear(rewriter, matmul.getLoc(), x,
                                        operands->weight, out,
                                        operands->weightIsKN));
     return success();
   }
 };
 
-struct RewriteSparseMatmulPass
-    : public smlir::impl::RewriteSparseMatmulBase<RewriteSparseMatmulPass> {
-  using RewriteSparseMatmulBase::RewriteSparseMatmulBase;
+struct RaiseLinearPass
+    : public smlir::impl::RaiseLinearBase<RaiseLinearPass> {
+  using RaiseLinearBase::RaiseLinearBase;
 
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<SparseMatmulToWxT, SparseBatchedLinearToWxT,
-                 SparseBatchMatmulToWxT>(&getContext(), denseWeights);
-    patterns.add<SparseRhsMatmulToWxT>(&getContext());
+    patterns.add<MatmulToLinear, BatchedGenericToLinear,
+                 BroadcastBatchMatmulToLinear>(&getContext(), denseWeights);
+    patterns.add<RhsMatmulToLinear>(&getContext());
     // No folding: upstream's linalg.transpose folder returns a mistyped value
     // for a sparse input into a dense init and aborts.
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),

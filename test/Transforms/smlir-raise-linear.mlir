@@ -1,37 +1,23 @@
-// RUN: sparse-mlir-opt %s -smlir-rewrite-sparse-matmul -split-input-file | FileCheck %s
-// RUN: sparse-mlir-opt %s -smlir-rewrite-sparse-matmul=dense-weights=true -split-input-file | FileCheck %s --check-prefix=DENSE
+// RUN: sparse-mlir-opt %s -smlir-raise-linear -split-input-file | FileCheck %s
+// RUN: sparse-mlir-opt %s -smlir-raise-linear=dense-weights=true -split-input-file | FileCheck %s --check-prefix=DENSE
 
 // torch-mlir imports F.linear(x, W) as
 //   linalg.matmul(x, linalg.transpose(W) permutation = [1, 0]).
-// With a sparse W the pass computes y = (W * x^T)^T instead: x is transposed
-// to K x M, a linalg.generic computes yT[n, m] += W[n, k] * xT[k, m] reading W
-// itself (rows outermost), and yT is transposed back to M x N.
+// With a sparse W the pass raises it to one `smlir.linear %x, %W` reading W
+// itself (orientation out_in, W[N, K]); smlir-decompose-linear later lowers
+// that to y = (W * x^T)^T (smlir-decompose-linear.mlir checks that chain).
+// A non-zero outs is added back after the linear.
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 
 /// The F.linear form with zero-filled outs: nothing is added back, and the
-/// transpose of W and the zero fill of the M x N result are left dead.
-// CHECK-DAG:   #[[$W_NK:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
-// CHECK-DAG:   #[[$XT_KM:.*]] = affine_map<(d0, d1, d2) -> (d2, d1)>
-// CHECK-DAG:   #[[$YT_NM:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+/// transpose of W and the zero fill of the M x N result, left dead, are
+/// erased.
 // CHECK-DAG:   #[[$ID2:.*]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-DAG:   #[[$CSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 // CHECK-LABEL: func.func @linear_zero_outs(
-// CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]>)
-// CHECK-DAG:     %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK-DAG:     %[[XT_INIT:.*]] = tensor.empty() : tensor<8x3xf32>
-// CHECK:         %[[XT:.*]] = linalg.transpose ins(%[[X]] : tensor<3x8xf32>) outs(%[[XT_INIT]] : tensor<8x3xf32>) permutation = [1, 0]
-// CHECK-NEXT:    %[[YT_EMPTY:.*]] = tensor.empty() : tensor<16x3xf32>
-// CHECK-NEXT:    %[[YT_INIT:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[YT_EMPTY]] : tensor<16x3xf32>) -> tensor<16x3xf32>
-// CHECK-NEXT:    %[[YT:.*]] = linalg.generic {indexing_maps = [#[[$W_NK]], #[[$XT_KM]], #[[$YT_NM]]], iterator_types = ["parallel", "parallel", "reduction"]}
-// CHECK-SAME:        ins(%[[W]], %[[XT]] : tensor<16x8xf32, #[[$CSR]]>, tensor<8x3xf32>) outs(%[[YT_INIT]] : tensor<16x3xf32>) attrs =  {smlir.sparse_kernel} {
-// CHECK-NEXT:    ^bb0(%[[WV:.*]]: f32, %[[XV:.*]]: f32, %[[ACC:.*]]: f32):
-// CHECK-NEXT:      %[[MUL:.*]] = arith.mulf %[[WV]], %[[XV]] : f32
-// CHECK-NEXT:      %[[SUM:.*]] = arith.addf %[[ACC]], %[[MUL]] : f32
-// CHECK-NEXT:      linalg.yield %[[SUM]] : f32
-// CHECK-NEXT:    } -> tensor<16x3xf32>
-// CHECK-NEXT:    %[[Y_INIT:.*]] = tensor.empty() : tensor<3x16xf32>
-// CHECK-NEXT:    %[[Y:.*]] = linalg.transpose ins(%[[YT]] : tensor<16x3xf32>) outs(%[[Y_INIT]] : tensor<3x16xf32>) permutation = [1, 0]
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]>) -> tensor<3x16xf32> {
+// CHECK-NEXT:    %[[Y:.*]] = smlir.linear %[[X]], %[[W]] : tensor<3x8xf32>, tensor<16x8xf32, #[[$CSR]]> -> tensor<3x16xf32>
 // CHECK-NEXT:    return %[[Y]] : tensor<3x16xf32>
 func.func @linear_zero_outs(%x: tensor<3x8xf32>, %w: tensor<16x8xf32, #CSR>) -> tensor<3x16xf32> {
   %e = tensor.empty() : tensor<8x16xf32>
@@ -44,15 +30,11 @@ func.func @linear_zero_outs(%x: tensor<3x8xf32>, %w: tensor<16x8xf32, #CSR>) -> 
 }
 
 /// matmul accumulates into its outs: a non-zero outs (here a function
-/// argument) is added back element-wise after the final transpose.
+/// argument) is added back element-wise after the linear.
 // CHECK-LABEL: func.func @linear_outs_is_argument(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]>, %[[B:[^:]*]]: tensor<3x16xf32>)
-// CHECK-DAG:     %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK-DAG:     %[[XT:.*]] = linalg.transpose ins(%[[X]] : tensor<3x8xf32>)
-/// W * xT itself still starts from zero.
-// CHECK:         %[[YT_INIT:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%{{.*}} : tensor<16x3xf32>)
-// CHECK-NEXT:    %[[YT:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[XT]] : tensor<16x8xf32, #[[$CSR]]>, tensor<8x3xf32>) outs(%[[YT_INIT]] : tensor<16x3xf32>)
-// CHECK:         %[[Y:.*]] = linalg.transpose ins(%[[YT]] : tensor<16x3xf32>) outs(%{{.*}} : tensor<3x16xf32>) permutation = [1, 0]
+/// The linear itself has no accumulator.
+// CHECK-NEXT:    %[[Y:.*]] = smlir.linear %[[X]], %[[W]] : tensor<3x8xf32>, tensor<16x8xf32, #[[$CSR]]> -> tensor<3x16xf32>
 // CHECK-NEXT:    %[[R:.*]] = linalg.generic {indexing_maps = [#[[$ID2]], #[[$ID2]]], iterator_types = ["parallel", "parallel"]} ins(%[[Y]] : tensor<3x16xf32>) outs(%[[B]] : tensor<3x16xf32>) {
 // CHECK-NEXT:    ^bb0(%[[IN:.*]]: f32, %[[OUT:.*]]: f32):
 // CHECK-NEXT:      %[[ADD:.*]] = arith.addf %[[OUT]], %[[IN]] : f32
@@ -68,9 +50,10 @@ func.func @linear_outs_is_argument(%x: tensor<3x8xf32>, %w: tensor<16x8xf32, #CS
 
 /// Only a fill with zero is dropped: a fill with 1.0 is added back too.
 // CHECK-LABEL: func.func @linear_outs_filled_with_one(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]>)
 // CHECK-DAG:     %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
 // CHECK-DAG:     %[[ONES:.*]] = linalg.fill ins(%[[ONE]] : f32) outs(%{{.*}} : tensor<3x16xf32>)
-// CHECK:         %[[Y:.*]] = linalg.transpose ins(%{{.*}} : tensor<16x3xf32>) outs(%{{.*}} : tensor<3x16xf32>) permutation = [1, 0]
+// CHECK:         %[[Y:.*]] = smlir.linear %[[X]], %[[W]] : tensor<3x8xf32>, tensor<16x8xf32, #[[$CSR]]> -> tensor<3x16xf32>
 // CHECK-NEXT:    %[[R:.*]] = linalg.generic {{.*}} ins(%[[Y]] : tensor<3x16xf32>) outs(%[[ONES]] : tensor<3x16xf32>)
 // CHECK:         return %[[R]] : tensor<3x16xf32>
 func.func @linear_outs_filled_with_one(%x: tensor<3x8xf32>, %w: tensor<16x8xf32, #CSR>) -> tensor<3x16xf32> {
@@ -84,12 +67,11 @@ func.func @linear_outs_filled_with_one(%x: tensor<3x8xf32>, %w: tensor<16x8xf32,
 }
 
 /// The transposed W may also be read elsewhere: that transpose stays for its
-/// other user, the matmul still reads W directly.
+/// other user, the linear still reads W directly.
 // CHECK-LABEL: func.func @linear_transpose_has_other_user(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]>)
 // CHECK:         %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf32, #[[$CSR]]>) outs(%{{.*}} : tensor<8x16xf32>) permutation = [1, 0]
-// CHECK:         linalg.generic {{.*}} ins(%[[W]], %{{.*}} : tensor<16x8xf32, #[[$CSR]]>, tensor<8x3xf32>)
-// CHECK:         %[[Y:.*]] = linalg.transpose ins(%{{.*}} : tensor<16x3xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = smlir.linear %[[X]], %[[W]] : tensor<3x8xf32>, tensor<16x8xf32, #[[$CSR]]> -> tensor<3x16xf32>
 // CHECK-NEXT:    return %[[Y]], %[[T]] : tensor<3x16xf32>, tensor<8x16xf32>
 func.func @linear_transpose_has_other_user(%x: tensor<3x8xf32>, %w: tensor<16x8xf32, #CSR>) -> (tensor<3x16xf32>, tensor<8x16xf32>) {
   %e = tensor.empty() : tensor<8x16xf32>
@@ -105,24 +87,12 @@ func.func @linear_transpose_has_other_user(%x: tensor<3x8xf32>, %w: tensor<16x8x
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 
-/// A dynamic batch M: every new tensor.empty with an M dimension reads it
-/// with tensor.dim (from x, then from yT for the final transpose).
+/// A dynamic batch M: the linear's result keeps it dynamic, and the dim and
+/// fill of the old outs, left dead, are erased.
 // CHECK-DAG:   #[[$CSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 // CHECK-LABEL: func.func @linear_dynamic_batch(
-// CHECK-SAME:      %[[X:[^:]*]]: tensor<?x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]>)
-// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
-// CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
-// CHECK:         %[[M:.*]] = tensor.dim %[[X]], %[[C0]] : tensor<?x8xf32>
-// CHECK-NEXT:    %[[XT_INIT:.*]] = tensor.empty(%[[M]]) : tensor<8x?xf32>
-// CHECK-NEXT:    %[[XT:.*]] = linalg.transpose ins(%[[X]] : tensor<?x8xf32>) outs(%[[XT_INIT]] : tensor<8x?xf32>) permutation = [1, 0]
-// CHECK-NEXT:    %[[M2:.*]] = tensor.dim %[[X]], %[[C0]] : tensor<?x8xf32>
-// CHECK-NEXT:    %[[YT_EMPTY:.*]] = tensor.empty(%[[M2]]) : tensor<16x?xf32>
-// CHECK-NEXT:    %[[YT_INIT:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[YT_EMPTY]] : tensor<16x?xf32>) -> tensor<16x?xf32>
-// CHECK-NEXT:    %[[YT:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[XT]] : tensor<16x8xf32, #[[$CSR]]>, tensor<8x?xf32>) outs(%[[YT_INIT]] : tensor<16x?xf32>)
-// CHECK:         } -> tensor<16x?xf32>
-// CHECK-NEXT:    %[[M3:.*]] = tensor.dim %[[YT]], %[[C1]] : tensor<16x?xf32>
-// CHECK-NEXT:    %[[Y_INIT:.*]] = tensor.empty(%[[M3]]) : tensor<?x16xf32>
-// CHECK-NEXT:    %[[Y:.*]] = linalg.transpose ins(%[[YT]] : tensor<16x?xf32>) outs(%[[Y_INIT]] : tensor<?x16xf32>) permutation = [1, 0]
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<?x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]>) -> tensor<?x16xf32> {
+// CHECK-NEXT:    %[[Y:.*]] = smlir.linear %[[X]], %[[W]] : tensor<?x8xf32>, tensor<16x8xf32, #[[$CSR]]> -> tensor<?x16xf32>
 // CHECK-NEXT:    return %[[Y]] : tensor<?x16xf32>
 func.func @linear_dynamic_batch(%x: tensor<?x8xf32>, %w: tensor<16x8xf32, #CSR>) -> tensor<?x16xf32> {
   %e = tensor.empty() : tensor<8x16xf32>
@@ -136,13 +106,11 @@ func.func @linear_dynamic_batch(%x: tensor<?x8xf32>, %w: tensor<16x8xf32, #CSR>)
   return %y : tensor<?x16xf32>
 }
 
-/// A dynamic N read from W but a static outs: the result is cast back to the
-/// matmul's type.
+/// A dynamic N read from W but a static outs: the linear's result takes N
+/// from W and is cast back to the matmul's type.
 // CHECK-LABEL: func.func @linear_dynamic_weight_static_outs(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<?x8xf32, #[[$CSR]]>, %[[B:[^:]*]]: tensor<3x16xf32>)
-// CHECK:         %[[N:.*]] = tensor.dim %[[W]], %{{.*}} : tensor<?x8xf32, #[[$CSR]]>
-// CHECK-NEXT:    %[[YT_EMPTY:.*]] = tensor.empty(%[[N]]) : tensor<?x3xf32>
-// CHECK:         %[[Y:.*]] = linalg.transpose ins(%{{.*}} : tensor<?x3xf32>) outs(%{{.*}} : tensor<3x?xf32>) permutation = [1, 0]
+// CHECK-NEXT:    %[[Y:.*]] = smlir.linear %[[X]], %[[W]] : tensor<3x8xf32>, tensor<?x8xf32, #[[$CSR]]> -> tensor<3x?xf32>
 // CHECK-NEXT:    %[[R:.*]] = tensor.cast %[[Y]] : tensor<3x?xf32> to tensor<3x16xf32>
 // CHECK-NEXT:    return %[[R]] : tensor<3x16xf32>
 func.func @linear_dynamic_weight_static_outs(%x: tensor<3x8xf32>, %w: tensor<?x8xf32, #CSR>, %b: tensor<3x16xf32>) -> tensor<3x16xf32> {
@@ -161,14 +129,12 @@ func.func @linear_dynamic_weight_static_outs(%x: tensor<3x8xf32>, %w: tensor<?x8
 #COO = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : compressed(nonunique), d1 : singleton(soa)), posWidth = 32, crdWidth = 32 }>
 #BSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 floordiv 2 : dense, d1 floordiv 4 : compressed, d0 mod 2 : dense, d1 mod 4 : dense), posWidth = 32, crdWidth = 32 }>
 
-/// Any sparse encoding of W is read directly by the generic: COO ...
+/// Any sparse encoding of W is read directly by the linear: COO ...
 // CHECK-DAG:   #[[$COO:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : compressed(nonunique), d1 : singleton(soa)), posWidth = 32, crdWidth = 32 }>
 // CHECK-DAG:   #[[$BSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 floordiv 2 : dense, d1 floordiv 4 : compressed, d0 mod 2 : dense, d1 mod 4 : dense), posWidth = 32, crdWidth = 32 }>
 // CHECK-LABEL: func.func @linear_coo_weight(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32, #[[$COO]]>)
-// CHECK:         %[[XT:.*]] = linalg.transpose ins(%[[X]] : tensor<3x8xf32>)
-// CHECK:         %[[YT:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[XT]] : tensor<16x8xf32, #[[$COO]]>, tensor<8x3xf32>) outs(%{{.*}} : tensor<16x3xf32>)
-// CHECK:         %[[Y:.*]] = linalg.transpose ins(%[[YT]] : tensor<16x3xf32>) outs(%{{.*}} : tensor<3x16xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = smlir.linear %[[X]], %[[W]] : tensor<3x8xf32>, tensor<16x8xf32, #[[$COO]]> -> tensor<3x16xf32>
 // CHECK-NEXT:    return %[[Y]]
 func.func @linear_coo_weight(%x: tensor<3x8xf32>, %w: tensor<16x8xf32, #COO>) -> tensor<3x16xf32> {
   %e = tensor.empty() : tensor<8x16xf32>
@@ -183,9 +149,7 @@ func.func @linear_coo_weight(%x: tensor<3x8xf32>, %w: tensor<16x8xf32, #COO>) ->
 /// ... and BSR (a non-identity dimension-to-level map).
 // CHECK-LABEL: func.func @linear_bsr_weight(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32, #[[$BSR]]>)
-// CHECK:         %[[XT:.*]] = linalg.transpose ins(%[[X]] : tensor<3x8xf32>)
-// CHECK:         %[[YT:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[XT]] : tensor<16x8xf32, #[[$BSR]]>, tensor<8x3xf32>) outs(%{{.*}} : tensor<16x3xf32>)
-// CHECK:         %[[Y:.*]] = linalg.transpose ins(%[[YT]] : tensor<16x3xf32>) outs(%{{.*}} : tensor<3x16xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = smlir.linear %[[X]], %[[W]] : tensor<3x8xf32>, tensor<16x8xf32, #[[$BSR]]> -> tensor<3x16xf32>
 // CHECK-NEXT:    return %[[Y]]
 func.func @linear_bsr_weight(%x: tensor<3x8xf32>, %w: tensor<16x8xf32, #BSR>) -> tensor<3x16xf32> {
   %e = tensor.empty() : tensor<8x16xf32>
@@ -206,31 +170,15 @@ func.func @linear_bsr_weight(%x: tensor<3x8xf32>, %w: tensor<16x8xf32, #BSR>) ->
 
 /// torch-mlir imports F.linear on a 3-d input as a linalg.generic
 /// out[b, m, n] += x[b, m, k] * transpose(W)[k, n]. The batch dimensions are
-/// collapsed into M, the 2-d WxT kernel is built as for the matmul, and the
+/// collapsed into M, the 2-d linear is built as for the matmul, and the
 /// result is expanded back. Zero-filled outs: nothing is added back, and the
 /// transpose of W and the 3-d fill, left dead, are erased.
-// CHECK-DAG:   #[[$W_NK:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
-// CHECK-DAG:   #[[$XT_KM:.*]] = affine_map<(d0, d1, d2) -> (d2, d1)>
-// CHECK-DAG:   #[[$YT_NM:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
 // CHECK-DAG:   #[[$ID2:.*]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-DAG:   #[[$CSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 // CHECK-LABEL: func.func @linear_3d_zero_outs(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<2x5x16xf32>, %[[W:[^:]*]]: tensor<12x16xf32, #[[$CSR]]>)
-// CHECK-NEXT:    %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:    %[[X2D:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<2x5x16xf32> into tensor<10x16xf32>
-// CHECK-NEXT:    %[[XT_INIT:.*]] = tensor.empty() : tensor<16x10xf32>
-// CHECK-NEXT:    %[[XT:.*]] = linalg.transpose ins(%[[X2D]] : tensor<10x16xf32>) outs(%[[XT_INIT]] : tensor<16x10xf32>) permutation = [1, 0]
-// CHECK-NEXT:    %[[YT_EMPTY:.*]] = tensor.empty() : tensor<12x10xf32>
-// CHECK-NEXT:    %[[YT_INIT:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[YT_EMPTY]] : tensor<12x10xf32>) -> tensor<12x10xf32>
-// CHECK-NEXT:    %[[YT:.*]] = linalg.generic {indexing_maps = [#[[$W_NK]], #[[$XT_KM]], #[[$YT_NM]]], iterator_types = ["parallel", "parallel", "reduction"]}
-// CHECK-SAME:        ins(%[[W]], %[[XT]] : tensor<12x16xf32, #[[$CSR]]>, tensor<16x10xf32>) outs(%[[YT_INIT]] : tensor<12x10xf32>) attrs =  {smlir.sparse_kernel} {
-// CHECK-NEXT:    ^bb0(%[[WV:.*]]: f32, %[[XV:.*]]: f32, %[[ACC:.*]]: f32):
-// CHECK-NEXT:      %[[MUL:.*]] = arith.mulf %[[WV]], %[[XV]] : f32
-// CHECK-NEXT:      %[[SUM:.*]] = arith.addf %[[ACC]], %[[MUL]] : f32
-// CHECK-NEXT:      linalg.yield %[[SUM]] : f32
-// CHECK-NEXT:    } -> tensor<12x10xf32>
-// CHECK-NEXT:    %[[Y_INIT:.*]] = tensor.empty() : tensor<10x12xf32>
-// CHECK-NEXT:    %[[Y2D:.*]] = linalg.transpose ins(%[[YT]] : tensor<12x10xf32>) outs(%[[Y_INIT]] : tensor<10x12xf32>) permutation = [1, 0]
+// CHECK-NEXT:    %[[Y2D:.*]] = smlir.linear %[[X2D]], %[[W]] : tensor<10x16xf32>, tensor<12x16xf32, #[[$CSR]]> -> tensor<10x12xf32>
 // CHECK-NEXT:    %[[Y:.*]] = tensor.expand_shape %[[Y2D]] {{\[\[}}0, 1], [2]] output_shape [2, 5, 12] : tensor<10x12xf32> into tensor<2x5x12xf32>
 // CHECK-NEXT:    return %[[Y]] : tensor<2x5x12xf32>
 func.func @linear_3d_zero_outs(%x: tensor<2x5x16xf32>, %w: tensor<12x16xf32, #CSR>) -> tensor<2x5x12xf32> {
@@ -255,11 +203,7 @@ func.func @linear_3d_zero_outs(%x: tensor<2x5x16xf32>, %w: tensor<12x16xf32, #CS
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<2x5x16xf32>, %[[W:[^:]*]]: tensor<12x16xf32, #[[$CSR]]>, %[[B:[^:]*]]: tensor<2x5x12xf32>)
 // CHECK-DAG:     %[[X2D:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<2x5x16xf32> into tensor<10x16xf32>
 // CHECK-DAG:     %[[B2D:.*]] = tensor.collapse_shape %[[B]] {{\[\[}}0, 1], [2]] : tensor<2x5x12xf32> into tensor<10x12xf32>
-// CHECK:         %[[XT:.*]] = linalg.transpose ins(%[[X2D]] : tensor<10x16xf32>) outs(%{{.*}} : tensor<16x10xf32>) permutation = [1, 0]
-/// W * xT itself still starts from zero.
-// CHECK:         %[[YT_INIT:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<12x10xf32>)
-// CHECK-NEXT:    %[[YT:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[XT]] : tensor<12x16xf32, #[[$CSR]]>, tensor<16x10xf32>) outs(%[[YT_INIT]] : tensor<12x10xf32>) attrs =  {smlir.sparse_kernel} {
-// CHECK:         %[[Y2D:.*]] = linalg.transpose ins(%[[YT]] : tensor<12x10xf32>) outs(%{{.*}} : tensor<10x12xf32>) permutation = [1, 0]
+// CHECK:         %[[Y2D:.*]] = smlir.linear %[[X2D]], %[[W]] : tensor<10x16xf32>, tensor<12x16xf32, #[[$CSR]]> -> tensor<10x12xf32>
 // CHECK-NEXT:    %[[R2D:.*]] = linalg.generic {indexing_maps = [#[[$ID2]], #[[$ID2]]], iterator_types = ["parallel", "parallel"]} ins(%[[Y2D]] : tensor<10x12xf32>) outs(%[[B2D]] : tensor<10x12xf32>) {
 // CHECK-NEXT:    ^bb0(%[[IN:.*]]: f32, %[[OUT:.*]]: f32):
 // CHECK-NEXT:      %[[ADD:.*]] = arith.addf %[[OUT]], %[[IN]] : f32
@@ -284,8 +228,8 @@ func.func @linear_3d_outs_is_argument(%x: tensor<2x5x16xf32>, %w: tensor<12x16xf
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<?x5x16xf32>, %[[W:[^:]*]]: tensor<12x16xf32, #[[$CSR]]>, %[[B:[^:]*]]: tensor<?x5x12xf32>)
 // CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
 // CHECK-DAG:     %[[X2D:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<?x5x16xf32> into tensor<?x16xf32>
-// CHECK:         linalg.generic {{.*}} ins(%[[W]], %{{.*}} : tensor<12x16xf32, #[[$CSR]]>, tensor<16x?xf32>) outs(%{{.*}} : tensor<12x?xf32>) attrs =  {smlir.sparse_kernel}
-// CHECK:         %[[R2D:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<?x12xf32>) outs(%{{.*}} : tensor<?x12xf32>)
+// CHECK:         %[[Y2D:.*]] = smlir.linear %[[X2D]], %[[W]] : tensor<?x16xf32>, tensor<12x16xf32, #[[$CSR]]> -> tensor<?x12xf32>
+// CHECK-NEXT:    %[[R2D:.*]] = linalg.generic {{.*}} ins(%[[Y2D]] : tensor<?x12xf32>) outs(%{{.*}} : tensor<?x12xf32>)
 // CHECK:         %[[BATCH:.*]] = tensor.dim %[[B]], %[[C0]] : tensor<?x5x12xf32>
 // CHECK-NEXT:    %[[R:.*]] = tensor.expand_shape %[[R2D]] {{\[\[}}0, 1], [2]] output_shape [%[[BATCH]], 5, 12] : tensor<?x12xf32> into tensor<?x5x12xf32>
 // CHECK-NEXT:    return %[[R]] : tensor<?x5x12xf32>
@@ -303,12 +247,20 @@ func.func @linear_3d_dynamic_batch(%x: tensor<?x5x16xf32>, %w: tensor<12x16xf32,
 
 // -----
 
-/// A dense W keeps the matmul: there is no sparse iteration to reorder.
+/// A dense W keeps the matmul by default: there is no sparse iteration to
+/// reorder. With dense-weights=true (static f32) it is raised too, for the
+/// dense micro-kernel of smlir-lower-sparse-linear.
 // CHECK-LABEL: func.func @negative_dense_weight(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32>, %[[B:[^:]*]]: tensor<3x16xf32>)
+// CHECK-NOT:     smlir.linear
 // CHECK:         %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf32>)
 // CHECK-NEXT:    %[[Y:.*]] = linalg.matmul ins(%[[X]], %[[T]] : tensor<3x8xf32>, tensor<8x16xf32>) outs(%[[B]] : tensor<3x16xf32>)
 // CHECK-NEXT:    return %[[Y]]
+// DENSE-LABEL: func.func @negative_dense_weight(
+// DENSE-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<16x8xf32>, %[[B:[^:]*]]: tensor<3x16xf32>)
+// DENSE-NEXT:    %[[Y:.*]] = smlir.linear %[[X]], %[[W]] : tensor<3x8xf32>, tensor<16x8xf32> -> tensor<3x16xf32>
+// DENSE-NEXT:    %[[R:.*]] = linalg.generic {{.*}} ins(%[[Y]] : tensor<3x16xf32>) outs(%[[B]] : tensor<3x16xf32>)
+// DENSE:         return %[[R]]
 func.func @negative_dense_weight(%x: tensor<3x8xf32>, %w: tensor<16x8xf32>, %b: tensor<3x16xf32>) -> tensor<3x16xf32> {
   %e = tensor.empty() : tensor<8x16xf32>
   %t = linalg.transpose ins(%w : tensor<16x8xf32>) outs(%e : tensor<8x16xf32>) permutation = [1, 0]
@@ -331,10 +283,11 @@ func.func @negative_sparse_lhs(%w: tensor<16x8xf32, #CSR>, %x: tensor<8x3xf32>, 
 }
 
 /// Both operands sparse (lhs sparse, rhs a transposed sparse W): the rewrite
-/// would transpose a sparse x as if it were dense, so it is left alone.
+/// would take a sparse x as the linear's dense input, so it is left alone.
 // CHECK-LABEL: func.func @negative_sparse_lhs_and_transposed_sparse_rhs(
 // CHECK-SAME:      %[[A:[^:]*]]: tensor<3x8xf32, #{{.*}}>, %[[W:[^:]*]]: tensor<16x8xf32, #{{.*}}>, %[[B:[^:]*]]: tensor<3x16xf32>)
-// CHECK:         %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf32, #{{.*}}>)
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<8x16xf32>
+// CHECK-NEXT:    %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf32, #{{.*}}>)
 // CHECK-NEXT:    %[[Y:.*]] = linalg.matmul ins(%[[A]], %[[T]] : tensor<3x8xf32, #{{.*}}>, tensor<8x16xf32>) outs(%[[B]] : tensor<3x16xf32>)
 // CHECK-NEXT:    return %[[Y]]
 func.func @negative_sparse_lhs_and_transposed_sparse_rhs(%a: tensor<3x8xf32, #CSR>, %w: tensor<16x8xf32, #CSR>, %b: tensor<3x16xf32>) -> tensor<3x16xf32> {
@@ -345,11 +298,13 @@ func.func @negative_sparse_lhs_and_transposed_sparse_rhs(%a: tensor<3x8xf32, #CS
 }
 
 // A sparse right-hand side that is not a transpose (x * W with a sparse
-// W[K, N]): smlir-rewrite-sparse-matmul-rhs.mlir.
+// W[K, N]): smlir-raise-linear-rhs.mlir.
 
-/// The body is mulf/addf: integer matmuls are left alone.
+/// The linear is floating-point only: integer matmuls are left alone.
 // CHECK-LABEL: func.func @negative_integer_matmul(
+// CHECK-NOT:     smlir.linear
 // CHECK:         %[[T:.*]] = linalg.transpose ins(%{{.*}} : tensor<16x8xi32, #{{.*}}>)
+// CHECK-NOT:     smlir.linear
 // CHECK:         %[[Y:.*]] = linalg.matmul ins(%{{.*}}, %[[T]] : tensor<3x8xi32>, tensor<8x16xi32>)
 // CHECK-NEXT:    return %[[Y]]
 func.func @negative_integer_matmul(%x: tensor<3x8xi32>, %w: tensor<16x8xi32, #CSR>) -> tensor<3x16xi32> {
@@ -366,7 +321,8 @@ func.func @negative_integer_matmul(%x: tensor<3x8xi32>, %w: tensor<16x8xi32, #CS
 /// mean: left alone even though the rhs is a transposed sparse W.
 // CHECK-LABEL: func.func @negative_user_defined_maps(
 // CHECK-SAME:      %[[XT:[^:]*]]: tensor<8x3xf32>, %[[W:[^:]*]]: tensor<16x8xf32, #{{.*}}>, %[[B:[^:]*]]: tensor<3x16xf32>)
-// CHECK:         %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf32, #{{.*}}>)
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<8x16xf32>
+// CHECK-NEXT:    %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf32, #{{.*}}>)
 // CHECK-NEXT:    %[[Y:.*]] = linalg.matmul indexing_maps = [{{.*}}] ins(%[[XT]], %[[T]] : tensor<8x3xf32>, tensor<8x16xf32>) outs(%[[B]] : tensor<3x16xf32>)
 // CHECK-NEXT:    return %[[Y]]
 func.func @negative_user_defined_maps(%xt: tensor<8x3xf32>, %w: tensor<16x8xf32, #CSR>, %b: tensor<3x16xf32>) -> tensor<3x16xf32> {
@@ -388,7 +344,9 @@ func.func @negative_user_defined_maps(%xt: tensor<8x3xf32>, %w: tensor<16x8xf32,
 /// generic, the transpose of W and the fill stay as they are.
 // CHECK-LABEL: func.func @negative_3d_generic_other_body(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<2x5x16xf32>, %[[W:[^:]*]]: tensor<12x16xf32, #{{.*}}>)
+// CHECK-NOT:     smlir.linear
 // CHECK:         %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<12x16xf32, #{{.*}}>) outs(%{{.*}} : tensor<16x12xf32>) permutation = [1, 0]
+// CHECK-NOT:     smlir.linear
 // CHECK:         %[[FILL:.*]] = linalg.fill
 // CHECK-NEXT:    %[[Y:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[T]] : tensor<2x5x16xf32>, tensor<16x12xf32>) outs(%[[FILL]] : tensor<2x5x12xf32>) {
 // CHECK-NEXT:    ^bb0(
@@ -397,7 +355,6 @@ func.func @negative_user_defined_maps(%xt: tensor<8x3xf32>, %w: tensor<16x8xf32,
 // CHECK-NEXT:      linalg.yield
 // CHECK-NEXT:    } -> tensor<2x5x12xf32>
 // CHECK-NEXT:    return %[[Y]]
-// CHECK-NOT:     smlir.sparse_kernel
 func.func @negative_3d_generic_other_body(%x: tensor<2x5x16xf32>, %w: tensor<12x16xf32, #CSR>) -> tensor<2x5x12xf32> {
   %e = tensor.empty() : tensor<16x12xf32>
   %t = linalg.transpose ins(%w : tensor<12x16xf32, #CSR>) outs(%e : tensor<16x12xf32>) permutation = [1, 0]
@@ -413,7 +370,8 @@ func.func @negative_3d_generic_other_body(%x: tensor<2x5x16xf32>, %w: tensor<12x
   return %y : tensor<2x5x12xf32>
 }
 
-/// The 3-d form with a dense W: no sparse iteration to reorder.
+/// The 3-d form with a dense W: no sparse iteration to reorder (with
+/// dense-weights=true it is raised like a sparse one).
 // CHECK-LABEL: func.func @negative_3d_generic_dense_weight(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<2x5x16xf32>, %[[W:[^:]*]]: tensor<12x16xf32>, %[[B:[^:]*]]: tensor<2x5x12xf32>)
 // CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<16x12xf32>
@@ -421,7 +379,11 @@ func.func @negative_3d_generic_other_body(%x: tensor<2x5x16xf32>, %w: tensor<12x
 // CHECK-NEXT:    %[[Y:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[T]] : tensor<2x5x16xf32>, tensor<16x12xf32>) outs(%[[B]] : tensor<2x5x12xf32>) {
 // CHECK:         } -> tensor<2x5x12xf32>
 // CHECK-NEXT:    return %[[Y]]
-// CHECK-NOT:     smlir.sparse_kernel
+// DENSE-LABEL: func.func @negative_3d_generic_dense_weight(
+// DENSE-SAME:      %[[X:[^:]*]]: tensor<2x5x16xf32>, %[[W:[^:]*]]: tensor<12x16xf32>, %[[B:[^:]*]]: tensor<2x5x12xf32>)
+// DENSE:         %[[X2D:.*]] = tensor.collapse_shape %[[X]]
+// DENSE:         smlir.linear %[[X2D]], %[[W]] : tensor<10x16xf32>, tensor<12x16xf32> -> tensor<10x12xf32>
+// DENSE:         tensor.expand_shape
 func.func @negative_3d_generic_dense_weight(%x: tensor<2x5x16xf32>, %w: tensor<12x16xf32>, %b: tensor<2x5x12xf32>) -> tensor<2x5x12xf32> {
   %e = tensor.empty() : tensor<16x12xf32>
   %t = linalg.transpose ins(%w : tensor<12x16xf32>) outs(%e : tensor<16x12xf32>) permutation = [1, 0]
@@ -435,14 +397,14 @@ func.func @negative_3d_generic_dense_weight(%x: tensor<2x5x16xf32>, %w: tensor<1
 }
 
 /// Mixed precision (f16 operands accumulated in f32, the body extends them):
-/// the plain mulf + addf kernel cannot express it, left alone.
+/// smlir.linear has one element type, left alone.
 // CHECK-LABEL: func.func @negative_3d_generic_mixed_precision(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<2x5x16xf16>, %[[W:[^:]*]]: tensor<12x16xf16, #{{.*}}>, %[[B:[^:]*]]: tensor<2x5x12xf32>)
-// CHECK:         %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<12x16xf16, #{{.*}}>) outs(%{{.*}} : tensor<16x12xf16>) permutation = [1, 0]
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<16x12xf16>
+// CHECK-NEXT:    %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<12x16xf16, #{{.*}}>) outs(%{{.*}} : tensor<16x12xf16>) permutation = [1, 0]
 // CHECK-NEXT:    %[[Y:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[T]] : tensor<2x5x16xf16>, tensor<16x12xf16>) outs(%[[B]] : tensor<2x5x12xf32>) {
 // CHECK:         } -> tensor<2x5x12xf32>
 // CHECK-NEXT:    return %[[Y]]
-// CHECK-NOT:     smlir.sparse_kernel
 func.func @negative_3d_generic_mixed_precision(%x: tensor<2x5x16xf16>, %w: tensor<12x16xf16, #CSR>, %b: tensor<2x5x12xf32>) -> tensor<2x5x12xf32> {
   %e = tensor.empty() : tensor<16x12xf16>
   %t = linalg.transpose ins(%w : tensor<12x16xf16, #CSR>) outs(%e : tensor<16x12xf16>) permutation = [1, 0]
@@ -458,14 +420,13 @@ func.func @negative_3d_generic_mixed_precision(%x: tensor<2x5x16xf16>, %w: tenso
 }
 
 /// linalg.matmul accepts f16 operands into an f32 result (it extends them):
-/// the f32 kernel would multiply f16 values with mulf on mixed types, so the
-/// matmul is left alone.
+/// smlir.linear has one element type, so the matmul is left alone.
 // CHECK-LABEL: func.func @negative_matmul_mixed_precision(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf16>, %[[W:[^:]*]]: tensor<16x8xf16, #{{.*}}>, %[[B:[^:]*]]: tensor<3x16xf32>)
-// CHECK:         %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf16, #{{.*}}>) outs(%{{.*}} : tensor<8x16xf16>) permutation = [1, 0]
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<8x16xf16>
+// CHECK-NEXT:    %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf16, #{{.*}}>) outs(%{{.*}} : tensor<8x16xf16>) permutation = [1, 0]
 // CHECK-NEXT:    %[[Y:.*]] = linalg.matmul ins(%[[X]], %[[T]] : tensor<3x8xf16>, tensor<8x16xf16>) outs(%[[B]] : tensor<3x16xf32>) -> tensor<3x16xf32>
 // CHECK-NEXT:    return %[[Y]]
-// CHECK-NOT:     smlir.sparse_kernel
 func.func @negative_matmul_mixed_precision(%x: tensor<3x8xf16>, %w: tensor<16x8xf16, #CSR>, %b: tensor<3x16xf32>) -> tensor<3x16xf32> {
   %e = tensor.empty() : tensor<8x16xf16>
   %t = linalg.transpose ins(%w : tensor<16x8xf16, #CSR>) outs(%e : tensor<8x16xf16>) permutation = [1, 0]
@@ -475,17 +436,17 @@ func.func @negative_matmul_mixed_precision(%x: tensor<3x8xf16>, %w: tensor<16x8x
 
 // -----
 
-// A dense W is left alone by default; with dense-weights=true it takes the
-// same W * xT form, tagged smlir.dense_kernel, for the dense micro-kernel
-// of smlir-lower-sparse-linear.
+// A dense W is left alone by default; with dense-weights=true it is raised
+// to smlir.linear as well, for the dense micro-kernel of
+// smlir-lower-sparse-linear.
 
 // CHECK-LABEL: func.func @dense_weight(
+// CHECK-NOT:     smlir.linear
 // CHECK:         linalg.matmul
 // DENSE-LABEL: func.func @dense_weight(
-// DENSE:         %[[XT:.*]] = linalg.transpose ins(%{{.*}} : tensor<4x16xf32>)
-// DENSE:         %[[YT:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[XT]] : tensor<8x16xf32>, tensor<16x4xf32>) {{.*}} attrs = {smlir.dense_kernel}
-// DENSE:         linalg.transpose ins(%[[YT]] : tensor<8x4xf32>)
-// DENSE-NOT:     linalg.matmul
+// DENSE-SAME:      %[[X:[^:]*]]: tensor<4x16xf32>, %[[W:[^:]*]]: tensor<8x16xf32>)
+// DENSE-NEXT:    %[[Y:.*]] = smlir.linear %[[X]], %[[W]] : tensor<4x16xf32>, tensor<8x16xf32> -> tensor<4x8xf32>
+// DENSE-NEXT:    return %[[Y]] : tensor<4x8xf32>
 func.func @dense_weight(%x: tensor<4x16xf32>, %w: tensor<8x16xf32>) -> tensor<4x8xf32> {
   %e = tensor.empty() : tensor<16x8xf32>
   %t = linalg.transpose ins(%w : tensor<8x16xf32>) outs(%e : tensor<16x8xf32>) permutation = [1, 0]
@@ -498,12 +459,15 @@ func.func @dense_weight(%x: tensor<4x16xf32>, %w: tensor<8x16xf32>) -> tensor<4x
 
 // -----
 
-/// A sparse output is left alone: the kernels write a dense y (and the 3-d
+/// A sparse output is left alone: smlir.linear writes a dense y (and the 3-d
 /// encoding would have stayed on the collapsed 2-d type: an abort).
 // CHECK-LABEL: func.func @sparse_3d_output(
+// CHECK-NOT:     smlir.linear
 // CHECK:         linalg.generic
-// CHECK-NOT:     smlir.sparse_kernel
+// CHECK-NOT:     smlir.linear
 // DENSE-LABEL: func.func @sparse_3d_output(
+// DENSE-NOT:     smlir.linear
+// DENSE:         linalg.generic
 #CSR3 = #sparse_tensor.encoding<{ map = (d0, d1, d2) -> (d0 : dense, d1 : dense, d2 : compressed) }>
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed) }>
 #m0 = affine_map<(b, m, n, k) -> (b, m, k)>
@@ -531,35 +495,18 @@ func.func @sparse_3d_output(%x: tensor<2x3x8xf32>, %w: tensor<16x8xf32, #CSR>, %
 /// F.linear on a non-contiguous reshape (LLaMA's o_proj after SDPA,
 /// MLP-Mixer's token mixing on x.transpose(1, 2)) is decomposed into expand +
 /// bmm: linalg.batch_matmul(x, broadcast_b(transpose(W))). Every batch reads
-/// the same W: collapse (b, m), WxT, expand back, as for the batched linear.
-/// The broadcast and the transpose of W, left dead, are erased.
-// CHECK-DAG:   #[[$W_NK:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
-// CHECK-DAG:   #[[$XT_KM:.*]] = affine_map<(d0, d1, d2) -> (d2, d1)>
-// CHECK-DAG:   #[[$YT_NM:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
-// CHECK-DAG:   #[[$W_KN_READ:.*]] = affine_map<(d0, d1, d2) -> (d2, d0)>
+/// the same W: collapse (b, m), one linear, expand back, as for the batched
+/// linear. The broadcast and the transpose of W, left dead, are erased.
 // CHECK-DAG:   #[[$ID2:.*]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-DAG:   #[[$CSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 // CHECK-LABEL: func.func @bmm_broadcast_generic_zero_outs(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<2x5x16xf32>, %[[W:[^:]*]]: tensor<12x16xf32, #[[$CSR]]>)
-// CHECK-NEXT:    %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:    %[[X2D:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<2x5x16xf32> into tensor<10x16xf32>
-// CHECK-NEXT:    %[[XT_INIT:.*]] = tensor.empty() : tensor<16x10xf32>
-// CHECK-NEXT:    %[[XT:.*]] = linalg.transpose ins(%[[X2D]] : tensor<10x16xf32>) outs(%[[XT_INIT]] : tensor<16x10xf32>) permutation = [1, 0]
-// CHECK-NEXT:    %[[YT_EMPTY:.*]] = tensor.empty() : tensor<12x10xf32>
-// CHECK-NEXT:    %[[YT_INIT:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[YT_EMPTY]] : tensor<12x10xf32>) -> tensor<12x10xf32>
-// CHECK-NEXT:    %[[YT:.*]] = linalg.generic {indexing_maps = [#[[$W_NK]], #[[$XT_KM]], #[[$YT_NM]]], iterator_types = ["parallel", "parallel", "reduction"]}
-// CHECK-SAME:        ins(%[[W]], %[[XT]] : tensor<12x16xf32, #[[$CSR]]>, tensor<16x10xf32>) outs(%[[YT_INIT]] : tensor<12x10xf32>) attrs =  {smlir.sparse_kernel} {
-// CHECK-NEXT:    ^bb0(%[[WV:.*]]: f32, %[[XV:.*]]: f32, %[[ACC:.*]]: f32):
-// CHECK-NEXT:      %[[MUL:.*]] = arith.mulf %[[WV]], %[[XV]] : f32
-// CHECK-NEXT:      %[[SUM:.*]] = arith.addf %[[ACC]], %[[MUL]] : f32
-// CHECK-NEXT:      linalg.yield %[[SUM]] : f32
-// CHECK-NEXT:    } -> tensor<12x10xf32>
-// CHECK-NEXT:    %[[Y_INIT:.*]] = tensor.empty() : tensor<10x12xf32>
-// CHECK-NEXT:    %[[Y2D:.*]] = linalg.transpose ins(%[[YT]] : tensor<12x10xf32>) outs(%[[Y_INIT]] : tensor<10x12xf32>) permutation = [1, 0]
+// CHECK-NEXT:    %[[Y2D:.*]] = smlir.linear %[[X2D]], %[[W]] : tensor<10x16xf32>, tensor<12x16xf32, #[[$CSR]]> -> tensor<10x12xf32>
 // CHECK-NEXT:    %[[Y:.*]] = tensor.expand_shape %[[Y2D]] {{\[\[}}0, 1], [2]] output_shape [2, 5, 12] : tensor<10x12xf32> into tensor<2x5x12xf32>
 // CHECK-NEXT:    return %[[Y]] : tensor<2x5x12xf32>
 // DENSE-LABEL: func.func @bmm_broadcast_generic_zero_outs(
-// DENSE:         linalg.generic {{.*}} attrs =  {smlir.sparse_kernel}
+// DENSE:         smlir.linear %{{.*}}, %{{.*}} : tensor<10x16xf32>, tensor<12x16xf32, #{{.*}}> -> tensor<10x12xf32>
 // DENSE-NOT:     linalg.batch_matmul
 func.func @bmm_broadcast_generic_zero_outs(%x: tensor<2x5x16xf32>, %w: tensor<12x16xf32, #CSR>) -> tensor<2x5x12xf32> {
   %e = tensor.empty() : tensor<16x12xf32>
@@ -582,9 +529,7 @@ func.func @bmm_broadcast_generic_zero_outs(%x: tensor<2x5x16xf32>, %w: tensor<12
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<?x5x16xf32>, %[[W:[^:]*]]: tensor<12x16xf32, #[[$CSR]]>, %[[B:[^:]*]]: tensor<?x5x12xf32>)
 // CHECK-DAG:     %[[X2D:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<?x5x16xf32> into tensor<?x16xf32>
 // CHECK-DAG:     %[[B2D:.*]] = tensor.collapse_shape %[[B]] {{\[\[}}0, 1], [2]] : tensor<?x5x12xf32> into tensor<?x12xf32>
-// CHECK:         %[[XT:.*]] = linalg.transpose ins(%[[X2D]] : tensor<?x16xf32>) outs(%{{.*}} : tensor<16x?xf32>) permutation = [1, 0]
-// CHECK:         %[[YT:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[XT]] : tensor<12x16xf32, #[[$CSR]]>, tensor<16x?xf32>) outs(%{{.*}} : tensor<12x?xf32>) attrs =  {smlir.sparse_kernel} {
-// CHECK:         %[[Y2D:.*]] = linalg.transpose ins(%[[YT]] : tensor<12x?xf32>) outs(%{{.*}} : tensor<?x12xf32>) permutation = [1, 0]
+// CHECK:         %[[Y2D:.*]] = smlir.linear %[[X2D]], %[[W]] : tensor<?x16xf32>, tensor<12x16xf32, #[[$CSR]]> -> tensor<?x12xf32>
 // CHECK-NEXT:    %[[R2D:.*]] = linalg.generic {indexing_maps = [#[[$ID2]], #[[$ID2]]], iterator_types = ["parallel", "parallel"]} ins(%[[Y2D]] : tensor<?x12xf32>) outs(%[[B2D]] : tensor<?x12xf32>) {
 // CHECK:         %[[R:.*]] = tensor.expand_shape %[[R2D]] {{\[\[}}0, 1], [2]] output_shape [%{{.*}}, 5, 12] : tensor<?x12xf32> into tensor<?x5x12xf32>
 // CHECK-NEXT:    return %[[R]] : tensor<?x5x12xf32>
@@ -600,11 +545,14 @@ func.func @bmm_broadcast_op_outs_is_argument(%x: tensor<?x5x16xf32>, %w: tensor<
   return %y : tensor<?x5x12xf32>
 }
 
-/// A broadcast sparse W[K, N] itself (no transpose) takes the x * W kernel,
-/// reading W through (k, n).
+/// A broadcast sparse W[K, N] itself (no transpose) is raised with
+/// orientation <in_out>.
 // CHECK-LABEL: func.func @bmm_broadcast_sparse_kn_weight(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<2x5x16xf32>, %[[W:[^:]*]]: tensor<16x12xf32, #[[$CSR]]>)
-// CHECK:         linalg.generic {indexing_maps = [#[[$W_KN_READ]], #[[$XT_KM]], #[[$YT_NM]]], {{.*}} ins(%[[W]], %{{.*}} : tensor<16x12xf32, #[[$CSR]]>, tensor<16x10xf32>) {{.*}} attrs =  {smlir.sparse_kernel}
+// CHECK-NEXT:    %[[X2D:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<2x5x16xf32> into tensor<10x16xf32>
+// CHECK-NEXT:    %[[Y2D:.*]] = smlir.linear %[[X2D]], %[[W]] orientation <in_out> : tensor<10x16xf32>, tensor<16x12xf32, #[[$CSR]]> -> tensor<10x12xf32>
+// CHECK-NEXT:    %[[Y:.*]] = tensor.expand_shape %[[Y2D]] {{\[\[}}0, 1], [2]] output_shape [2, 5, 12] : tensor<10x12xf32> into tensor<2x5x12xf32>
+// CHECK-NEXT:    return %[[Y]] : tensor<2x5x12xf32>
 // CHECK-NOT:     linalg.batch_matmul
 func.func @bmm_broadcast_sparse_kn_weight(%x: tensor<2x5x16xf32>, %w: tensor<16x12xf32, #CSR>) -> tensor<2x5x12xf32> {
   %eb = tensor.empty() : tensor<2x16x12xf32>
@@ -625,10 +573,12 @@ func.func @bmm_broadcast_sparse_kn_weight(%x: tensor<2x5x16xf32>, %w: tensor<16x
 /// A broadcast that is not over the batch dimension reads a different slice
 /// of its source per batch: not a linear, left alone.
 // CHECK-LABEL: func.func @negative_bmm_broadcast_not_over_batch(
+// CHECK-NOT:     smlir.linear
 // CHECK:         linalg.broadcast
+// CHECK-NOT:     smlir.linear
 // CHECK:         linalg.batch_matmul
-// CHECK-NOT:     smlir.sparse_kernel
 // DENSE-LABEL: func.func @negative_bmm_broadcast_not_over_batch(
+// DENSE-NOT:     smlir.linear
 // DENSE:         linalg.batch_matmul
 func.func @negative_bmm_broadcast_not_over_batch(%x: tensor<12x5x16xf32>, %w: tensor<2x12xf32, #CSR>) -> tensor<12x5x2xf32> {
   %e = tensor.empty() : tensor<12x2xf32>
@@ -644,9 +594,10 @@ func.func @negative_bmm_broadcast_not_over_batch(%x: tensor<12x5x16xf32>, %w: te
 
 /// The generic form of such a broadcast, (b, k, n) -> (b, n): left alone too.
 // CHECK-LABEL: func.func @negative_bmm_generic_broadcast_not_over_batch(
+// CHECK-NOT:     smlir.linear
 // CHECK:         linalg.batch_matmul
-// CHECK-NOT:     smlir.sparse_kernel
 // DENSE-LABEL: func.func @negative_bmm_generic_broadcast_not_over_batch(
+// DENSE-NOT:     smlir.linear
 // DENSE:         linalg.batch_matmul
 func.func @negative_bmm_generic_broadcast_not_over_batch(%x: tensor<12x5x16xf32>, %w: tensor<2x12xf32, #CSR>) -> tensor<12x5x2xf32> {
   %e = tensor.empty() : tensor<12x2xf32>
@@ -664,14 +615,18 @@ func.func @negative_bmm_generic_broadcast_not_over_batch(%x: tensor<12x5x16xf32>
 }
 
 /// A dense W keeps the batch_matmul by default; with dense-weights=true it
-/// takes the W * xT form tagged smlir.dense_kernel.
+/// is raised to smlir.linear reading the dense W.
 // CHECK-LABEL: func.func @negative_bmm_broadcast_dense_weight(
+// CHECK-NOT:     smlir.linear
 // CHECK:         linalg.transpose ins(%{{.*}} : tensor<12x16xf32>)
 // CHECK:         linalg.broadcast
 // CHECK:         linalg.batch_matmul
-// CHECK-NOT:     smlir.dense_kernel
 // DENSE-LABEL: func.func @negative_bmm_broadcast_dense_weight(
-// DENSE:         linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<12x16xf32>, tensor<16x10xf32>) {{.*}} attrs =  {smlir.dense_kernel}
+// DENSE-SAME:      %[[X:[^:]*]]: tensor<2x5x16xf32>, %[[W:[^:]*]]: tensor<12x16xf32>)
+// DENSE-NEXT:    %[[X2D:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<2x5x16xf32> into tensor<10x16xf32>
+// DENSE-NEXT:    %[[Y2D:.*]] = smlir.linear %[[X2D]], %[[W]] : tensor<10x16xf32>, tensor<12x16xf32> -> tensor<10x12xf32>
+// DENSE-NEXT:    %[[Y:.*]] = tensor.expand_shape %[[Y2D]]
+// DENSE-NEXT:    return %[[Y]]
 // DENSE-NOT:     linalg.batch_matmul
 func.func @negative_bmm_broadcast_dense_weight(%x: tensor<2x5x16xf32>, %w: tensor<12x16xf32>) -> tensor<2x5x12xf32> {
   %e = tensor.empty() : tensor<16x12xf32>
