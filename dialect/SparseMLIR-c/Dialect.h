@@ -46,6 +46,35 @@ MLIR_CAPI_EXPORTED int32_t mlirSparseMLIRSparsifierGetKind(MlirAttribute attr);
 MLIR_CAPI_EXPORTED bool
 mlirSparseMLIRSparsifierNeedsOrdering(MlirAttribute attr);
 
+/// Calls `callback` with the name of each discardable attribute the dialect
+/// declares (`smlir.weight`, `smlir.tensor_name`, ...).
+MLIR_CAPI_EXPORTED void
+mlirSparseMLIRGetDiscardableAttrNames(MlirStringCallback callback,
+                                      void *userData);
+
+/// True when `attr` is an `#smlir.storage` decision.
+MLIR_CAPI_EXPORTED bool mlirAttributeIsASparseMLIRStorage(MlirAttribute attr);
+
+/// True for `#smlir.storage<sparse>`, false for `<dense, ...>`.
+MLIR_CAPI_EXPORTED bool mlirSparseMLIRStorageIsSparse(MlirAttribute attr);
+
+/// The reason of an `#smlir.storage` (empty when none).
+MLIR_CAPI_EXPORTED MlirStringRef
+mlirSparseMLIRStorageGetReason(MlirAttribute attr);
+
+/// True when `attr` is an `#smlir.fusion` decision.
+MLIR_CAPI_EXPORTED bool mlirAttributeIsASparseMLIRFusion(MlirAttribute attr);
+
+/// True for `#smlir.fusion<fused, ...>`, false for `<not_fused, ...>`.
+MLIR_CAPI_EXPORTED bool mlirSparseMLIRFusionIsFused(MlirAttribute attr);
+
+/// The fused tensor's name and the reason of an `#smlir.fusion` (empty when
+/// none).
+MLIR_CAPI_EXPORTED MlirStringRef
+mlirSparseMLIRFusionGetTensor(MlirAttribute attr);
+MLIR_CAPI_EXPORTED MlirStringRef
+mlirSparseMLIRFusionGetReason(MlirAttribute attr);
+
 #ifdef __cplusplus
 }
 #endif

@@ -51,3 +51,41 @@ int32_t mlirSparseMLIRSparsifierGetKind(MlirAttribute attr) {
 bool mlirSparseMLIRSparsifierNeedsOrdering(MlirAttribute attr) {
   return cast<SparsifierAttrInterface>(unwrap(attr)).needsOrdering();
 }
+
+void mlirSparseMLIRGetDiscardableAttrNames(MlirStringCallback callback,
+                                           void *userData) {
+  for (StringRef name :
+       {kWeightAttrName, kTensorNameAttrName, kSparsifierAttrName,
+        kEncodingAttrName, kStorageAttrName, kCallNumberAttrName,
+        kDeviceAttrName, kMmaKAttrName, kKernelOperandAttrName,
+        kInferredEncodingAttrName, kFusionAttrName})
+    callback(wrap(name), userData);
+}
+
+bool mlirAttributeIsASparseMLIRStorage(MlirAttribute attr) {
+  return isa<StorageAttr>(unwrap(attr));
+}
+
+bool mlirSparseMLIRStorageIsSparse(MlirAttribute attr) {
+  return cast<StorageAttr>(unwrap(attr)).getKind() == StorageKind::Sparse;
+}
+
+MlirStringRef mlirSparseMLIRStorageGetReason(MlirAttribute attr) {
+  return wrap(cast<StorageAttr>(unwrap(attr)).getReason());
+}
+
+bool mlirAttributeIsASparseMLIRFusion(MlirAttribute attr) {
+  return isa<FusionAttr>(unwrap(attr));
+}
+
+bool mlirSparseMLIRFusionIsFused(MlirAttribute attr) {
+  return cast<FusionAttr>(unwrap(attr)).getKind() == FusionKind::Fused;
+}
+
+MlirStringRef mlirSparseMLIRFusionGetTensor(MlirAttribute attr) {
+  return wrap(cast<FusionAttr>(unwrap(attr)).getTensor());
+}
+
+MlirStringRef mlirSparseMLIRFusionGetReason(MlirAttribute attr) {
+  return wrap(cast<FusionAttr>(unwrap(attr)).getReason());
+}

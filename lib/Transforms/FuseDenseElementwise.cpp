@@ -1,7 +1,6 @@
 //===- FuseDenseElementwise.cpp - element-wise fusion that spares sparse ops -===//
 
 #include "SparseMLIR/IR/SparseMLIROps.h"
-#include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -7,7 +7,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "SparseMLIR/IR/SparseMLIROps.h"
-#include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -197,8 +196,9 @@ static void fuseIntoProducer(SparsifyOp op, RewriterBase &rewriter) {
   sparse_tensor::YieldOp::create(rewriter, bodyLoc, nonzero);
   rewriter.modifyOpInPlace(yield, [&] { yield->setOperand(0, select); });
 
-  fused->setAttr(kFusedSparsifierAttrName,
-                 rewriter.getStringAttr(op.getTensorName().value_or("")));
+  fused->setAttr(kFusionAttrName,
+                 FusionAttr::get(rewriter.getContext(), FusionKind::Fused,
+                                 op.getTensorName().value_or(""), ""));
   rewriter.replaceOp(op, fused.getResult(0));
   rewriter.eraseOp(producer);
   if (auto empty = denseInit.getDefiningOp<tensor::EmptyOp>();
@@ -216,7 +216,9 @@ struct FuseStreamingSparsifiersPass
     for (SparsifyOp op : ops) {
       std::string reason = whyNotFusable(op);
       if (!reason.empty()) {
-        op->setAttr(kNotFusedAttrName, rewriter.getStringAttr(reason));
+        op->setAttr(kFusionAttrName,
+                    FusionAttr::get(&getContext(), FusionKind::NotFused, "",
+                                    reason));
         continue;
       }
       fuseIntoProducer(op, rewriter);

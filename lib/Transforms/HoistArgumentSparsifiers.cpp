@@ -1,7 +1,6 @@
 //===- HoistArgumentSparsifiers.cpp - sparsify weights at compile time ----===//
 
 #include "SparseMLIR/IR/SparseMLIROps.h"
-#include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
 namespace mlir::smlir {

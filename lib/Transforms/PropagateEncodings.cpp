@@ -9,7 +9,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "SparseMLIR/IR/SparseMLIROps.h"
-#include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

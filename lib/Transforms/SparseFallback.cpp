@@ -1,7 +1,7 @@
 //===- SparseFallback.cpp - dense reads where no sparse lowering exists ---===//
 
 #include "SparseMLIR/IR/SparseMLIROps.h"
-#include "SparseMLIR/Transforms/KernelTags.h"
+#include "llvm/ADT/SetVector.h"
 #include "SparseMLIR/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -284,8 +284,12 @@ struct SparseFallbackPass
       for (OpOperand &use : arg.getUses())
         if (!hasSparseLowering(use))
           unsupported.push_back(use.getOwner());
-      if (unsupported.empty())
+      if (unsupported.empty()) {
+        func.setArgAttr(arg.getArgNumber(), kStorageAttrName,
+                        StorageAttr::get(&getContext(), StorageKind::Sparse,
+                                         ""));
         continue;
+      }
       llvm::sort(unsupported, [&](Operation *a, Operation *b) {
         return order[a] < order[b];
       });
@@ -318,7 +322,9 @@ struct SparseFallbackPass
           sparseReaders.push_back(&use);
       arg.setType(RankedTensorType::get(sparseType.getShape(),
                                         sparseType.getElementType()));
-      func.setArgAttr(index, kFallbackAttrName, UnitAttr::get(&getContext()));
+      func.setArgAttr(index, kStorageAttrName,
+                      StorageAttr::get(&getContext(), StorageKind::Dense,
+                                       storageReason(unsupported, format)));
       if (!sparseReaders.empty()) {
         auto nm = dyn_cast_or_null<NMEncodingAttr>(Attribute(encoding));
         Value sparse = storeSparse(builder, arg.getLoc(), arg, sparseType,
@@ -367,6 +373,19 @@ struct SparseFallbackPass
       for (OpOperand *use : unsupported)
         use->set(dense);
     }
+  }
+
+  /// "read by 'linalg.generic', 'tensor.extract' (no sparse lowering for csr)".
+  static std::string storageReason(ArrayRef<Operation *> unsupported,
+                                   StringRef format) {
+    llvm::SetVector<StringRef> names;
+    for (Operation *op : unsupported)
+      names.insert(op->getName().getStringRef());
+    std::string reason = "read by ";
+    llvm::interleave(
+        names, [&](StringRef name) { reason += ("'" + name + "'").str(); },
+        [&] { reason += ", "; });
+    return reason + " (no sparse lowering for " + format.str() + ")";
   }
 
   void report(Operation *op, StringRef tensorName, StringRef format,

@@ -38,6 +38,7 @@ from sparse_mlir.compiler.pipeline import (MLIR_VERSION, Diagnostics, annotate, 
                                           main_function, pipeline_for, pipeline_pieces, result_spec, run_passes,
                                           sparse_arguments, verify_annotated)
 from sparse_mlir.compiler.reports import CompileReports, PlanEntry, TensorStats
+from sparse_mlir.dialects.smlir import ATTR, fusion_decision
 from sparse_mlir.compiler.specs import check_cpu_dtypes, default_mode, parameters, verify_specs
 
 STAGES = ("linalg", "annotated", "sparse", "llvm")
@@ -286,13 +287,16 @@ def _fusion_decisions(module: ir.Module) -> tuple[dict[str, str], list[tuple[str
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         attrs = op.attributes
-        if "smlir.inferred_encoding" in attrs:
+        if ATTR.inferred_encoding in attrs:
             inferred.append((",".join(sorted(location_names(op.location))) or "?",
-                             ir.StringAttr(attrs["smlir.inferred_encoding"]).value, str(op.results[0].type)))
-        if "smlir.fused_sparsifier" in attrs:
-            decisions[ir.StringAttr(attrs["smlir.fused_sparsifier"]).value] = _FUSED
-        elif "smlir.not_fused" in attrs and "tensor_name" in attrs:
-            decisions[ir.StringAttr(attrs["tensor_name"]).value] = ir.StringAttr(attrs["smlir.not_fused"]).value
+                             ir.StringAttr(attrs[ATTR.inferred_encoding]).value, str(op.results[0].type)))
+        decision = fusion_decision(attrs[ATTR.fusion]) if ATTR.fusion in attrs else None
+        if decision is not None:
+            fused, tensor, reason = decision
+            if fused:
+                decisions[tensor] = _FUSED
+            elif "tensor_name" in attrs:   # the smlir.sparsify op's own attribute
+                decisions[ir.StringAttr(attrs["tensor_name"]).value] = reason
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
@@ -322,7 +326,7 @@ def _add_call_number(module: ir.Module, intermediates: Mapping[str, Encoding]) -
     function_type = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
     main.attributes["function_type"] = ir.TypeAttr.get(
         ir.FunctionType.get([*function_type.inputs, i64], function_type.results))
-    main.arg_attrs = ir.ArrayAttr.get([*main.arg_attrs, ir.DictAttr.get({"smlir.call_number": ir.UnitAttr.get()})])
+    main.arg_attrs = ir.ArrayAttr.get([*main.arg_attrs, ir.DictAttr.get({ATTR.call_number: ir.UnitAttr.get()})])
     return True
 
 

@@ -14,6 +14,7 @@ from mlir import ir, passmanager
 
 from sparse_mlir import _tools
 from sparse_mlir.dialects import smlir
+from sparse_mlir.dialects.smlir import ATTR, storage_decision
 from sparse_mlir.encodings import Encoding
 from sparse_mlir.errors import CompileError, SpecError
 from sparse_mlir.runtime.cpu import vector_lanes as host_vector_lanes
@@ -76,7 +77,7 @@ def annotate(module: ir.Module, param_names: list[str], encodings: Mapping[str, 
     arg_attrs = [dict() for _ in entry.arguments]
     first_op = entry.operations[0]
     for index, name in enumerate(param_names):
-        arg_attrs[index]["smlir.weight"] = ir.UnitAttr.get()
+        arg_attrs[index][ATTR.weight] = ir.UnitAttr.get()
         if name not in encodings:
             continue
         with ir.InsertionPoint(first_op):
@@ -130,15 +131,17 @@ def error_text(error: ir.MLIRError) -> str:
 
 
 def sparse_arguments(module: ir.Module) -> set[str]:
-    """Names of the weights @main still takes in a sparse encoding."""
+    """Names of the weights @main takes in a sparse encoding: those
+    smlir-sparse-fallback decided to store sparsely (`#smlir.storage<sparse>`)."""
     main = main_function(module)
     names: set[str] = set()
-    for index, arg in enumerate(main.regions[0].blocks[0].arguments):
-        if "#sparse_tensor.encoding" not in str(arg.type):
-            continue
+    for index in range(len(main.regions[0].blocks[0].arguments)):
         attrs = ir.DictAttr(main.arg_attrs[index])
-        if "smlir.tensor_name" in attrs:
-            names.add(ir.StringAttr(attrs["smlir.tensor_name"]).value)
+        if ATTR.storage not in attrs or ATTR.tensor_name not in attrs:
+            continue
+        decision = storage_decision(attrs[ATTR.storage])
+        if decision is not None and decision[0]:
+            names.add(ir.StringAttr(attrs[ATTR.tensor_name]).value)
     return names
 
 

@@ -30,3 +30,30 @@ def sparsify(source: ir.Value, sparsifier: ir.Attribute, encoding: ir.Attribute,
     result_type = sparsify_result_type(ir.RankedTensorType(source.type), encoding)
     name = ir.StringAttr.get(tensor_name) if tensor_name is not None else None
     return SparsifyOp(result_type, source, sparsifier, encoding, tensor_name=name, loc=loc, ip=ip).result
+
+
+class _AttrNames:
+    """The `smlir.*` discardable attribute names, as the dialect's ODS
+    declares them (`ATTR.tensor_name == "smlir.tensor_name"`)."""
+
+    def __init__(self) -> None:
+        self._names = {name.split(".", 1)[1]: name for name in _smlir.discardable_attr_names()}
+
+    def __getattr__(self, key: str) -> str:
+        try:
+            return self._names[key]
+        except KeyError:
+            raise AttributeError(f"the smlir dialect declares no discardable attribute {key!r}") from None
+
+
+ATTR = _AttrNames()
+
+
+def storage_decision(attr: ir.Attribute) -> tuple[bool, str] | None:
+    """(stored sparse, reason) of an `#smlir.storage`, else None."""
+    return _smlir.storage_decision(attr)
+
+
+def fusion_decision(attr: ir.Attribute) -> tuple[bool, str, str] | None:
+    """(fused, tensor, reason) of an `#smlir.fusion`, else None."""
+    return _smlir.fusion_decision(attr)

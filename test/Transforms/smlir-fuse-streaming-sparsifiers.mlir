@@ -13,7 +13,7 @@
 // CHECK:         %[[E:.*]] = tensor.empty() : tensor<8x16xf32, #sparse>
 // CHECK:         %[[R:.*]] = linalg.generic
 // CHECK-SAME:        ins(%[[Y]], %[[B]] : tensor<8x16xf32>, tensor<16xf32>)
-// CHECK-SAME:        outs(%[[E]] : tensor<8x16xf32, #sparse>) attrs = {smlir.fused_sparsifier = "gelu"}
+// CHECK-SAME:        outs(%[[E]] : tensor<8x16xf32, #sparse>) attrs = {smlir.fusion = #smlir.fusion<kind = fused, tensor = "gelu">}
 // CHECK:           %[[S:.*]] = arith.addf
 // CHECK:           %[[G:.*]] = math.erf %[[S]]
 // CHECK:           %[[A:.*]] = math.absf %[[G]]
@@ -55,7 +55,7 @@ func.func @threshold_into_epilogue(%y: tensor<8x16xf32>, %b: tensor<16xf32>) -> 
 // CHECK-SAME:      %{{[^:]*}}: tensor<4x8xf32>, %[[CALL:[^:]*]]: i64 {smlir.call_number})
 // CHECK:         %[[CALL_INDEX:.*]] = arith.index_castui %[[CALL]] : i64 to index
 // CHECK:         linalg.generic
-// CHECK-SAME:        outs(%{{.*}} : tensor<4x8xf32, #sparse>) attrs = {smlir.fused_sparsifier = "relu"}
+// CHECK-SAME:        outs(%{{.*}} : tensor<4x8xf32, #sparse>) attrs = {smlir.fusion = #smlir.fusion<kind = fused, tensor = "relu">}
 // CHECK:           %[[POS:.*]] = arith.cmpf ugt
 // CHECK-NOT:       arith.select
 // CHECK:           %[[M:.*]] = arith.extsi %[[POS]] : i1 to i32
@@ -90,7 +90,7 @@ func.func @random_fraction_into_relu(%x: tensor<4x8xf32>, %call: i64 {smlir.call
 /// Keep-all: only the select that skips exact zeros.
 // CHECK-LABEL: func.func @keep_all_coo(
 // CHECK:         linalg.generic
-// CHECK-SAME:        outs(%{{.*}} : tensor<4x8xf32, #sparse>) attrs = {smlir.fused_sparsifier = "relu"}
+// CHECK-SAME:        outs(%{{.*}} : tensor<4x8xf32, #sparse>) attrs = {smlir.fusion = #smlir.fusion<kind = fused, tensor = "relu">}
 // CHECK:           %[[M:.*]] = arith.maximumf
 // CHECK-NEXT:      %[[SEL:.*]] = sparse_tensor.select %[[M]] : f32
 func.func @keep_all_coo(%x: tensor<4x8xf32>) -> tensor<4x8xf32, #COO> {
@@ -116,7 +116,7 @@ func.func @keep_all_coo(%x: tensor<4x8xf32>) -> tensor<4x8xf32, #COO> {
 // CHECK:         %[[G:.*]] = linalg.generic
 // CHECK-SAME:        outs(%{{.*}} : tensor<4x8xf32>)
 // CHECK:         smlir.sparsify %[[G]]
-// CHECK-SAME:        smlir.not_fused = "the dense value has other readers"
+// CHECK-SAME:        smlir.fusion = #smlir.fusion<kind = not_fused, reason = "the dense value has other readers">
 func.func @negative_other_reader(%x: tensor<4x8xf32>) -> (tensor<4x8xf32, #CSR>, tensor<4x8xf32>) {
   %init = tensor.empty() : tensor<4x8xf32>
   %r0 = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
@@ -137,7 +137,7 @@ func.func @negative_other_reader(%x: tensor<4x8xf32>) -> (tensor<4x8xf32, #CSR>,
 // CHECK-LABEL: func.func @negative_matmul_producer(
 // CHECK:         %[[M:.*]] = linalg.matmul
 // CHECK:         smlir.sparsify %[[M]]
-// CHECK-SAME:        smlir.not_fused = "the producer is not a linalg.generic"
+// CHECK-SAME:        smlir.fusion = #smlir.fusion<kind = not_fused, reason = "the producer is not a linalg.generic">
 func.func @negative_matmul_producer(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>) -> tensor<4x8xf32, #CSR> {
   %zero = arith.constant 0.0 : f32
   %init = tensor.empty() : tensor<4x8xf32>
@@ -155,7 +155,7 @@ func.func @negative_matmul_producer(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>) ->
 /// Magnitude pruning needs the whole tensor: not streaming.
 // CHECK-LABEL: func.func @negative_materializing(
 // CHECK:         smlir.sparsify
-// CHECK-SAME:        smlir.not_fused = "materializing sparsifiers need more than one element at a time"
+// CHECK-SAME:        smlir.fusion = #smlir.fusion<kind = not_fused, reason = "materializing sparsifiers need more than one element at a time">
 func.func @negative_materializing(%x: tensor<4x8xf32>) -> tensor<4x8xf32, #CSR> {
   %init = tensor.empty() : tensor<4x8xf32>
   %r0 = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
@@ -176,7 +176,7 @@ func.func @negative_materializing(%x: tensor<4x8xf32>) -> tensor<4x8xf32, #CSR> 
 /// BSR is written block by block; an element-wise loop cannot insert into it.
 // CHECK-LABEL: func.func @negative_bsr(
 // CHECK:         smlir.sparsify
-// CHECK-SAME:        smlir.not_fused = "blocked or n:m storage is written block by block"
+// CHECK-SAME:        smlir.fusion = #smlir.fusion<kind = not_fused, reason = "blocked or n:m storage is written block by block">
 func.func @negative_bsr(%x: tensor<4x8xf32>) -> tensor<4x8xf32, #BSR> {
   %init = tensor.empty() : tensor<4x8xf32>
   %r0 = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
@@ -199,7 +199,7 @@ func.func @negative_bsr(%x: tensor<4x8xf32>) -> tensor<4x8xf32, #BSR> {
 /// producer, which a select cannot survive).
 // CHECK-LABEL: func.func @negative_read_densely(
 // CHECK:         smlir.sparsify
-// CHECK-SAME:        smlir.not_fused = "a reader without a sparse lowering reads it densely (fallback)"
+// CHECK-SAME:        smlir.fusion = #smlir.fusion<kind = not_fused, reason = "a reader without a sparse lowering reads it densely (fallback)">
 func.func @negative_read_densely(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %init = tensor.empty() : tensor<4x8xf32>
   %r0 = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}

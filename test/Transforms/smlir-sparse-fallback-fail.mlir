@@ -48,15 +48,15 @@ func.func @one_error_per_op_and_format(%w: tensor<16x8xf32, #CSR> {smlir.encodin
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 
 /// Only supported readers: no error, the pass succeeds and the weight stays
-/// sparse, without smlir.fallback.
+/// sparse, with #smlir.storage<sparse>.
 // CHECK-DAG:   #[[$CSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 // CHECK-LABEL: func.func @negative_supported_readers_pass(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]> {smlir.encoding = #smlir.csr, smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]> {smlir.encoding = #smlir.csr, smlir.storage = #smlir.storage<sparse>, smlir.tensor_name = "fc.weight"},
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<8x3xf32>, %[[B:[^:]*]]: tensor<16x3xf32>)
 // CHECK-NEXT:    %[[R:.*]] = linalg.matmul ins(%[[W]], %[[X]] : tensor<16x8xf32, #[[$CSR]]>, tensor<8x3xf32>) outs(%[[B]] : tensor<16x3xf32>)
 // CHECK-NEXT:    %[[D:.*]] = sparse_tensor.convert %[[W]] : tensor<16x8xf32, #[[$CSR]]> to tensor<16x8xf32>
 // CHECK-NEXT:    return %[[R]], %[[D]], %[[W]] :
-func.func @negative_supported_readers_pass(%w: tensor<16x8xf32, #CSR> {smlir.encoding = #smlir.csr, smlir.tensor_name = "fc.weight"}, %x: tensor<8x3xf32>, %b: tensor<16x3xf32>) -> (tensor<16x3xf32>, tensor<16x8xf32>, tensor<16x8xf32, #CSR>) {
+func.func @negative_supported_readers_pass(%w: tensor<16x8xf32, #CSR> {smlir.encoding = #smlir.csr, smlir.storage = #smlir.storage<sparse>, smlir.tensor_name = "fc.weight"}, %x: tensor<8x3xf32>, %b: tensor<16x3xf32>) -> (tensor<16x3xf32>, tensor<16x8xf32>, tensor<16x8xf32, #CSR>) {
   %r = linalg.matmul ins(%w, %x : tensor<16x8xf32, #CSR>, tensor<8x3xf32>) outs(%b : tensor<16x3xf32>) -> tensor<16x3xf32>
   %d = sparse_tensor.convert %w : tensor<16x8xf32, #CSR> to tensor<16x8xf32>
   return %r, %d, %w : tensor<16x3xf32>, tensor<16x8xf32>, tensor<16x8xf32, #CSR>

@@ -15,7 +15,7 @@
 /// iteration per (row, group), no convert; the smlir.linear reads the
 /// assembled tensor, the transpose the dense argument.
 // CHECK-LABEL: func.func @nm_weight_more_than_256_rows(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<260x8xf32> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.fallback, smlir.tensor_name = "wte.weight", smlir.weight},
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<260x8xf32> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.storage = #smlir.storage<dense, reason = {{.*}}>, smlir.tensor_name = "wte.weight", smlir.weight},
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>)
 // CHECK-NOT:     sparse_tensor.convert
 // CHECK:         %[[WB:.*]] = bufferization.to_buffer %[[W]] read_only : tensor<260x8xf32> to memref<260x8xf32>
@@ -74,7 +74,7 @@ func.func @nm_rows_share_positions(%w: tensor<8x8xf32, #NM24> {smlir.encoding = 
 // CHECK-DAG:   #[[$WIDE:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 floordiv 4 : dense, d1 floordiv 4 : compressed, d0 mod 4 : dense, d1 mod 4 : dense) }>
 // CHECK-DAG:   #[[$BSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 floordiv 4 : dense, d1 floordiv 4 : compressed, d0 mod 4 : dense, d1 mod 4 : dense), posWidth = 32, crdWidth = 8 }>
 // CHECK-LABEL: func.func @bsr_converts_at_index_width_first(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<1028x8xf32> {smlir.fallback})
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<1028x8xf32> {smlir.storage = #smlir.storage<dense, reason = {{.*}}>})
 // CHECK-NEXT:    %[[WIDE:.*]] = sparse_tensor.convert %[[W]] : tensor<1028x8xf32> to tensor<1028x8xf32, #[[$WIDE]]>
 // CHECK-NEXT:    %[[S:.*]] = sparse_tensor.convert %[[WIDE]] : tensor<1028x8xf32, #[[$WIDE]]> to tensor<1028x8xf32, #[[$BSR]]>
 // CHECK:         return %[[S]]
@@ -91,7 +91,7 @@ func.func @bsr_converts_at_index_width_first(%w: tensor<1028x8xf32, #BSR>) -> (t
 
 /// CSR's level order is the dense one: no staging, one convert.
 // CHECK-LABEL: func.func @negative_csr_converts_directly(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<300x8xf32> {smlir.fallback})
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<300x8xf32> {smlir.storage = #smlir.storage<dense, reason = {{.*}}>})
 // CHECK-NEXT:    %[[S:.*]] = sparse_tensor.convert %[[W]] : tensor<300x8xf32> to tensor<300x8xf32, #{{.*}}>
 // CHECK-NOT:     sparse_tensor.convert
 // CHECK:         return %[[S]]

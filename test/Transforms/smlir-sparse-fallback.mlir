@@ -5,8 +5,9 @@
 // lowering (an `smlir.linear` reading it as its weight, a matmul with the
 // sparse operand on the left and a dense right-hand side, a sparse_tensor op,
 // func.return).
-// Otherwise the argument gets its dense type back, is marked
-// `smlir.fallback`, and each (op, format) is reported once as a warning.
+// Otherwise the argument gets its dense type back and is marked
+// `#smlir.storage<dense, reason = ...>` (arguments kept sparse get
+// `#smlir.storage<sparse>`), and each (op, format) is reported once as a warning.
 // The arguments carry the attributes smlir-hoist-argument-sparsifiers leaves.
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
@@ -14,10 +15,10 @@
 
 /// A generic the sparsifier was not built for reads the weight: the warning
 /// names the op, the tensor and the format; the argument becomes dense and
-/// keeps its attributes, plus smlir.fallback; the generic reads it as is.
+/// keeps its attributes, plus its #smlir.storage decision; the generic reads it as is.
 // CHECK-DAG:   #[[$ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-LABEL: func.func @generic_reader_falls_back(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<8x8xf32> {smlir.encoding = #smlir.csr, smlir.fallback, smlir.sparsifier = #smlir.scalar_fraction<0.9>, smlir.tensor_name = "proj.weight", smlir.weight},
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<8x8xf32> {smlir.encoding = #smlir.csr, smlir.sparsifier = #smlir.scalar_fraction<0.9>, smlir.storage = #smlir.storage<dense, reason = {{.*}}>, smlir.tensor_name = "proj.weight", smlir.weight},
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<8x8xf32>) -> tensor<8x8xf32>
 // CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<8x8xf32>
 // CHECK-NEXT:    %[[R:.*]] = linalg.generic {indexing_maps = [#[[$ID]], #[[$ID]], #[[$ID]]], iterator_types = ["parallel", "parallel"]}
@@ -44,7 +45,7 @@ func.func @generic_reader_falls_back(%w: tensor<8x8xf32, #CSR> {smlir.encoding =
 /// smlir-raise-linear does not apply) crashes upstream's
 /// sparsifier: read densely instead.
 // CHECK-LABEL: func.func @transpose_falls_back(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32> {smlir.encoding = #smlir.csr, smlir.fallback, smlir.tensor_name = "fc.weight"})
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32> {smlir.encoding = #smlir.csr, smlir.storage = #smlir.storage<dense, reason = {{.*}}>, smlir.tensor_name = "fc.weight"})
 // CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<8x16xf32>
 // CHECK-NEXT:    %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf32>) outs(%[[E]] : tensor<8x16xf32>) permutation = [1, 0]
 // CHECK-NEXT:    return %[[T]] : tensor<8x16xf32>
@@ -64,7 +65,7 @@ func.func @transpose_falls_back(%w: tensor<16x8xf32, #CSR> {smlir.encoding = #sm
 /// no warning, the argument stays sparse.
 // CHECK-DAG:   #[[$CSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 // CHECK-LABEL: func.func @negative_linear_sparse_weight(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]> {smlir.encoding = #smlir.csr, smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]> {smlir.encoding = #smlir.csr, smlir.storage = #smlir.storage<sparse>, smlir.tensor_name = "fc.weight"},
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>)
 // CHECK-NEXT:    %[[R:.*]] = smlir.linear %[[X]], %[[W]] : tensor<3x8xf32>, tensor<16x8xf32, #[[$CSR]]> -> tensor<3x16xf32>
 // CHECK-NEXT:    return %[[R]] : tensor<3x16xf32>
@@ -76,7 +77,7 @@ func.func @negative_linear_sparse_weight(%w: tensor<16x8xf32, #CSR> {smlir.encod
 
 /// W * x with W on the left and a dense x: supported, stays sparse.
 // CHECK-LABEL: func.func @negative_matmul_sparse_lhs(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]> {smlir.encoding = #smlir.csr, smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]> {smlir.encoding = #smlir.csr, smlir.storage = #smlir.storage<sparse>, smlir.tensor_name = "fc.weight"},
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<8x3xf32>, %[[B:[^:]*]]: tensor<16x3xf32>)
 // CHECK-NEXT:    %[[R:.*]] = linalg.matmul ins(%[[W]], %[[X]] : tensor<16x8xf32, #[[$CSR]]>, tensor<8x3xf32>) outs(%[[B]] : tensor<16x3xf32>)
 // CHECK-NEXT:    return %[[R]]
@@ -89,7 +90,7 @@ func.func @negative_matmul_sparse_lhs(%w: tensor<16x8xf32, #CSR> {smlir.encoding
 /// sparse_tensor ops read sparse tensors by definition, and returning the
 /// argument needs no lowering: stays sparse.
 // CHECK-LABEL: func.func @negative_convert_and_return(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]> {smlir.encoding = #smlir.csr, smlir.tensor_name = "fc.weight"})
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32, #[[$CSR]]> {smlir.encoding = #smlir.csr, smlir.storage = #smlir.storage<sparse>, smlir.tensor_name = "fc.weight"})
 // CHECK-SAME:      -> (tensor<16x8xf32>, tensor<16x8xf32, #[[$CSR]]>)
 // CHECK-NEXT:    %[[D:.*]] = sparse_tensor.convert %[[W]] : tensor<16x8xf32, #[[$CSR]]> to tensor<16x8xf32>
 // CHECK-NEXT:    return %[[D]], %[[W]] : tensor<16x8xf32>, tensor<16x8xf32, #[[$CSR]]>
@@ -122,7 +123,7 @@ func.func private @negative_declaration(tensor<16x8xf32, #CSR>)
 /// x * W with the sparse W on the right is not a supported matmul: fallback.
 // CHECK-LABEL: func.func @matmul_sparse_rhs_falls_back(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf32>,
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<8x16xf32> {smlir.encoding = #smlir.csr, smlir.fallback, smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<8x16xf32> {smlir.encoding = #smlir.csr, smlir.storage = #smlir.storage<dense, reason = {{.*}}>, smlir.tensor_name = "fc.weight"},
 // CHECK-SAME:      %[[B:[^:]*]]: tensor<3x16xf32>)
 // CHECK-NEXT:    %[[R:.*]] = linalg.matmul ins(%[[X]], %[[W]] : tensor<3x8xf32>, tensor<8x16xf32>) outs(%[[B]] : tensor<3x16xf32>)
 // CHECK-NEXT:    return %[[R]]
@@ -140,7 +141,7 @@ func.func @matmul_sparse_rhs_falls_back(%x: tensor<3x8xf32>, %w: tensor<8x16xf32
 /// W on the left of a matmul whose right-hand side is sparse too (a sparse
 /// activation here) is not supported either.
 // CHECK-LABEL: func.func @matmul_sparse_lhs_and_rhs_falls_back(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32> {smlir.encoding = #smlir.csr, smlir.fallback, smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32> {smlir.encoding = #smlir.csr, smlir.storage = #smlir.storage<dense, reason = {{.*}}>, smlir.tensor_name = "fc.weight"},
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<8x3xf32>,
 // CHECK-SAME:      %[[B:[^:]*]]: tensor<16x3xf32>)
 // CHECK-NEXT:    %[[XS:.*]] = sparse_tensor.convert %[[X]] : tensor<8x3xf32> to tensor<8x3xf32, #{{.*}}>
@@ -161,7 +162,7 @@ func.func @matmul_sparse_lhs_and_rhs_falls_back(%w: tensor<16x8xf32, #CSR> {smli
 /// through one convert of the dense argument. Only the unsupported reader is
 /// reported.
 // CHECK-LABEL: func.func @mixed_readers_fall_back(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32> {smlir.encoding = #smlir.csr, smlir.fallback, smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32> {smlir.encoding = #smlir.csr, smlir.storage = #smlir.storage<dense, reason = {{.*}}>, smlir.tensor_name = "fc.weight"},
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<8x3xf32>, %[[B:[^:]*]]: tensor<16x3xf32>)
 // CHECK-NEXT:    %[[S:.*]] = sparse_tensor.convert %[[W]] : tensor<16x8xf32> to tensor<16x8xf32, #{{.*}}>
 // CHECK-NEXT:    %[[R:.*]] = linalg.matmul ins(%[[S]], %[[X]] : tensor<16x8xf32, #{{.*}}>, tensor<8x3xf32>) outs(%[[B]] : tensor<16x3xf32>)
@@ -186,7 +187,7 @@ func.func @mixed_readers_fall_back(%w: tensor<16x8xf32, #CSR> {smlir.encoding = 
 /// is reported too. Every reader reads the dense argument. The warning is on
 /// the first reader in program order, %t1.
 // CHECK-LABEL: func.func @one_warning_per_op_and_format(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32> {smlir.encoding = #smlir.csr, smlir.fallback, smlir.tensor_name = "fc.weight"})
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32> {smlir.encoding = #smlir.csr, smlir.storage = #smlir.storage<dense, reason = {{.*}}>, smlir.tensor_name = "fc.weight"})
 // CHECK:         %[[T1:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf32>)
 // CHECK-NEXT:    %[[T2:.*]] = linalg.transpose ins(%[[W]] : tensor<16x8xf32>)
 // CHECK:         %[[A:.*]] = linalg.add ins(%[[W]], %[[W]] : tensor<16x8xf32>, tensor<16x8xf32>)
@@ -209,7 +210,7 @@ func.func @one_warning_per_op_and_format(%w: tensor<16x8xf32, #CSR> {smlir.encod
 
 /// The n:m format is named n:m, here "2:4".
 // CHECK-LABEL: func.func @nm_format_name(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.fallback, smlir.tensor_name = "fc.weight"})
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.storage = #smlir.storage<dense, reason = {{.*}}>, smlir.tensor_name = "fc.weight"})
 // CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<8x16xf32>
 // CHECK-NEXT:    linalg.transpose ins(%[[W]] : tensor<16x8xf32>)
 func.func @nm_format_name(%w: tensor<16x8xf32, #NM24> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.tensor_name = "fc.weight"}) -> tensor<8x16xf32> {
@@ -225,7 +226,7 @@ func.func @nm_format_name(%w: tensor<16x8xf32, #NM24> {smlir.encoding = #smlir.n
 
 /// Without smlir.tensor_name the tensor is called '<argument>'.
 // CHECK-LABEL: func.func @no_tensor_name(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32> {smlir.encoding = #smlir.csr, smlir.fallback})
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32> {smlir.encoding = #smlir.csr, smlir.storage = #smlir.storage<dense, reason = "read by 'linalg.transpose' (no sparse lowering for csr)">})
 func.func @no_tensor_name(%w: tensor<16x8xf32, #CSR> {smlir.encoding = #smlir.csr}) -> tensor<8x16xf32> {
   %e = tensor.empty() : tensor<8x16xf32>
   // expected-warning @below {{no sparse lowering for 'linalg.transpose' reading tensor '<argument>' stored as csr; computing it densely}}
@@ -238,10 +239,10 @@ func.func @no_tensor_name(%w: tensor<16x8xf32, #CSR> {smlir.encoding = #smlir.cs
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 
 /// A sparse argument not made by the hoist pass (no attributes at all): the
-/// format is only known to be "sparse", and smlir.fallback is its only
+/// format is only known to be "sparse", and its #smlir.storage decision is its only
 /// attribute.
 // CHECK-LABEL: func.func @no_argument_attributes(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32> {smlir.fallback})
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<16x8xf32> {smlir.storage = #smlir.storage<dense, reason = {{.*}}>})
 func.func @no_argument_attributes(%w: tensor<16x8xf32, #CSR>) -> tensor<8x16xf32> {
   %e = tensor.empty() : tensor<8x16xf32>
   // expected-warning @below {{no sparse lowering for 'linalg.transpose' reading tensor '<argument>' stored as sparse; computing it densely}}
@@ -257,9 +258,9 @@ func.func @no_argument_attributes(%w: tensor<16x8xf32, #CSR>) -> tensor<8x16xf32
 /// back, the one read by a supported matmul stays sparse, in argument order.
 // CHECK-DAG:   #[[$CSR:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 // CHECK-LABEL: func.func @arguments_decided_one_by_one(
-// CHECK-SAME:      %[[W1:[^:]*]]: tensor<16x8xf32> {smlir.encoding = #smlir.csr, smlir.fallback, smlir.tensor_name = "fc1.weight"},
+// CHECK-SAME:      %[[W1:[^:]*]]: tensor<16x8xf32> {smlir.encoding = #smlir.csr, smlir.storage = #smlir.storage<dense, reason = {{.*}}>, smlir.tensor_name = "fc1.weight"},
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<8x3xf32>,
-// CHECK-SAME:      %[[W2:[^:]*]]: tensor<16x8xf32, #[[$CSR]]> {smlir.encoding = #smlir.csr, smlir.tensor_name = "fc2.weight"},
+// CHECK-SAME:      %[[W2:[^:]*]]: tensor<16x8xf32, #[[$CSR]]> {smlir.encoding = #smlir.csr, smlir.storage = #smlir.storage<sparse>, smlir.tensor_name = "fc2.weight"},
 // CHECK-SAME:      %[[B:[^:]*]]: tensor<16x3xf32>)
 // CHECK:         linalg.transpose ins(%[[W1]] : tensor<16x8xf32>)
 // CHECK-NEXT:    linalg.matmul ins(%[[W2]], %[[X]] : tensor<16x8xf32, #[[$CSR]]>, tensor<8x3xf32>)
@@ -279,7 +280,7 @@ func.func @arguments_decided_one_by_one(%w1: tensor<16x8xf32, #CSR> {smlir.encod
 /// A reader that needs the sparse type (here: the return) still gets it, from
 /// one convert of the dense argument, so the function stays valid.
 // CHECK-LABEL: func.func @sparse_typed_reader_gets_a_convert(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<8x8xf32> {smlir.fallback})
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<8x8xf32> {smlir.storage = #smlir.storage<dense, reason = {{.*}}>})
 // CHECK-NEXT:    %[[S:.*]] = sparse_tensor.convert %[[W]] : tensor<8x8xf32> to tensor<8x8xf32, #{{.*}}>
 // CHECK:         %[[T:.*]] = linalg.transpose ins(%[[W]] : tensor<8x8xf32>)
 // CHECK-NEXT:    return %[[S]], %[[T]]
@@ -297,8 +298,8 @@ func.func @sparse_typed_reader_gets_a_convert(%w: tensor<8x8xf32, #CSR>) -> (ten
 /// Deduplication is per tensor too: two weights read by the same kind of op
 /// are both named.
 // CHECK-LABEL: func.func @each_tensor_is_named(
-// CHECK-SAME:      tensor<8x8xf32> {smlir.encoding = #smlir.csr, smlir.fallback, smlir.tensor_name = "a"}
-// CHECK-SAME:      tensor<8x8xf32> {smlir.encoding = #smlir.csr, smlir.fallback, smlir.tensor_name = "b"}
+// CHECK-SAME:      tensor<8x8xf32> {smlir.encoding = #smlir.csr, smlir.storage = #smlir.storage<dense, reason = {{.*}}>, smlir.tensor_name = "a"}
+// CHECK-SAME:      tensor<8x8xf32> {smlir.encoding = #smlir.csr, smlir.storage = #smlir.storage<dense, reason = {{.*}}>, smlir.tensor_name = "b"}
 func.func @each_tensor_is_named(%a: tensor<8x8xf32, #CSR> {smlir.encoding = #smlir.csr, smlir.tensor_name = "a"}, %b: tensor<8x8xf32, #CSR> {smlir.encoding = #smlir.csr, smlir.tensor_name = "b"}) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
   %e = tensor.empty() : tensor<8x8xf32>
   // expected-warning @below {{no sparse lowering for 'linalg.transpose' reading tensor 'a' stored as csr; computing it densely}}
@@ -357,7 +358,7 @@ func.func @passed_on_sparse(%w: tensor<8x8xf32, #CSR>, %c: i1, %x: tensor<8x8xf3
 /// do not take it, so even an smlir.linear reads it densely.
 #NM48 = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 8 : dense, d1 mod 8 : structured[4, 8]), crdWidth = 8 }>
 // CHECK-LABEL: func.func @nm_single_group_f64(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<32x8xf64> {smlir.encoding = #smlir.nm<n = 4, m = 8>, smlir.fallback, smlir.tensor_name = "weight"},
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<32x8xf64> {smlir.encoding = #smlir.nm<n = 4, m = 8>, smlir.storage = #smlir.storage<dense, reason = {{.*}}>, smlir.tensor_name = "weight"},
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<4x8xf64>)
 // CHECK-NEXT:    %[[R:.*]] = smlir.linear %[[X]], %[[W]] : tensor<4x8xf64>, tensor<32x8xf64> -> tensor<4x32xf64>
 // CHECK-NEXT:    return %[[R]] : tensor<4x32xf64>
@@ -372,7 +373,7 @@ func.func @nm_single_group_f64(%w: tensor<32x8xf64, #NM48> {smlir.encoding = #sm
 /// The same weight in f32 is left sparse: the micro-kernels read it.
 #NM48 = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 8 : dense, d1 mod 8 : structured[4, 8]), crdWidth = 8 }>
 // CHECK-LABEL: func.func @nm_single_group_f32(
-// CHECK-SAME:      %[[W:[^:]*]]: tensor<32x8xf32, #[[$NM:[^>]*]]> {smlir.encoding = #smlir.nm<n = 4, m = 8>, smlir.tensor_name = "weight"},
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<32x8xf32, #[[$NM:[^>]*]]> {smlir.encoding = #smlir.nm<n = 4, m = 8>, smlir.storage = #smlir.storage<sparse>, smlir.tensor_name = "weight"},
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<4x8xf32>)
 // CHECK-NEXT:    %[[R:.*]] = smlir.linear %[[X]], %[[W]] : tensor<4x8xf32>, tensor<32x8xf32, #[[$NM]]> -> tensor<4x32xf32>
 // CHECK-NEXT:    return %[[R]] : tensor<4x32xf32>

@@ -331,4 +331,60 @@ def SparseMLIR_NMMagnitudeAttr
   let genVerifyDecl = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Decisions passes record for later passes and for Python
+//===----------------------------------------------------------------------===//
+
+def SparseMLIR_StorageKind : I32EnumAttr<"StorageKind",
+    "how an encoded weight argument is stored", [
+      I32EnumAttrCase<"Sparse", 0, "sparse">,
+      I32EnumAttrCase<"Dense", 1, "dense">]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::smlir";
+}
+
+def SparseMLIR_StorageAttr : AttrDef<SparseMLIR_Dialect, "Storage"> {
+  let mnemonic = "storage";
+  let summary = "How an encoded weight argument is stored, and why";
+  let description = [{
+    Left on each sparse weight argument by `smlir-sparse-fallback`: `sparse`
+    when every reader has a sparse lowering, else `dense` with the reason
+    (the readers that have none); the caller then passes the dense weight.
+
+    ```mlir
+    func.func @main(%w: tensor<8x8xf32> {smlir.storage = #smlir.storage<dense, reason = "read by 'linalg.generic' (no sparse lowering for csr)">})
+    ```
+  }];
+  let parameters = (ins EnumParameter<SparseMLIR_StorageKind>:$kind,
+                        StringRefParameter<"why it is stored so", "\"\"">:$reason);
+  let assemblyFormat = "`<` $kind (`,` `reason` `=` $reason^)? `>`";
+}
+
+def SparseMLIR_FusionKind : I32EnumAttr<"FusionKind",
+    "whether a streaming sparsifier was fused into its producer", [
+      I32EnumAttrCase<"Fused", 0, "fused">,
+      I32EnumAttrCase<"NotFused", 1, "not_fused">]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::smlir";
+}
+
+def SparseMLIR_FusionAttr : AttrDef<SparseMLIR_Dialect, "Fusion"> {
+  let mnemonic = "fusion";
+  let summary = "Where a streaming sparsifier runs, and why";
+  let description = [{
+    Left by `smlir-fuse-streaming-sparsifiers`: on the producer that now
+    writes the sparse result, `fused` with the tensor's name; on an
+    `smlir.sparsify` it kept, `not_fused` with the reason.
+
+    ```mlir
+    #smlir.fusion<kind = fused, tensor = "relu">
+    #smlir.fusion<kind = not_fused, reason = "its producer has other readers">
+    ```
+  }];
+  let parameters = (ins EnumParameter<SparseMLIR_FusionKind>:$kind,
+                        StringRefParameter<"the fused tensor's name", "\"\"">:$tensor,
+                        StringRefParameter<"why it was not fused", "\"\"">:$reason);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
 #endif // SPARSE_MLIR_ATTRS_TD

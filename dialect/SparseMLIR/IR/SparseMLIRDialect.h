@@ -19,7 +19,6 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/APFloat.h"
 
-#include "SparseMLIR/IR/SparseMLIRDialect.h.inc"
 #include "SparseMLIR/IR/SparseMLIREnums.h.inc"
 #include "SparseMLIR/IR/SparseMLIRAttrInterfaces.h.inc"
 
@@ -30,10 +29,6 @@ void printF64Parameter(AsmPrinter &printer, const llvm::APFloat &value);
 FailureOr<SmallVector<int64_t>> parseBlockParameter(AsmParser &parser);
 void printBlockParameter(AsmPrinter &printer, ArrayRef<int64_t> block);
 FailureOr<bool> parseBoolParameter(AsmParser &parser);
-
-/// The name of the i64 function argument that numbers the calls of a
-/// compiled function: #smlir.random_fraction draws a new mask per call.
-constexpr StringLiteral kCallNumberAttrName = "smlir.call_number";
 
 /// The call number of the function around `op` as an index (the
 /// `callNumber` of SparsifierAttrInterface::buildKeep): its
@@ -50,5 +45,26 @@ inline bool isSparseTensor(Value value) {
 
 #define GET_ATTRDEF_CLASSES
 #include "SparseMLIR/IR/SparseMLIRAttrs.h.inc"
+
+// After the attributes: the dialect's discardable-attribute helpers use them.
+#include "SparseMLIR/IR/SparseMLIRDialect.h.inc"
+
+namespace mlir::smlir {
+// The discardable attributes' names, as the dialect's ODS declares them.
+#define SMLIR_ATTR_NAME(constant, helper)                                      \
+  constexpr StringLiteral constant = SparseMLIRDialect::helper::getNameStr();
+SMLIR_ATTR_NAME(kWeightAttrName, WeightAttrHelper)
+SMLIR_ATTR_NAME(kTensorNameAttrName, TensorNameAttrHelper)
+SMLIR_ATTR_NAME(kSparsifierAttrName, SparsifierAttrHelper)
+SMLIR_ATTR_NAME(kEncodingAttrName, EncodingAttrHelper)
+SMLIR_ATTR_NAME(kStorageAttrName, StorageAttrHelper)
+SMLIR_ATTR_NAME(kCallNumberAttrName, CallNumberAttrHelper)
+SMLIR_ATTR_NAME(kDeviceAttrName, DeviceAttrHelper)
+SMLIR_ATTR_NAME(kMmaKAttrName, MmaKAttrHelper)
+SMLIR_ATTR_NAME(kKernelOperandAttrName, KernelOperandAttrHelper)
+SMLIR_ATTR_NAME(kInferredEncodingAttrName, InferredEncodingAttrHelper)
+SMLIR_ATTR_NAME(kFusionAttrName, FusionAttrHelper)
+#undef SMLIR_ATTR_NAME
+} // namespace mlir::smlir
 
 #endif // SPARSE_MLIR_IR_SPARSEMLIRDIALECT_H

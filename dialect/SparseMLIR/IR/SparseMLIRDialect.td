@@ -33,6 +33,37 @@ def SparseMLIR_Dialect : Dialect {
     ```
   }];
   let useDefaultAttributePrinterParser = 1;
+  // The attributes passes and Python leave on ops and function arguments,
+  // named here once (`smlir.<name>`; C++ through the generated helpers,
+  // Python through `_smlir.discardable_attr_names()`).
+  let discardableAttrs = (ins
+    // On function arguments (Python's annotations and the passes' notes).
+    /// A model weight (a parameter, bound once), not an input.
+    "::mlir::UnitAttr":$weight,
+    /// The torch name of the tensor (`encoder.0.linear1.weight`).
+    "::mlir::StringAttr":$tensor_name,
+    /// The hoisted sparsifier and encoding of a weight argument.
+    "::mlir::Attribute":$sparsifier,
+    "::mlir::Attribute":$encoding,
+    /// How smlir-sparse-fallback stored a sparse weight argument.
+    "::mlir::smlir::StorageAttr":$storage,
+    /// The i64 argument numbering the calls (#smlir.random_fraction draws
+    /// a new mask per call).
+    "::mlir::UnitAttr":$call_number,
+    /// What a device-resident argument of a 2:4 linear holds ("values",
+    /// "metadata", "scratch"), the MMA k its metadata is laid out for, and
+    /// which kernel operand a scratch argument is ("x", "y", "bias")
+    /// (convert-smlir-to-nvgpu).
+    "::mlir::StringAttr":$device,
+    "::mlir::IntegerAttr":$mma_k,
+    "::mlir::StringAttr":$kernel_operand,
+    // On ops.
+    /// An element-wise op whose sparse result encoding was inferred from
+    /// the named tensor (smlir-propagate-encodings).
+    "::mlir::StringAttr":$inferred_encoding,
+    /// Where a streaming sparsifier runs (smlir-fuse-streaming-sparsifiers).
+    "::mlir::smlir::FusionAttr":$fusion
+  );
   let extraClassDeclaration = [{
     /// Adds the attributes (defined next to their storage classes).
     void registerAttributes();

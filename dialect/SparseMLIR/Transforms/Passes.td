@@ -152,7 +152,8 @@ def SparseFallback : Pass<"smlir-sparse-fallback", "::mlir::func::FuncOp"> {
   }];
   let options = [Option<"fail", "fail", "bool", /*default=*/"false",
                         "Report a fallback as an error">];
-  let dependentDialects = ["::mlir::arith::ArithDialect",
+  let dependentDialects = ["::mlir::smlir::SparseMLIRDialect",
+                           "::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
@@ -307,7 +308,8 @@ def FuseStreamingSparsifiers
       linalg.yield %r : f32 } {smlir.fused_sparsifier = "gelu"}
     ```
   }];
-  let dependentDialects = ["::mlir::arith::ArithDialect",
+  let dependentDialects = ["::mlir::smlir::SparseMLIRDialect",
+                           "::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::sparse_tensor::SparseTensorDialect",

@@ -11,9 +11,17 @@
 #include "mlir-c/IR.h"
 #include "mlir/Bindings/Python/Nanobind.h"
 #include "mlir/Bindings/Python/NanobindAdaptors.h"
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
 
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 namespace nb = nanobind;
 using namespace mlir::python::nanobind_adaptors;
@@ -28,6 +36,10 @@ static void requireSparsifier(MlirAttribute attr) {
   if (!mlirAttributeIsASparseMLIRSparsifier(attr))
     throw nb::type_error("expected an smlir sparsifier attribute "
                          "(#smlir.keep_all, #smlir.threshold<...>, ...)");
+}
+
+static std::string toString(MlirStringRef s) {
+  return std::string(s.data, s.length);
 }
 
 NB_MODULE(_smlir, m) {
@@ -100,4 +112,40 @@ NB_MODULE(_smlir, m) {
         return mlirSparseMLIRSparsifierNeedsOrdering(attr);
       },
       nb::arg("sparsifier"));
+
+  m.def(
+      "discardable_attr_names",
+      [] {
+        std::vector<std::string> names;
+        mlirSparseMLIRGetDiscardableAttrNames(
+            [](MlirStringRef s, void *userData) {
+              static_cast<std::vector<std::string> *>(userData)->push_back(
+                  toString(s));
+            },
+            &names);
+        return names;
+      },
+      "The `smlir.*` attribute names the dialect declares.");
+  m.def(
+      "storage_decision",
+      [](MlirAttribute attr) -> std::optional<std::pair<bool, std::string>> {
+        if (!mlirAttributeIsASparseMLIRStorage(attr))
+          return std::nullopt;
+        return std::make_pair(mlirSparseMLIRStorageIsSparse(attr),
+                              toString(mlirSparseMLIRStorageGetReason(attr)));
+      },
+      nb::arg("attr"),
+      "(stored sparse, reason) of an #smlir.storage, else None.");
+  m.def(
+      "fusion_decision",
+      [](MlirAttribute attr)
+          -> std::optional<std::tuple<bool, std::string, std::string>> {
+        if (!mlirAttributeIsASparseMLIRFusion(attr))
+          return std::nullopt;
+        return std::make_tuple(mlirSparseMLIRFusionIsFused(attr),
+                               toString(mlirSparseMLIRFusionGetTensor(attr)),
+                               toString(mlirSparseMLIRFusionGetReason(attr)));
+      },
+      nb::arg("attr"),
+      "(fused, tensor, reason) of an #smlir.fusion, else None.");
 }

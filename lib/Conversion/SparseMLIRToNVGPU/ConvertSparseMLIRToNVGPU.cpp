@@ -31,7 +31,7 @@
 
 #include "SparseMLIR/Conversion/Passes.h"
 #include "SparseMLIR/IR/SparseMLIRDialect.h"
-#include "SparseMLIR/Transforms/KernelTags.h"
+#include "SparseMLIR/IR/SparseMLIROps.h"
 
 #include "../../Utils/IntegerOptions.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"

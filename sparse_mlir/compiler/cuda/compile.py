@@ -28,6 +28,7 @@ from mlir.dialects import gpu
 from sparse_mlir.runtime.callable import CheckedCallable, InputSpec
 from sparse_mlir.compiler.pipeline import MLIR_VERSION, annotate, main_function, pipeline_error, single_result
 from sparse_mlir.compiler.reports import CompileReports, PlanEntry, TensorStats
+from sparse_mlir.dialects.smlir import ATTR
 from sparse_mlir.context import make_context
 from sparse_mlir.encodings import NM, Dense, Encoding
 from sparse_mlir.errors import SpecError
@@ -114,10 +115,10 @@ def _launches(module: ir.Module) -> list[KernelLaunch]:
         arguments, tensor = [], ""
         for operand in op.kernelOperands:
             attrs = ir.DictAttr(main.arg_attrs[ir.BlockArgument(operand).arg_number])
-            role = ir.StringAttr(attrs["smlir.device"]).value
-            tensor = ir.StringAttr(attrs["smlir.tensor_name"]).value
+            role = ir.StringAttr(attrs[ATTR.device]).value
+            tensor = ir.StringAttr(attrs[ATTR.tensor_name]).value
             if role == "scratch":   # which of the kernel's x, y, bias
-                role = ir.StringAttr(attrs["smlir.kernel_operand"]).value
+                role = ir.StringAttr(attrs[ATTR.kernel_operand]).value
             shaped = ir.ShapedType(operand.type)
             arguments.append(KernelArgument(role, tuple(shaped.shape), str(shaped.element_type)))
         shared = op.dynamicSharedMemorySize
@@ -281,9 +282,9 @@ def _arguments(module: ir.Module, param_names: Sequence[str], num_inputs: int) -
     out = []
     for index, arg in enumerate(list(block.arguments)[:len(block.arguments) - num_inputs]):
         attrs = ir.DictAttr(main.arg_attrs[index])
-        if "smlir.device" in attrs:
-            role = ir.StringAttr(attrs["smlir.device"]).value
-            name = ir.StringAttr(attrs["smlir.tensor_name"]).value
+        if ATTR.device in attrs:
+            role = ir.StringAttr(attrs[ATTR.device]).value
+            name = ir.StringAttr(attrs[ATTR.tensor_name]).value
             if pending and pending[0] == name:
                 pending.pop(0)
         else:

@@ -432,3 +432,18 @@ func.func @generic_form(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
   %r = "smlir.sparsify"(%x) <{sparsifier = #smlir.keep_all, encoding = #smlir.dense, tensor_name = "w"}> : (tensor<8x8xf32>) -> tensor<8x8xf32>
   return %r : tensor<8x8xf32>
 }
+
+// -----
+
+/// The decisions passes record: #smlir.storage and #smlir.fusion, defaults elided.
+// CHECK-LABEL: func.func @decisions(
+// CHECK-SAME:      tensor<8x8xf32> {smlir.storage = #smlir.storage<dense, reason = "read by 'linalg.generic' (no sparse lowering for csr)">}
+// CHECK-SAME:      tensor<8x8xf32> {smlir.storage = #smlir.storage<sparse>}
+// CHECK:         smlir.sparsify {{.*}} {smlir.fusion = #smlir.fusion<kind = not_fused, reason = "its producer has other readers">, tensor_name = "a"}
+// CHECK:         arith.addf {{.*}} {smlir.fusion = #smlir.fusion<kind = fused, tensor = "b">}
+func.func @decisions(%w: tensor<8x8xf32> {smlir.storage = #smlir.storage<dense, reason = "read by 'linalg.generic' (no sparse lowering for csr)">},
+                     %v: tensor<8x8xf32> {smlir.storage = #smlir.storage<sparse, reason = "">}) -> tensor<8x8xf32> {
+  %r = smlir.sparsify %w : tensor<8x8xf32> with #smlir.keep_all as #smlir.dense {smlir.fusion = #smlir.fusion<kind = not_fused, reason = "its producer has other readers">, tensor_name = "a"} -> tensor<8x8xf32>
+  %s = arith.addf %r, %v {smlir.fusion = #smlir.fusion<kind = fused, tensor = "b">} : tensor<8x8xf32>
+  return %s : tensor<8x8xf32>
+}

@@ -97,9 +97,14 @@ def test_a_tied_lm_head_runs_on_a_region_and_the_embedding_reads_the_pruned_weig
                                        rtol=1e-4, atol=1e-4)
 
 
-def test_regions_torch_wins_everywhere_are_handed_back() -> None:
+def test_regions_torch_wins_everywhere_are_handed_back(monkeypatch) -> None:
     """A 4 x 4 linear on 2 tokens: torch's F.linear wins (our call costs more
-    than its whole work); the original module is back in the model."""
+    than its whole work); the original module is back in the model. (The
+    model-level check is made to pass: on a loaded machine its 5-call
+    medians could hand the big region back too; that check has its own test.)"""
+    from sparse_mlir.compiler.regions import driver
+
+    monkeypatch.setattr(driver, "MODEL_MARGIN", float("inf"))
     class Two(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
