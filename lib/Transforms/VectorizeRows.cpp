@@ -26,10 +26,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "SparseMLIR/Transforms/KernelTags.h"
 #include "SparseMLIR/Transforms/Passes.h"
-#include "SparseMLIR/Transforms/RegisterTranspose.h"
 
+#include "../Codegen/KernelBuilder.h"
 #include "../Utils/IntegerOptions.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -51,6 +50,7 @@ namespace mlir::smlir {
 
 using namespace mlir;
 using namespace mlir::smlir;
+using namespace mlir::smlir::codegen;
 
 namespace {
 

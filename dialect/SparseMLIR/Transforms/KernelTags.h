@@ -9,8 +9,6 @@
 #ifndef SPARSE_MLIR_TRANSFORMS_KERNELTAGS_H
 #define SPARSE_MLIR_TRANSFORMS_KERNELTAGS_H
 
-#include "SparseMLIR/IR/SparseMLIROps.h"
-#include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringRef.h"
 
 namespace mlir::smlir {
@@ -41,17 +39,6 @@ constexpr llvm::StringLiteral kDeviceAttrName = "smlir.device";
 constexpr llvm::StringLiteral kMmaKAttrName = "smlir.mma_k";
 /// Which kernel operand a scratch argument is: "x", "y" or "bias".
 constexpr llvm::StringLiteral kKernelOperandAttrName = "smlir.kernel_operand";
-
-/// Emits `body` (which builds through `b`) inside an smlir.kernel named
-/// `name`; `b` then inserts after the kernel.
-template <typename BodyFn>
-void emitKernelRegion(OpBuilder &b, Location loc, llvm::StringRef name,
-                      BodyFn body) {
-  auto kernel = KernelOp::create(b, loc, b.getStringAttr(name));
-  OpBuilder::InsertionGuard guard(b);
-  b.createBlock(&kernel.getBody());
-  body();
-}
 
 } // namespace mlir::smlir
 
