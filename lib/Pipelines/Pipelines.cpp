@@ -113,6 +113,12 @@ void mlir::smlir::buildSparseCPUFrontend(
     tiling.denseRows = options.denseTileRows;
     tiling.denseVectors = options.denseTileVectors;
     pm.addNestedPass<func::FuncOp>(createLowerSparseLinear(tiling));
+    // Attention's dense batch matmuls, with the CSR kernel's tile options.
+    LowerBatchMatmulOptions batchTiling;
+    batchTiling.lanes = options.lanes;
+    batchTiling.rows = options.tileRows;
+    batchTiling.vectors = options.tileVectors;
+    pm.addNestedPass<func::FuncOp>(createLowerBatchMatmul(batchTiling));
     // Identical kernels (BERT's q/k/v/o projections) share one function.
     pm.addPass(createOutlineKernels());
   }

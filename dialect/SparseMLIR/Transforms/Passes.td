@@ -372,10 +372,7 @@ def LowerSparseLinear
     Other sparse linears (CSC, COO, BSR, f64, dynamic shapes) are left to
     upstream sparsification.
 
-    With `batched`, a dense f32 `linalg.batch_matmul` with static shapes
-    and a zero init (attention's `q * k^T` and `p * v`) runs the dense
-    token-block kernel per batch, `W_b[n, k] = B[b, k, n]`; the blocks of all
-    batches form one parallel loop.
+    Dense batch matmuls are smlir-lower-batch-matmul's.
   }];
   let options = [
     Option<"rows", "rows", "int64_t", /*default=*/"0",
@@ -393,8 +390,6 @@ def LowerSparseLinear
            "Vectors of tokens per register tile of a dense weight (0: by lanes)">,
     Option<"lanes", "lanes", "int64_t", /*default=*/"8",
            "f32 lanes per vector (8: AVX2, 16: AVX-512)">,
-    Option<"batched", "batched", "bool", /*default=*/"true",
-           "Also lower dense f32 linalg.batch_matmul">,
   ];
   let dependentDialects = ["::mlir::smlir::SparseMLIRDialect",
                            "::mlir::arith::ArithDialect",
@@ -403,6 +398,39 @@ def LowerSparseLinear
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::sparse_tensor::SparseTensorDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def LowerBatchMatmul
+    : Pass<"smlir-lower-batch-matmul", "::mlir::func::FuncOp"> {
+  let summary = "Register-tiled vector loops for a dense f32 batch_matmul";
+  let description = [{
+    Replaces a dense f32 `linalg.batch_matmul` with static shapes, default
+    maps and a zero init (attention's `q * k^T` and `p * v`) by explicit
+    loops: B's rows are contiguous along n, so no packing is needed. A tile
+    of `rows` rows of y x `vectors` vectors of `lanes` along n accumulates
+    `broadcast(A[b, m, k]) * B[b, k, n:]` in `rows * vectors` independent
+    FMA chains and is stored as it is (masked past N); an `scf.parallel`
+    over (batch, block of rows) splits the threads. The loops go into an
+    `smlir.kernel` for smlir-outline-kernels.
+
+    Tile options left at 0 take the tile measured for `lanes` (those of
+    smlir-lower-sparse-linear's CSR kernel): 8 lanes 4 x 2, 16 lanes 4 x 1.
+  }];
+  let options = [
+    Option<"rows", "rows", "int64_t", /*default=*/"0",
+           "Rows of y per register tile (0: the default for the lanes)">,
+    Option<"vectors", "vectors", "int64_t", /*default=*/"0",
+           "Vectors along n per register tile (0: by lanes)">,
+    Option<"lanes", "lanes", "int64_t", /*default=*/"8",
+           "f32 lanes per vector (8: AVX2, 16: AVX-512)">,
+  ];
+  let dependentDialects = ["::mlir::smlir::SparseMLIRDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
                            "::mlir::tensor::TensorDialect",
                            "::mlir::vector::VectorDialect"];
 }

@@ -1,0 +1,47 @@
+//===- LinearKernel.h - register-tiled kernels for y = x * W^T --*- C++ -*-===//
+//
+// What smlir-lower-sparse-linear needs: which smlir.linear ops have a
+// micro-kernel, and the builder that emits one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SPARSE_MLIR_CODEGEN_LINEARKERNEL_H
+#define SPARSE_MLIR_CODEGEN_LINEARKERNEL_H
+
+#include "SparseMLIR/IR/SparseMLIROps.h"
+
+#include <optional>
+
+namespace mlir::smlir::codegen {
+
+/// Below this many tokens, vectors along tokens would idle most lanes: the
+/// decode kernel computes dot products along k instead.
+constexpr int64_t kDecodeTokens = 4;
+
+/// Where the stored entries of weight row `n` are.
+struct WeightLayout {
+  enum Kind { Dense, CSR, NOutOfM } kind;
+  int64_t n = 0, m = 0; // n:m only
+  // n:m whose rows share one pattern in groups of this many (the weight
+  // argument's #smlir.nm<..., rows = r>): one slab read serves the group.
+  int64_t sharedRows = 1;
+};
+
+/// An smlir.linear with a micro-kernel: x[M, K] static f32, W[N, K].
+struct SparseLinear {
+  LinearOp op;
+  Value x, weight;
+  WeightLayout layout;
+  int64_t M, K, N;
+};
+
+std::optional<SparseLinear> matchSparseLinear(LinearOp linear);
+
+/// Emits the loops of `linear` (tiles of `rows` weight rows x `vectors`
+/// vectors of `lanes` tokens) in an smlir.kernel; returns y[M, N].
+Value buildLinearKernel(OpBuilder &b, Location loc, const SparseLinear &linear,
+                        int64_t rows, int64_t vectors, int64_t lanes);
+
+} // namespace mlir::smlir::codegen
+
+#endif // SPARSE_MLIR_CODEGEN_LINEARKERNEL_H

@@ -1,0 +1,190 @@
+//===- NMWeight.cpp - an n:m W[N, K] in a linear kernel -------------------===//
+//
+// Every row stores n entries per group of m columns, coordinates in-group:
+// the rows of a tile are all as long, so they run in lockstep to the end,
+// group by group. The slab is read in k-slices (kSlabSliceBytes); with many
+// token blocks the weight is interleaved by row block first. Rows sharing
+// one pattern (#smlir.nm<..., rows = r>) read each stored k's slab vectors
+// once for the tile (SharedRowsWeight).
+//
+//===----------------------------------------------------------------------===//
+
+#include "MicrokernelBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::smlir::codegen;
+using namespace mlir::sparse_tensor;
+
+namespace {
+
+class NMWeight : public WeightAccess {
+public:
+  using WeightAccess::WeightAccess;
+
+  void bindBuffers(MicrokernelBuilder &kb) const override {
+    kb.coordinates = ToCoordinatesOp::create(kb.b, kb.loc, lin.weight, 2);
+    kb.values = ToValuesOp::create(kb.b, kb.loc, lin.weight);
+  }
+
+  std::string name(bool) const override {
+    return std::to_string(lin.layout.n) + "of" + std::to_string(lin.layout.m);
+  }
+
+  double entriesPerRow() const override {
+    return double(lin.K) * lin.layout.n / lin.layout.m;
+  }
+
+  /// n:m groups whose slab rows (MB f32 each) fill kSlabSliceBytes.
+  int64_t groupsPerSlice(int64_t MB) const override {
+    return std::max<int64_t>(1, kSlabSliceBytes / (4 * MB * lin.layout.m));
+  }
+  int64_t slices(int64_t groupsPerSlice) const override {
+    return llvm::divideCeil(lin.K / lin.layout.m, groupsPerSlice);
+  }
+
+  void rowExtent(MicrokernelBuilder &kb, Value n, Value &start,
+                 Value &length) const override {
+    int64_t groups = lin.K / lin.layout.m;
+    start = kb.mul(n, kb.idx(groups * lin.layout.n));
+    length = kb.idx(groups);
+  }
+
+  // Group j covers k = j*m .. j*m + m - 1 and the row's entries j*n ..
+  // j*n + n - 1.
+  int64_t entriesPerGroup() const override { return lin.layout.n; }
+  Value groupK(MicrokernelBuilder &kb, Value j) const override {
+    return kb.mul(j, kb.idx(lin.layout.m));
+  }
+  Value groupEntry(MicrokernelBuilder &kb, Value j) const override {
+    return kb.mul(j, kb.idx(lin.layout.n));
+  }
+  Value entryCount(MicrokernelBuilder &kb, Value length) const override {
+    return kb.mul(length, kb.idx(lin.layout.n));
+  }
+  Value entryK(MicrokernelBuilder &kb, Value j, Value crd) const override {
+    return kb.add(crd, kb.mul(arith::DivUIOp::create(kb.b, kb.loc, j,
+                                                     kb.idx(lin.layout.n)),
+                              kb.idx(lin.layout.m)));
+  }
+
+  Value gatherOffsets(MicrokernelBuilder &kb, Value j) const override {
+    OpBuilder &b = kb.b;
+    Location loc = kb.loc;
+    auto i32Vec = VectorType::get({kb.V}, b.getI32Type());
+    // Entry j + i sits in group (j + i) / n, i.e. at k = crd + that * m;
+    // V is a multiple of n, so (j + i) / n = j / n + i / n.
+    int64_t n = lin.layout.n, mm = lin.layout.m;
+    SmallVector<int32_t> pattern;
+    for (int64_t i = 0; i < kb.V; ++i)
+      pattern.push_back(static_cast<int32_t>(i / n * mm));
+    Value groupBase = arith::IndexCastUIOp::create(
+        b, loc, b.getI32Type(),
+        kb.mul(arith::DivUIOp::create(b, loc, j, kb.idx(n)), kb.idx(mm)));
+    return arith::AddIOp::create(
+        b, loc, vector::BroadcastOp::create(b, loc, i32Vec, groupBase),
+        arith::ConstantOp::create(
+            b, loc, i32Vec, DenseElementsAttr::get(i32Vec, ArrayRef(pattern))));
+  }
+
+  void interleave(MicrokernelBuilder &kb) const override {
+    kb.interleaveGroups();
+  }
+
+  void accumulateRowBlock(MicrokernelBuilder &kb, Value slab, Value n0,
+                          Value nb,
+                          SmallVectorImpl<Value> &acc) const override {
+    if (kb.packedEntries) { // one k-slice
+      int64_t blockEntries = lin.K / lin.layout.m * lin.layout.n * kb.R;
+      Value lo = kb.mul(nb, kb.idx(blockEntries));
+      kb.interleavedEntries(lo, kb.add(lo, kb.idx(blockEntries)), slab, acc);
+      return;
+    }
+    kb.sparseRows(n0, kb.U, acc,
+                  [&](Value kBase, Value p, MutableArrayRef<Value> a) {
+                    kb.accumulateEntry(slab, kBase, p, a);
+                  });
+  }
+
+  void accumulateGroups(MicrokernelBuilder &kb, Value slab, Value nb, Value g0,
+                        Value g1, ArrayRef<Value> starts,
+                        SmallVectorImpl<Value> &acc) const override {
+    if (kb.packedEntries) {
+      // Groups [g0, g1) of row block nb (interleaveGroups).
+      int64_t groups = lin.K / lin.layout.m;
+      Value blockBase = kb.mul(nb, kb.idx(groups));
+      int64_t groupEntries = lin.layout.n * kb.R;
+      kb.interleavedEntries(kb.mul(kb.add(blockBase, g0), kb.idx(groupEntries)),
+                            kb.mul(kb.add(blockBase, g1), kb.idx(groupEntries)),
+                            slab, acc);
+      return;
+    }
+    kb.entryLoop(g0, g1, starts, kb.U, acc,
+                 [&](Value kBase, Value p, MutableArrayRef<Value> a) {
+                   kb.accumulateEntry(slab, kBase, p, a);
+                 });
+  }
+
+  /// V entries at a time where whole groups fill a vector (their k offsets
+  /// are then a constant pattern), else R scalar chains gathering x[m, k].
+  void decodeRows(MicrokernelBuilder &kb, Value m, Value n0,
+                  SmallVectorImpl<Value> &sums) const override {
+    if (kb.V % lin.layout.n == 0) {
+      kb.decodeGathered(m, n0, sums);
+      return;
+    }
+    kb.sparseRows(n0, 1, sums, [&](Value kBase, Value p, MutableArrayRef<Value> a) {
+      Value k = kb.add(kBase, kb.toIndex(kb.load(kb.coordinates, {p})));
+      a[0] = math::FmaOp::create(kb.b, kb.loc, kb.load(kb.values, {p}),
+                                 kb.load(kb.x, {m, k}), a[0]);
+    });
+  }
+};
+
+/// n:m rows sharing one pattern in groups of sharedRows: a tile inside one
+/// row group; each stored k's U slab vectors are loaded once for its rows.
+class SharedRowsWeight final : public NMWeight {
+public:
+  using NMWeight::NMWeight;
+
+  // "2of4r4": the kernel for rows sharing patterns in fours (decode reads
+  // each row on its own).
+  std::string name(bool decode) const override {
+    std::string kind = NMWeight::name(decode);
+    if (!decode)
+      kind += "r" + std::to_string(lin.layout.sharedRows);
+    return kind;
+  }
+
+  // Nothing to interleave: a tile's entries share their coordinates.
+  void interleave(MicrokernelBuilder &) const override {}
+
+  void accumulateRowBlock(MicrokernelBuilder &kb, Value slab, Value n0,
+                          Value nb,
+                          SmallVectorImpl<Value> &acc) const override {
+    SmallVector<Value> starts, lengths;
+    kb.rowExtents(n0, starts, lengths);
+    kb.sharedEntryLoop(kb.idx(0), lengths[0], starts, acc, slab);
+  }
+
+  void accumulateGroups(MicrokernelBuilder &kb, Value slab, Value nb, Value g0,
+                        Value g1, ArrayRef<Value> starts,
+                        SmallVectorImpl<Value> &acc) const override {
+    kb.sharedEntryLoop(g0, g1, starts, acc, slab);
+  }
+};
+
+} // namespace
+
+std::unique_ptr<WeightAccess> mlir::smlir::codegen::makeNMWeight(const SparseLinear &linear) {
+  return std::make_unique<NMWeight>(linear);
+}
+
+std::unique_ptr<WeightAccess>
+mlir::smlir::codegen::makeSharedRowsWeight(const SparseLinear &linear) {
+  return std::make_unique<SharedRowsWeight>(linear);
+}
