@@ -166,7 +166,7 @@ def test_streaming_sparsifiers_fuse_into_the_producer(sparsifier: sm.Sparsifier,
         # Upstream renumbers linalg.index wrongly in column-major kernels.
         assert "not fused: random fraction into permuted (column-major) levels" in relu.applied, relu.applied
         return
-    assert 'smlir.fused_sparsifier = "relu"' in sparse_ir
+    assert 'smlir.fusion = #smlir.fusion<kind = fused, tensor = "relu">' in sparse_ir
     assert "sparse_tensor.select" in sparse_ir
     assert "fused into the producer" in relu.applied, relu.applied
 
@@ -248,7 +248,7 @@ def test_fused_and_unfused_sparsifiers_agree() -> None:
     encodings = {"relu": sm.CSR(sparsifier=sm.Threshold(0.2))}
     fused = sm.compile(model, encodings, example_args=(x,), mode="graph")
     unfused = sm.compile(model, encodings, example_args=(x,), fuse_sparsifiers=False, mode="graph")
-    assert "smlir.fused_sparsifier" in fused.ir("sparse") and "smlir.fused_sparsifier" not in unfused.ir("sparse")
+    assert "kind = fused" in fused.ir("sparse") and "kind = fused" not in unfused.ir("sparse")
     assert "fuse-sparsifiers=false" in unfused.pipeline
     (relu,) = unfused.sparsity_plan()
     assert "not fused: fuse_sparsifiers=False" in relu.applied
