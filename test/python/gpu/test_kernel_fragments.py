@@ -3,7 +3,7 @@
 Two halves, kept apart on purpose:
 - `kernel_registers`: what each lane of convert-smlir-to-nvgpu's kernels
   loads into its A, B and metadata registers and where it stores its
-  accumulators (the index formulas of ConvertSparseMLIRToNVGPU.cpp);
+  accumulators (the index formulas of NM24KernelBuilder.cpp);
 - `mma_sp`: what the hardware does with the warp's registers (the PTX ISA's
   fragment tables for mma.sp m16n8k16 / m16n8k32 .f16, sparsity selector 0).
 Composed over a whole weight and token tile, they must give x @ W^T: a
