@@ -44,6 +44,27 @@ def query_attribute(query: Callable[[ir.Attribute], T], text: str) -> T:
         return query(ir.Attribute.parse(text))
 
 
+@functools.cache
+def attribute_error(text: str) -> str | None:
+    """Why `text` is not a valid attribute (the C++ parser's and verifier's
+    messages), or None: Python asks the verifier rather than repeating its
+    rules."""
+    with _query_context():
+        try:
+            ir.Attribute.parse(text)
+        except ir.MLIRError as error:
+            return "; ".join(d.message for d in error.error_diagnostics) or str(error)
+    return None
+
+
+@functools.cache
+def shape_error(text: str, shape: tuple[int, ...]) -> str | None:
+    """Why the smlir encoding or sparsifier `text` cannot apply to a tensor
+    of `shape` (its C++ `verifyShape`), or None."""
+    with _query_context():
+        return _smlir.shape_error(ir.Attribute.parse(text), list(shape))
+
+
 def parse_attribute(text: str, context: ir.Context | None = None) -> ir.Attribute:
     """Parses `text` in `context` (or the current one)."""
     if context is None:

@@ -1,8 +1,9 @@
 """Storage formats of a tensor: Dense, CSR, CSC, COO, BSR, NM.
 
-Each class validates its arguments, produces the matching `#smlir.*` encoding
-attribute and, through the C++ interface, the `#sparse_tensor.encoding` it
-stands for. `sparsifier=` chooses which values are kept; left out, the
+Each class converts its arguments, spells the matching `#smlir.*` encoding
+attribute and asks everything else of it through the C API: whether the
+arguments are valid (the C++ verifier), whether it fits a shape, its name and
+the `#sparse_tensor.encoding` it stands for. `sparsifier=` chooses which values are kept; left out, the
 format's default applies (`default_sparsifier`).
 """
 
@@ -15,15 +16,16 @@ from sparse_mlir import _load_order  # noqa: F401  (first: MLIR must load before
 from mlir import ir
 
 from sparse_mlir import _smlir
+from sparse_mlir._attribute_spec import AttributeSpec
 from sparse_mlir._literals import int_list_literal
-from sparse_mlir._validate import check_block, check_nm, check_rows, check_storage_block, check_width
-from sparse_mlir.context import parse_attribute, query_attribute
+from sparse_mlir._validate import check_block, check_int
+from sparse_mlir.context import query_attribute
 from sparse_mlir.errors import SpecError
 from sparse_mlir.sparsifiers import KeepAll, NMMagnitude, Sparsifier
 
 
 @dataclass(frozen=True)
-class Encoding:
+class Encoding(AttributeSpec):
     """Base class of every storage format spec."""
 
     sparsifier: Sparsifier | None = field(default=None, kw_only=True)
@@ -34,9 +36,6 @@ class Encoding:
                 f"{type(self).__name__}: sparsifier must be a sparse_mlir sparsifier "
                 f"(KeepAll(), Threshold(...), ...), got {self.sparsifier!r}")
 
-    def attr_text(self) -> str:
-        raise NotImplementedError
-
     def default_sparsifier(self) -> Sparsifier:
         """Keep the existing zeros; formats with a structure prune to fit it."""
         return KeepAll()
@@ -44,10 +43,6 @@ class Encoding:
     @property
     def effective_sparsifier(self) -> Sparsifier:
         return self.sparsifier if self.sparsifier is not None else self.default_sparsifier()
-
-    def to_attr(self, context: ir.Context | None = None) -> ir.Attribute:
-        """The `#smlir.*` encoding attribute (in `context` or the current one)."""
-        return parse_attribute(self.attr_text(), context)
 
     def sparse_tensor_encoding(self, rank: int, context: ir.Context | None = None) -> ir.Attribute | None:
         """The equivalent `#sparse_tensor.encoding` at `rank` (None for Dense)."""
@@ -83,8 +78,10 @@ class _IndexedEncoding(Encoding):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_width(type(self).__name__, "pos_width", self.pos_width)
-        check_width(type(self).__name__, "crd_width", self.crd_width)
+        owner = type(self).__name__
+        object.__setattr__(self, "pos_width", check_int(owner, "pos_width", self.pos_width))
+        object.__setattr__(self, "crd_width", check_int(owner, "crd_width", self.crd_width))
+        self._verify()
 
     def attr_text(self) -> str:
         return f"#smlir.{self._mnemonic}<{_widths_text(self.pos_width, self.crd_width)}>"
@@ -121,10 +118,10 @@ class BSR(Encoding):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        block = check_storage_block("BSR", check_block("BSR", self.block, rank=2))
-        object.__setattr__(self, "block", block)
-        check_width("BSR", "pos_width", self.pos_width)
-        check_width("BSR", "crd_width", self.crd_width)
+        object.__setattr__(self, "block", check_block("BSR", self.block))
+        object.__setattr__(self, "pos_width", check_int("BSR", "pos_width", self.pos_width))
+        object.__setattr__(self, "crd_width", check_int("BSR", "crd_width", self.crd_width))
+        self._verify()
 
     def attr_text(self) -> str:
         return (f"#smlir.bsr<block = {int_list_literal(self.block)}, "
@@ -148,11 +145,9 @@ class NM(Encoding):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        n, m = check_nm("NM", self.n, self.m)
-        object.__setattr__(self, "n", n)
-        object.__setattr__(self, "m", m)
-        check_width("NM", "crd_width", self.crd_width)
-        object.__setattr__(self, "rows", check_rows("NM", self.rows))
+        for name in ("n", "m", "crd_width", "rows"):
+            object.__setattr__(self, name, check_int("NM", name, getattr(self, name)))
+        self._verify()
 
     def default_sparsifier(self) -> Sparsifier:
         return NMMagnitude(self.n, self.m, dim=-1, rows=self.rows)

@@ -1,8 +1,9 @@
 """Sparsifiers: which values of a tensor are kept (STen's taxonomy).
 
-Each class validates its arguments and produces the matching `#smlir.*`
-attribute. The kind (streaming / blocking / materializing) is asked from the
-attribute's C++ interface, so Python and the passes never disagree.
+Each class converts its arguments and spells the matching `#smlir.*`
+attribute. Whether the arguments are valid (the C++ verifier), whether it fits
+a shape and its kind (streaming / blocking / materializing) are asked of the
+attribute through the C API, so Python and the passes never disagree.
 """
 
 from __future__ import annotations
@@ -11,24 +12,16 @@ from dataclasses import dataclass
 
 from sparse_mlir import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
 
-from mlir import ir
-
 from sparse_mlir import _smlir
+from sparse_mlir._attribute_spec import AttributeSpec
 from sparse_mlir._literals import f64_literal, int_list_literal
-from sparse_mlir._validate import check_block, check_fraction, check_int, check_nm, check_rows, check_threshold
+from sparse_mlir._validate import check_block, check_bool, check_int, check_number
 from sparse_mlir.errors import SpecError
-from sparse_mlir.context import parse_attribute, query_attribute
+from sparse_mlir.context import query_attribute
 
 
-class Sparsifier:
+class Sparsifier(AttributeSpec):
     """Base class of every sparsifier spec."""
-
-    def attr_text(self) -> str:
-        raise NotImplementedError
-
-    def to_attr(self, context: ir.Context | None = None) -> ir.Attribute:
-        """The `#smlir.*` sparsifier attribute (in `context` or the current one)."""
-        return parse_attribute(self.attr_text(), context)
 
     @property
     def kind(self) -> str:
@@ -56,7 +49,8 @@ class Threshold(Sparsifier):
     value: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "value", check_threshold("Threshold", self.value))
+        object.__setattr__(self, "value", check_number("Threshold", "threshold", self.value))
+        self._verify()
 
     def attr_text(self) -> str:
         return f"#smlir.threshold<{f64_literal(self.value)}>"
@@ -70,11 +64,12 @@ class RandomFraction(Sparsifier):
     seed: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "fraction", check_fraction("RandomFraction", self.fraction))
+        object.__setattr__(self, "fraction", check_number("RandomFraction", "fraction", self.fraction))
         seed = check_int("RandomFraction", "seed", self.seed)
-        if not 0 <= seed < 2**64:
+        if not 0 <= seed < 2**64:  # the attribute's uint64_t (the parser would wrap -1)
             raise SpecError(f"RandomFraction: seed must be in [0, 2**64), got {seed}")
         object.__setattr__(self, "seed", seed)
+        self._verify()
 
     def attr_text(self) -> str:
         return f"#smlir.random_fraction<fraction = {f64_literal(self.fraction)}, seed = {self.seed}>"
@@ -87,7 +82,8 @@ class ScalarFraction(Sparsifier):
     fraction: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "fraction", check_fraction("ScalarFraction", self.fraction))
+        object.__setattr__(self, "fraction", check_number("ScalarFraction", "fraction", self.fraction))
+        self._verify()
 
     def attr_text(self) -> str:
         return f"#smlir.scalar_fraction<{f64_literal(self.fraction)}>"
@@ -101,8 +97,9 @@ class BlockFraction(Sparsifier):
     block: tuple[int, ...] = (4, 4)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "fraction", check_fraction("BlockFraction", self.fraction))
+        object.__setattr__(self, "fraction", check_number("BlockFraction", "fraction", self.fraction))
         object.__setattr__(self, "block", check_block("BlockFraction", self.block))
+        self._verify()
 
     def attr_text(self) -> str:
         return (f"#smlir.block_fraction<fraction = {f64_literal(self.fraction)}, "
@@ -129,15 +126,10 @@ class NMMagnitude(Sparsifier):
     rows: int = 1
 
     def __post_init__(self) -> None:
-        n, m = check_nm("NMMagnitude", self.n, self.m)
-        object.__setattr__(self, "n", n)
-        object.__setattr__(self, "m", m)
-        object.__setattr__(self, "dim", check_int("NMMagnitude", "dim", self.dim))
-        if not isinstance(self.transposable, bool):
-            raise SpecError(f"NMMagnitude: transposable must be a bool, got {self.transposable!r}")
-        object.__setattr__(self, "rows", check_rows("NMMagnitude", self.rows))
-        if self.transposable and self.rows != 1:
-            raise SpecError(f"NMMagnitude: a transposable pattern cannot be shared by rows = {self.rows}")
+        for name in ("n", "m", "dim", "rows"):
+            object.__setattr__(self, name, check_int("NMMagnitude", name, getattr(self, name)))
+        check_bool("NMMagnitude", "transposable", self.transposable)
+        self._verify()
 
     def attr_text(self) -> str:
         rows = f", rows = {self.rows}" if self.rows != 1 else ""

@@ -46,6 +46,14 @@ MLIR_CAPI_EXPORTED int32_t mlirSparseMLIRSparsifierGetKind(MlirAttribute attr);
 MLIR_CAPI_EXPORTED bool
 mlirSparseMLIRSparsifierNeedsOrdering(MlirAttribute attr);
 
+/// Checks that the smlir encoding or sparsifier `attr` fits a tensor of
+/// shape `shape` (its `verifyShape`): true when it does; otherwise false,
+/// with the verifier's message written through `callback`.
+MLIR_CAPI_EXPORTED bool
+mlirSparseMLIRVerifyShape(MlirAttribute attr, intptr_t rank,
+                          const int64_t *shape, MlirStringCallback callback,
+                          void *userData);
+
 /// Calls `callback` with the name of each discardable attribute the dialect
 /// declares (`smlir.weight`, `smlir.tensor_name`, ...).
 MLIR_CAPI_EXPORTED void

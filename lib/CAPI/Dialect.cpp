@@ -7,6 +7,7 @@
 #include "mlir/CAPI/IR.h"
 #include "mlir/CAPI/Registration.h"
 #include "mlir/CAPI/Support.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 
 using namespace mlir;
@@ -50,6 +51,30 @@ int32_t mlirSparseMLIRSparsifierGetKind(MlirAttribute attr) {
 
 bool mlirSparseMLIRSparsifierNeedsOrdering(MlirAttribute attr) {
   return cast<SparsifierAttrInterface>(unwrap(attr)).needsOrdering();
+}
+
+bool mlirSparseMLIRVerifyShape(MlirAttribute attr, intptr_t rank,
+                               const int64_t *shape,
+                               MlirStringCallback callback, void *userData) {
+  Attribute attribute = unwrap(attr);
+  MLIRContext *context = attribute.getContext();
+  // The verifier reports through a diagnostic; its message is the answer.
+  std::string message;
+  ScopedDiagnosticHandler capture(context, [&](Diagnostic &diag) {
+    if (message.empty())
+      message = diag.str();
+    return success();
+  });
+  auto emitError = [&] { return mlir::emitError(UnknownLoc::get(context)); };
+  ArrayRef<int64_t> dims(shape, rank);
+  LogicalResult fits = success();
+  if (auto encoding = dyn_cast<EncodingAttrInterface>(attribute))
+    fits = encoding.verifyShape(dims, emitError);
+  else if (auto sparsifier = dyn_cast<SparsifierAttrInterface>(attribute))
+    fits = sparsifier.verifyShape(dims, emitError);
+  if (failed(fits))
+    callback(mlirStringRefCreate(message.data(), message.size()), userData);
+  return succeeded(fits);
 }
 
 void mlirSparseMLIRGetDiscardableAttrNames(MlirStringCallback callback,

@@ -2,9 +2,12 @@
 
 #include "SparseMLIR/IR/SparseMLIRDialect.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 using namespace mlir;
 using namespace mlir::smlir;
@@ -69,11 +72,25 @@ static LogicalResult verifyBlock(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+/// `value` as its shortest decimal spelling (0.1, not 1.000000e-01): the
+/// text a user wrote, in Python or in IR.
+static std::string floatString(const llvm::APFloat &value) {
+  double d = value.convertToDouble();
+  char text[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof(text), "%.*g", digits, d);
+    if (std::isnan(d) || std::strtod(text, nullptr) == d)
+      break;
+  }
+  return text;
+}
+
 static LogicalResult verifyFraction(function_ref<InFlightDiagnostic()> emitError,
                                     const llvm::APFloat &fraction) {
   double f = fraction.convertToDouble();
   if (!(f >= 0.0 && f <= 1.0)) // also rejects NaN
-    return emitError() << "fraction must be in [0, 1], got " << f;
+    return emitError() << "fraction must be in [0, 1], got "
+                       << floatString(fraction);
   return success();
 }
 
@@ -219,16 +236,22 @@ LogicalResult BSREncodingAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                                       ArrayRef<int64_t> block,
                                       unsigned posWidth, unsigned crdWidth) {
   if (block.size() != 2)
-    return emitError() << "bsr block must have 2 dimensions [rows, cols], got "
-                       << block.size();
+    return emitError() << "bsr block must have 2 sizes [rows, cols], got "
+                       << shapeString(block);
   if (failed(verifyBlock(emitError, block)))
     return failure();
   // i floordiv 1 and i mod 1 fold to i and 0: sparse_tensor cannot invert
   // the block map (it asserts), and a 1-wide block is CSR-like anyway.
-  if (llvm::is_contained(block, 1))
-    return emitError() << "bsr block [" << block[0] << ", " << block[1]
-                       << "] needs both sizes >= 2 (use csr for single "
-                          "entries)";
+  if (llvm::is_contained(block, 1)) {
+    InFlightDiagnostic diag = emitError();
+    diag << "bsr block sizes must be >= 2, got " << shapeString(block)
+         << " (sparse_tensor cannot store a block of size 1 along a "
+            "dimension); ";
+    if (block[0] == 1 && block[1] == 1)
+      return diag << "use csr (a 1 x 1 block is one entry)";
+    return diag << "use csr, or block [" << std::max<int64_t>(block[0], 2)
+                << ", " << std::max<int64_t>(block[1], 2) << "]";
+  }
   return verifyWidths(emitError, posWidth, crdWidth);
 }
 
@@ -348,7 +371,7 @@ LogicalResult ThresholdAttr::verify(function_ref<InFlightDiagnostic()> emitError
     return emitError() << "threshold must not be NaN";
   if (value.isNegative() && !value.isZero())
     return emitError() << "threshold must be >= 0 (it is compared with |x|), got "
-                       << value.convertToDouble();
+                       << floatString(value);
   return success();
 }
 

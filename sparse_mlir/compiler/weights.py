@@ -30,6 +30,7 @@ def apply_sparsifier(sparsifier: Sparsifier, w: np.ndarray, name: str = "tensor"
 
     `call` is the call number random fractions draw their mask for (weights: 0).
     """
+    sparsifier.check_shape(w.shape, name)
     if isinstance(sparsifier, KeepAll):
         return w.copy()
     if isinstance(sparsifier, Threshold):
@@ -163,8 +164,6 @@ def _block_fraction(w: np.ndarray, fraction: float, block: tuple[int, ...], name
                         f"for shape {tuple(w.shape)}")
     r, c = block
     rows, cols = w.shape
-    if rows % r or cols % c:
-        raise SpecError(f"{name}: block {block} must divide the shape {tuple(w.shape)}")
     tiles = w.reshape(rows // r, r, cols // c, c)
     # L1 norms in f64, summed from +0.0 in row-major order within the tile:
     # the order of the MLIR lowering, so both see the same norms and the same
@@ -184,8 +183,6 @@ def _nm_magnitude(w: np.ndarray, s: NMMagnitude, name: str) -> np.ndarray:
     if s.transposable:
         return _transposable_nm(w, s.n, s.m, name)
     dim = s.dim % w.ndim
-    if w.shape[dim] % s.m:
-        raise SpecError(f"{name}: n:m with m = {s.m} must divide dimension {dim} of shape {tuple(w.shape)}")
     if s.rows != 1:
         return _grouped_nm(w, s, name)
     moved = np.moveaxis(w, dim, -1)
@@ -199,12 +196,6 @@ def _grouped_nm(w: np.ndarray, s: NMMagnitude, name: str) -> np.ndarray:
     """n:m with one pattern per `s.rows` rows: a group of m keeps the n
     positions with the largest sum of |x| over the row group (ties -> lower
     index, NaN last), in every row of the group."""
-    if w.ndim < 2 or s.dim % w.ndim != w.ndim - 1:
-        raise SpecError(f"{name}: n:m shared by rows = {s.rows} needs dim to be the last dimension "
-                        f"of a tensor of rank >= 2, got dim = {s.dim} and shape {tuple(w.shape)}")
-    if w.shape[-2] % s.rows:
-        raise SpecError(f"{name}: n:m shared by rows = {s.rows} needs rows = {s.rows} to divide "
-                        f"dimension {w.ndim - 2} of shape {tuple(w.shape)}")
     # [..., row groups, rows, k groups, m]
     tiles = w.reshape(*w.shape[:-2], w.shape[-2] // s.rows, s.rows, w.shape[-1] // s.m, s.m)
     # Summed row by row in w's precision, as the in-graph lowering does.
@@ -222,12 +213,7 @@ def _transposable_nm(w: np.ndarray, n: int, m: int, name: str) -> np.ndarray:
     by |x| descending (ties: lower row-major index in the tile first; NaN
     last) and keep one while its row and its column both hold fewer than n.
     """
-    if w.ndim != 2:
-        raise SpecError(f"{name}: transposable n:m needs a matrix, got shape {tuple(w.shape)}")
     rows, cols = w.shape
-    if rows % m or cols % m:
-        raise SpecError(f"{name}: transposable n:m needs m = {m} to divide both dimensions "
-                        f"of shape {tuple(w.shape)}")
     tiles = w.reshape(rows // m, m, cols // m, m).transpose(0, 2, 1, 3).reshape(-1, m * m)
     order = np.argsort(-np.abs(tiles), axis=-1, kind="stable")  # NaN sorts last
     tile = np.arange(tiles.shape[0])
@@ -250,6 +236,7 @@ def pack(encoding: Encoding, w: np.ndarray, name: str = "tensor") -> list[np.nda
 
     Raises SpecError when a position or coordinate does not fit the
     encoding's index width (`index_limit`)."""
+    encoding.check_shape(w.shape, name)
     if isinstance(encoding, Dense):
         return [np.ascontiguousarray(w)]
     if w.ndim != 2:
@@ -359,9 +346,6 @@ def _shared_nm_kept(w: np.ndarray, encoding: NM, name: str) -> tuple[np.ndarray,
     those of the union of its rows' nonzeros (a row with a zero at a kept
     position stores that zero), the same in every row of the group."""
     n, m, rows = encoding.n, encoding.m, encoding.rows
-    if w.shape[-2] % rows:
-        raise SpecError(f"{name}: {encoding.format_name} needs rows = {rows} to divide "
-                        f"dimension {w.ndim - 2} of shape {tuple(w.shape)}")
     tiles = w.reshape(*w.shape[:-2], w.shape[-2] // rows, rows, w.shape[-1] // m, m)
     union = (tiles != 0).any(axis=-3, keepdims=True)
     if (union.sum(axis=-1) > n).any():

@@ -114,6 +114,27 @@ NB_MODULE(_smlir, m) {
       nb::arg("sparsifier"));
 
   m.def(
+      "shape_error",
+      [](MlirAttribute attr,
+         const std::vector<int64_t> &shape) -> std::optional<std::string> {
+        if (!mlirAttributeIsASparseMLIREncoding(attr) &&
+            !mlirAttributeIsASparseMLIRSparsifier(attr))
+          throw nb::type_error("expected an smlir encoding or sparsifier");
+        std::string message;
+        if (mlirSparseMLIRVerifyShape(
+                attr, static_cast<intptr_t>(shape.size()), shape.data(),
+                [](MlirStringRef s, void *userData) {
+                  static_cast<std::string *>(userData)->append(s.data,
+                                                                s.length);
+                },
+                &message))
+          return std::nullopt;
+        return message;
+      },
+      nb::arg("attr"), nb::arg("shape"),
+      "Why the encoding or sparsifier `attr` cannot apply to a tensor of "
+      "`shape` (its C++ verifyShape), or None when it can.");
+  m.def(
       "discardable_attr_names",
       [] {
         std::vector<std::string> names;

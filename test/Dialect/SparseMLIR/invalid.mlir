@@ -52,7 +52,7 @@ func.func @nm_crd_width_not_supported(%x: tensor<8x8xf32>) {
 
 /// BSR blocks are 2-d.
 func.func @bsr_block_with_3_dims(%x: tensor<8x8xf32>) {
-  // expected-error@+1 {{bsr block must have 2 dimensions [rows, cols], got 3}}
+  // expected-error@+1 {{bsr block must have 2 sizes [rows, cols], got [2, 2, 2]}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.keep_all as #smlir.bsr<block = [2, 2, 2]> -> tensor<8x8xf32>
   return
 }
@@ -69,7 +69,7 @@ func.func @bsr_block_size_zero(%x: tensor<8x8xf32>) {
 
 /// A block size of 1 makes the block map non-invertible (sparse_tensor asserts).
 func.func @bsr_block_size_one(%x: tensor<8x8xf32>) {
-  // expected-error@+1 {{bsr block [1, 4] needs both sizes >= 2 (use csr for single entries)}}
+  // expected-error@+1 {{bsr block sizes must be >= 2, got [1, 4] (sparse_tensor cannot store a block of size 1 along a dimension); use csr, or block [2, 4]}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.keep_all as #smlir.bsr<block = [1, 4]> -> tensor<8x8xf32>
   return
 }
@@ -106,7 +106,7 @@ func.func @nm_m_above_255(%x: tensor<8x256xf32>) {
 //===----------------------------------------------------------------------===//
 
 func.func @random_fraction_below_0(%x: tensor<8x8xf32>) {
-  // expected-error@+1 {{fraction must be in [0, 1], got -5.000000e-01}}
+  // expected-error@+1 {{fraction must be in [0, 1], got -0.5}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.random_fraction<fraction = -0.5> as #smlir.dense -> tensor<8x8xf32>
   return
 }
@@ -114,7 +114,7 @@ func.func @random_fraction_below_0(%x: tensor<8x8xf32>) {
 // -----
 
 func.func @random_fraction_above_1(%x: tensor<8x8xf32>) {
-  // expected-error@+1 {{fraction must be in [0, 1], got 1.000000e+01}}
+  // expected-error@+1 {{fraction must be in [0, 1], got 1e+01}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.random_fraction<fraction = 10.0, seed = 1> as #smlir.dense -> tensor<8x8xf32>
   return
 }
@@ -130,7 +130,7 @@ func.func @random_fraction_nan(%x: tensor<8x8xf32>) {
 // -----
 
 func.func @scalar_fraction_above_1(%x: tensor<8x8xf32>) {
-  // expected-error@+1 {{fraction must be in [0, 1], got 1.500000e+00}}
+  // expected-error@+1 {{fraction must be in [0, 1], got 1.5}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.scalar_fraction<1.5> as #smlir.dense -> tensor<8x8xf32>
   return
 }
@@ -138,7 +138,7 @@ func.func @scalar_fraction_above_1(%x: tensor<8x8xf32>) {
 // -----
 
 func.func @scalar_fraction_below_0(%x: tensor<8x8xf32>) {
-  // expected-error@+1 {{fraction must be in [0, 1], got -1.000000e-03}}
+  // expected-error@+1 {{fraction must be in [0, 1], got -0.001}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.scalar_fraction<-1.0e-3> as #smlir.dense -> tensor<8x8xf32>
   return
 }
@@ -154,7 +154,7 @@ func.func @scalar_fraction_nan(%x: tensor<8x8xf32>) {
 // -----
 
 func.func @block_fraction_below_0(%x: tensor<8x8xf32>) {
-  // expected-error@+1 {{fraction must be in [0, 1], got -1.000000e-01}}
+  // expected-error@+1 {{fraction must be in [0, 1], got -0.1}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.block_fraction<fraction = -0.1, block = [4, 4]> as #smlir.dense -> tensor<8x8xf32>
   return
 }
@@ -162,7 +162,7 @@ func.func @block_fraction_below_0(%x: tensor<8x8xf32>) {
 // -----
 
 func.func @block_fraction_above_1(%x: tensor<8x8xf32>) {
-  // expected-error@+1 {{fraction must be in [0, 1], got 2.000000e+00}}
+  // expected-error@+1 {{fraction must be in [0, 1], got 2}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.block_fraction<fraction = 2.0, block = [4, 4]> as #smlir.dense -> tensor<8x8xf32>
   return
 }
@@ -195,7 +195,7 @@ func.func @threshold_nan(%x: tensor<8x8xf32>) {
 // -----
 
 func.func @threshold_negative(%x: tensor<8x8xf32>) {
-  // expected-error@+1 {{threshold must be >= 0 (it is compared with |x|), got -5.000000e-01}}
+  // expected-error@+1 {{threshold must be >= 0 (it is compared with |x|), got -0.5}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.threshold<-0.5> as #smlir.dense -> tensor<8x8xf32>
   return
 }

@@ -9,6 +9,7 @@ from mlir import ir
 
 import sparse_mlir as sm
 from sparse_mlir import _smlir
+from sparse_mlir.dialects import smlir as smlir_dialect
 
 ENCODINGS = [
     (sm.Dense(), None),
@@ -100,26 +101,26 @@ def test_default_sparsifiers_fit_the_format() -> None:
 @pytest.mark.parametrize("make,message", [
     (lambda: sm.NM(4, 4), "NM: n:m needs 0 < n < m, got 4:4"),
     (lambda: sm.NM(0, 4), "NM: n:m needs 0 < n < m, got 0:4"),
-    (lambda: sm.NM(2, 300), "NM: m must be <= 255, got 300"),
+    (lambda: sm.NM(2, 300), "NM: n:m supports m <= 255, got m = 300"),
     (lambda: sm.NM(2.0, 4), "NM: n must be an int, got 2.0"),
-    (lambda: sm.BSR(block=(4, 0)), "BSR: block sizes must be positive, got (4, 0)"),
-    (lambda: sm.BSR(block=(4, 4, 4)), "BSR: block must have 2 sizes, got (4, 4, 4)"),
-    (lambda: sm.CSR(pos_width=12), "CSR: pos_width must be one of (0, 8, 16, 32, 64) (0 = index), got 12"),
+    (lambda: sm.BSR(block=(4, 0)), "BSR: block sizes must be positive, got [4, 0]"),
+    (lambda: sm.BSR(block=(4, 4, 4)), "BSR: bsr block must have 2 sizes [rows, cols], got [4, 4, 4]"),
+    (lambda: sm.CSR(pos_width=12), "CSR: posWidth must be 0 (index), 8, 16, 32 or 64, got 12"),
     (lambda: sm.CSR(sparsifier="prune"), "CSR: sparsifier must be a sparse_mlir sparsifier"),
     (lambda: sm.Threshold(math.nan), "Threshold: threshold must not be NaN"),
-    (lambda: sm.Threshold(-1.0), "Threshold: threshold must be >= 0 (it is compared with |x|), got -1.0"),
+    (lambda: sm.Threshold(-1.0), "Threshold: threshold must be >= 0 (it is compared with |x|), got -1"),
     (lambda: sm.ScalarFraction(1.5), "ScalarFraction: fraction must be in [0, 1], got 1.5"),
     (lambda: sm.ScalarFraction(-0.1), "ScalarFraction: fraction must be in [0, 1], got -0.1"),
     (lambda: sm.RandomFraction(math.nan), "RandomFraction: fraction must be in [0, 1], got nan"),
     (lambda: sm.RandomFraction(0.5, seed=-1), "RandomFraction: seed must be in [0, 2**64), got -1"),
-    (lambda: sm.BlockFraction(2.0, block=(4, 4)), "BlockFraction: fraction must be in [0, 1], got 2.0"),
-    (lambda: sm.BlockFraction(0.5, block=(0, 4)), "BlockFraction: block sizes must be positive, got (0, 4)"),
+    (lambda: sm.BlockFraction(2.0, block=(4, 4)), "BlockFraction: fraction must be in [0, 1], got 2"),
+    (lambda: sm.BlockFraction(0.5, block=(0, 4)), "BlockFraction: block sizes must be positive, got [0, 4]"),
     (lambda: sm.NMMagnitude(3, 2), "NMMagnitude: n:m needs 0 < n < m, got 3:2"),
     (lambda: sm.NMMagnitude(2, 4, transposable=1), "NMMagnitude: transposable must be a bool, got 1"),
     (lambda: sm.NM(2, 4, rows=0), "NM: rows sharing a pattern must be >= 1, got 0"),
     (lambda: sm.NMMagnitude(2, 4, rows=2.5), "NMMagnitude: rows must be an int, got 2.5"),
     (lambda: sm.NMMagnitude(2, 4, transposable=True, rows=4),
-     "NMMagnitude: a transposable pattern cannot be shared by rows = 4"),
+     "NMMagnitude: a transposable n:m pattern cannot be shared by 4 rows"),
 ])
 def test_invalid_arguments_raise_clear_value_errors(make, message: str) -> None:
     with pytest.raises(ValueError) as info:
@@ -129,7 +130,8 @@ def test_invalid_arguments_raise_clear_value_errors(make, message: str) -> None:
 
 
 def test_cpp_verifier_rejects_what_python_would() -> None:
-    """The C++ attribute verifiers back up the Python checks for hand-written IR."""
+    """Python's errors are the C++ verifiers' (asked through the C API):
+    hand-written IR gets the same ones."""
     with sm.make_context():
         for text, message in [("#smlir.nm<n = 4, m = 4>", "n:m needs 0 < n < m, got 4:4"),
                               ("#smlir.threshold<0x7FF8000000000000>", "threshold must not be NaN"),
@@ -137,3 +139,37 @@ def test_cpp_verifier_rejects_what_python_would() -> None:
             with pytest.raises(ir.MLIRError, match=r"n:m needs|threshold must|fraction must") as info:
                 ir.Attribute.parse(text)
             assert message in str(info.value)
+
+
+@pytest.mark.parametrize("spec,shape", [
+    (sm.NM(2, 4), (8, 8)), (sm.NM(2, 4), (8, 6)), (sm.NM(2, 4, rows=4), (6, 8)),
+    (sm.BSR(block=(2, 4)), (4, 8)), (sm.BSR(block=(2, 4)), (2, 8)), (sm.BSR(block=(2, 4)), (6, 6)),
+    (sm.CSR(), (8,)), (sm.CSR(), (4, 4)),
+    (sm.NMMagnitude(2, 4, dim=0), (8, 3)), (sm.NMMagnitude(2, 4, dim=0), (6, 4)),
+    (sm.NMMagnitude(2, 4, transposable=True), (8, 12)), (sm.NMMagnitude(2, 4, transposable=True), (8, 6)),
+    (sm.BlockFraction(0.5, block=(4, 4)), (8, 8)), (sm.BlockFraction(0.5, block=(4, 4)), (8, 6)),
+], ids=lambda v: repr(v)[:32])
+def test_shape_rules_are_the_op_verifiers(spec, shape: tuple[int, ...]) -> None:
+    """`check_shape` gives the answer `smlir.sparsify`'s verifier gives on
+    the same tensor, in the same words (one set of rules, in C++)."""
+    try:
+        spec.check_shape(shape, "w")
+        python_error = None
+    except sm.SpecError as error:
+        python_error = str(error)
+    encoding, sparsifier = (spec, sm.KeepAll()) if isinstance(spec, sm.Encoding) else (sm.Dense(), spec)
+    dims = "x".join(map(str, shape))
+    with sm.make_context(), ir.Location.unknown():
+        source = ir.RankedTensorType.get(shape, ir.F32Type.get())
+        # A result type only exists for a shape that fits (the verifier
+        # checks the shape before the result type).
+        result = source if python_error else smlir_dialect.sparsify_result_type(source, encoding.to_attr())
+        text = (f"func.func @f(%x: {source}) {{\n"
+                f"  %r = smlir.sparsify %x : {source} with {sparsifier.attr_text()} "
+                f"as {encoding.attr_text()} -> {result}\n  return\n}}")
+        try:
+            ir.Module.parse(text)
+            op_error = None
+        except ir.MLIRError as error:
+            op_error = error.error_diagnostics[0].message.removeprefix("'smlir.sparsify' op ")
+    assert python_error == (None if op_error is None else f"w (shape {shape}): {op_error}")

@@ -101,10 +101,23 @@ def test_regions_torch_wins_everywhere_are_handed_back(monkeypatch) -> None:
     """A 4 x 4 linear on 2 tokens: torch's F.linear wins (our call costs more
     than its whole work); the original module is back in the model. (The
     model-level check is made to pass: on a loaded machine its 5-call
-    medians could hand the big region back too; that check has its own test.)"""
+    medians could hand the big region back too; that check has its own test.
+    One thread each: two threads on a loaded 2-core machine make OpenMP's
+    barriers wait for descheduled threads, and the 7x margin flips.)"""
     from sparse_mlir.compiler.regions import driver
 
     monkeypatch.setattr(driver, "MODEL_MARGIN", float("inf"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    sm.set_num_threads(1)
+    try:
+        _check_torch_wins_everywhere_are_handed_back()
+    finally:
+        torch.set_num_threads(threads)
+        sm.set_num_threads(None)
+
+
+def _check_torch_wins_everywhere_are_handed_back() -> None:
     class Two(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
