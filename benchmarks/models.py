@@ -4,8 +4,9 @@ and torch.compile (inductor) of the same pruned model, in one process.
 Models are built from their libraries' configs with random weights (no hub
 downloads): HF BERT-base, ViT-base, DistilBERT, T5-small's encoder, LLaMA
 (512 hidden, 2 layers), GPT-2 (12 layers); torchvision's ResNet-50 and
-MobileNetV3-Small, timm's ConvNeXt-T (CSR formats only: n:m groups do not
-fit a conv's kw). Every Linear / Conv1D / Conv2d weight (LM
+MobileNetV3-Small, timm's ConvNeXt-T (n:m conv weights group along
+(kh, kw, C); one whose kh * kw * C is no multiple of m stays dense). Every
+Linear / Conv1D / Conv2d weight (LM
 heads included; GPT-2's is tied to its embedding, which then reads the pruned
 weight on torch) is pruned and encoded: 70% and
 90% CSR (magnitude), 2:4, 2:4 with one pattern per 4 rows. For each model,
@@ -138,9 +139,12 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int)
         weights = _linear_weights(model)
         baseline: dict[tuple[int, str], tuple[float, float]] = {}
         for fmt in formats:
-            if name.startswith(CONV_MODELS) and ":" in fmt:
-                continue   # n:m groups along a conv's kw (1 or 3 wide) do not exist
             encodings = {n: FORMATS[fmt]() for n in weights}
+            # n:m conv weights group (kh, kw, C): a weight whose kh * kw * C
+            # is no multiple of m (ResNet's 7 x 7 x 3 stem) stays dense.
+            named = dict(model.named_parameters())
+            encodings = {n: e for n, e in encodings.items()
+                         if not isinstance(e, sm.NM) or named[n].dim() != 4 or named[n][0].numel() % e.m == 0}
             # One pattern per 4 rows needs 4 | rows: a weight without (GPT-2's
             # 50257-row tied embedding / LM head) keeps plain 2:4, as a user
             # would encode it (the table says which).

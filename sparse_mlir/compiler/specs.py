@@ -70,8 +70,12 @@ def check_cpu_dtypes(params: Mapping[str, torch.Tensor], example_args: Sequence[
                             ".float(), or use target='cuda' for 2:4 float16/bfloat16 linears")
 
 
-def verify_specs(encodings: Mapping[str, Encoding], params: Mapping[str, torch.Tensor]) -> None:
-    """Checks every (tensor, encoding, sparsifier) with the smlir.sparsify verifier, before any work."""
+def verify_specs(encodings: Mapping[str, Encoding], params: Mapping[str, torch.Tensor],
+                 shapes: Mapping[str, Sequence[int]] | None = None) -> None:
+    """Checks every (tensor, encoding, sparsifier) with the smlir.sparsify
+    verifier, before any work; `shapes` gives the shape a weight is
+    sparsified and stored at where it is not its own (an n:m conv weight's
+    [Cout, kh * kw * C] matrix)."""
     with make_context(), ir.Location.unknown():
         module = ir.Module.create()
         with ir.InsertionPoint(module.body):
@@ -80,7 +84,8 @@ def verify_specs(encodings: Mapping[str, Encoding], params: Mapping[str, torch.T
                 if weight.dtype not in MLIR_ELEMENT_TYPES:
                     raise SpecError(f"{name}: unsupported dtype {weight.dtype}")
                 element = ir.Type.parse(MLIR_ELEMENT_TYPES[weight.dtype])
-                tensor_type = ir.RankedTensorType.get(list(weight.shape), element)
+                shape = list((shapes or {}).get(name, weight.shape))
+                tensor_type = ir.RankedTensorType.get(shape, element)
                 value = ir.Operation.create("tensor.empty", results=[tensor_type]).result
                 # The dense result type is deliberately unchecked: only the
                 # shape/format/sparsifier diagnostics matter here.

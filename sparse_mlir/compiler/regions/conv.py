@@ -13,6 +13,12 @@ the output is returned as a channels-last view. Channels-first inputs are
 permuted (a 1x1) or unfolded, and the output copied back to channels-first.
 The cost model times the whole path, copies included, against torch's
 conv2d (oneDNN) per input shape and layout and keeps the faster.
+
+An n:m conv weight is n:m along the rows of that (kh, kw, C)-ordered matrix
+`[Cout, kh * kw * C]` (NVIDIA ASP's K R S C order: groups run along input
+channels, and `rows=r` shares a pattern between r output channels): its
+sparsifier prunes that matrix and its kernels always gather
+(kh, kw, C)-ordered rows (a channels-first x is copied channels-last first).
 """
 
 from __future__ import annotations
@@ -23,11 +29,29 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from sparse_mlir.encodings import CSR, Encoding
+from sparse_mlir.encodings import CSR, NM, Encoding
 from sparse_mlir.errors import SpecError
 from sparse_mlir.compiler.weights import pack
 from sparse_mlir.compiler.regions.base import PieceKernels, Region
 from sparse_mlir.compiler.regions.kernels import KernelOptions
+
+
+def hwc_matrix(weight: torch.Tensor) -> torch.Tensor:
+    """W[Cout, C, kh, kw] as the GEMM matrix [Cout, kh * kw * C] (its columns
+    in channels-last im2col order)."""
+    return weight.permute(0, 2, 3, 1).reshape(weight.shape[0], -1).contiguous()
+
+
+def from_hwc_matrix(matrix: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+    """`hwc_matrix`'s inverse: the [Cout, C, kh, kw] weight."""
+    out_channels, channels, kh, kw = shape
+    return matrix.reshape(out_channels, kh, kw, channels).permute(0, 3, 1, 2).contiguous()
+
+
+def packed_matrix(weight: torch.Tensor, encoding: Encoding) -> torch.Tensor:
+    """The matrix a conv weight is packed as: n:m in (kh, kw, C) order (its
+    groups along input channels), other formats in torch's (C, kh, kw)."""
+    return hwc_matrix(weight) if isinstance(encoding, NM) else weight.reshape(weight.shape[0], -1)
 
 
 class ConvRegion(Region):
@@ -71,10 +95,12 @@ class ConvRegion(Region):
         return self.kernel_size == [1, 1] and self.padding == [0, 0]
 
     def _gathers_hwc(self, x: torch.Tensor) -> bool:
-        """A k x k conv on a channels-last x gathers (kh, kw, C)-ordered rows:
-        W2's columns reordered, which keeps CSR a CSR (n:m groups, along kw,
-        would not survive the reorder: those unfold channels-first)."""
-        return not self._pointwise() and isinstance(self.encoding, CSR) and self._is_channels_last(x)
+        """A k x k conv gathers (kh, kw, C)-ordered rows: always for n:m
+        (stored in that order), for CSR on a channels-last x (W2's columns
+        reordered: still a CSR)."""
+        if self._pointwise():
+            return False
+        return isinstance(self.encoding, NM) or (isinstance(self.encoding, CSR) and self._is_channels_last(x))
 
     def _layout(self, x: torch.Tensor) -> str:
         return "hwc" if self._gathers_hwc(x) else "cl" if self._is_channels_last(x) else "cf"
@@ -85,13 +111,13 @@ class ConvRegion(Region):
         if not stored_sparse:
             return [self._hwc_matrix().numpy()]
         if self._packed_hwc is None:
-            self._packed_hwc = [np.ascontiguousarray(a) for a in pack(self.encoding, self._hwc_matrix().numpy(),
-                                                                       self.name)]
+            self._packed_hwc = list(self._packed) if isinstance(self.encoding, NM) else [
+                np.ascontiguousarray(a) for a in pack(self.encoding, self._hwc_matrix().numpy(), self.name)]
         return self._packed_hwc
 
     def _hwc_matrix(self) -> torch.Tensor:
         """W2 with its columns in (kh, kw, C) order."""
-        return self._weight.permute(0, 2, 3, 1).reshape(self._weight.shape[0], -1).contiguous()
+        return hwc_matrix(self._weight)
 
     def _columns(self, x: torch.Tensor) -> torch.Tensor:
         """x's im2col matrix [N * Hout * Wout, K] (rows in NHW order; columns
@@ -105,12 +131,15 @@ class ConvRegion(Region):
         return unfolded.transpose(1, 2).reshape(-1, unfolded.shape[1])
 
     def _hwc_columns(self, x: torch.Tensor) -> torch.Tensor:
-        """The (kh, kw, C)-ordered im2col of channels-last x: one gather of
-        C-long runs from a zero-padded channels-last copy."""
+        """The (kh, kw, C)-ordered im2col of x: one gather of C-long runs
+        from a zero-padded channels-last copy (or x itself where it is
+        channels-last and unpadded)."""
         batch, channels, height, width = x.shape
         (ph, pw), (sh, sw), (dh, dw) = self.padding, self.stride, self.dilation
         nhwc = x.permute(0, 2, 3, 1)
-        if ph or pw:
+        if not (ph or pw):
+            nhwc = nhwc.contiguous()   # a copy only where x is channels-first
+        else:
             padded = nhwc.new_zeros(batch, height + 2 * ph, width + 2 * pw, channels)
             padded[:, ph:ph + height, pw:pw + width] = nhwc
             nhwc = padded

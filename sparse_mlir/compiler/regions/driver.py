@@ -24,7 +24,7 @@ from sparse_mlir.compiler.regions import swap
 from sparse_mlir.compiler.regions.capture import capture
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.base import Choice, Region, mark_handed_back, torch_won_everywhere
-from sparse_mlir.compiler.regions.conv import ConvRegion
+from sparse_mlir.compiler.regions.conv import ConvRegion, from_hwc_matrix, hwc_matrix, packed_matrix
 from sparse_mlir.compiler.regions.linear import LinearRegion
 from sparse_mlir.compiler.regions.module import RegionModule, SwappedModule
 
@@ -66,7 +66,16 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
                         f"{'is' if len(unknown) == 1 else 'are'} not a parameter of {type(model).__name__} "
                         "(sparsifiers on intermediates run with mode='graph')")
     check_cpu_dtypes(params, [a for a in example_args if isinstance(a, torch.Tensor)])
-    verify_specs(encodings, params)
+    # An n:m conv weight is pruned and stored as its (kh, kw, C) matrix.
+    nm_convs = {name: (p.shape[0], p[0].numel()) for name, p in params.items()
+                if p.dim() == 4 and isinstance(encodings.get(name), NM)}
+    try:
+        verify_specs(encodings, params, nm_convs)
+    except SpecError as error:
+        if not any(f"'{name}'" in str(error) for name in nm_convs):
+            raise
+        raise SpecError(f"{error} (an n:m conv weight [Cout, C, kh, kw] is stored as its [Cout, kh * kw * C] "
+                        "matrix: m must divide kh * kw * C)") from None
     # A tied weight keeps one name in `encodings` (torch's); the captured
     # graph may read it under another (GPT-2's LM head: `lm_head.weight`).
     aliases = {alias: name for alias, name in tied_aliases(model).items() if name in encodings}
@@ -279,10 +288,15 @@ def _nm_read_as_in_out(graph_module: torch.fx.GraphModule, encodings: Mapping[st
 
 def _sparsified(encoding: Encoding, weight: torch.Tensor, name: str, in_out: bool) -> torch.Tensor:
     """The weight after its encoding's sparsifier: on W^T where W is read as
-    [in, out] (n:m groups along the reduction dimension), else as stored."""
+    [in, out] (n:m groups along the reduction dimension), on the
+    (kh, kw, C)-ordered matrix of an n:m conv weight (conv.py), else as
+    stored."""
     # 64-byte aligned (a copy where the sparsifier's result is not): oneDNN's
     # and MKL's kernels reading the weight on torch's side prefer it.
     sparsifier = encoding.effective_sparsifier
+    if isinstance(encoding, NM) and weight.dim() == 4:   # a conv weight: n:m in (kh, kw, C) order
+        pruned = apply_sparsifier(sparsifier, hwc_matrix(weight).numpy(), name)
+        return from_hwc_matrix(torch.from_numpy(pruned), weight.shape)   # a torch copy: aligned
     if not in_out:
         pruned = apply_sparsifier(sparsifier, weight.numpy(), name)
         return torch.from_numpy(pruned) if is_aligned(pruned) else torch.from_numpy(pruned).clone()
@@ -417,11 +431,7 @@ def _pair(value: Any, default: int) -> tuple[int, int] | None:
 
 
 def _conv_eligible(weight: torch.Tensor, encoding: Encoding) -> bool:
-    # n:m with rows > 1 shares patterns between rows of the 4-d weight's
-    # last dim (kw), not between output channels: no kernel reads that.
-    shared_rows = isinstance(encoding, NM) and encoding.rows > 1
-    return weight.dim() == 4 and weight.dtype == torch.float32 and not isinstance(encoding, Dense) \
-        and not shared_rows
+    return weight.dim() == 4 and weight.dtype == torch.float32 and not isinstance(encoding, Dense)
 
 
 def _conv_use(user: torch.fx.Node, weight: torch.fx.Node) -> _ConvUse | None:
@@ -445,7 +455,7 @@ def _replace_conv(graph_module: torch.fx.GraphModule, user: torch.fx.Node, weigh
                   cost_model: bool) -> int:
     key = (name, use.bias is not None, "conv", use.stride, use.padding, use.dilation)
     if key not in by_key:
-        matrix = weight.reshape(weight.shape[0], -1)
+        matrix = packed_matrix(weight, encoding)
         region = ConvRegion(name, encoding, weight, pack(encoding, matrix.numpy(), name), use.bias is not None,
                             use.stride, use.padding, use.dilation, options, cost_model)
         handle = REGIONS.add(region)

@@ -24,7 +24,7 @@ from sparse_mlir.compiler.importers.torch_fx import capture_lock
 from sparse_mlir.runtime.ops import REGIONS, sparse_mlir_conv2d, sparse_mlir_linear
 from sparse_mlir.compiler.weights import pack
 from sparse_mlir.compiler.regions.base import Region, mark_handed_back, torch_won_everywhere
-from sparse_mlir.compiler.regions.conv import ConvRegion
+from sparse_mlir.compiler.regions.conv import ConvRegion, packed_matrix
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.linear import LinearRegion
 
@@ -166,8 +166,6 @@ def swap(model: torch.nn.Module, found: Mapping[str, list[Owner]], encodings: Ma
             module.weight = pruned[name]   # tied owners keep sharing one pruned copy
             kind = owner.kind
             eligible = not isinstance(encoding, Dense) and effective[name].dtype == torch.float32
-            if kind == "conv2d" and isinstance(encoding, NM) and encoding.rows > 1:
-                eligible = False   # patterns shared along kw, not output channels: no kernel
             if kind == "torch" or not eligible:
                 readers.setdefault(name, []).append(f"{type(module).__name__} ({owner.path})")
                 continue
@@ -194,7 +192,7 @@ def _conv_key(module: torch.nn.Conv2d) -> tuple:
 def _region(name: str, encoding: Encoding, weight: torch.Tensor, kind: str, module: torch.nn.Module, bias: bool,
             options: KernelOptions, cost_model: bool) -> Region:
     if kind == "conv2d":
-        matrix = weight.reshape(weight.shape[0], -1)
+        matrix = packed_matrix(weight, encoding)
         return ConvRegion(name, encoding, weight, pack(encoding, matrix.numpy(), name), bias, module.stride,
                           module.padding, module.dilation, options, cost_model)
     matrix = weight.t() if kind == "conv1d" else weight   # torch's side reads W^T as a view

@@ -44,6 +44,45 @@ def test_conv_kinds_match_eager_at_other_sizes() -> None:
         torch.testing.assert_close(fn(x), model(x).detach(), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("encoding", [sm.NM(2, 4), sm.NM(1, 4), sm.NM(2, 4, rows=4)], ids=["2:4", "1:4", "2:4-rows4"])
+@pytest.mark.parametrize("capture_by", ["modules", "graph"])
+def test_nm_conv_weights_run_in_khwc_order(encoding: sm.NM, capture_by: str) -> None:
+    """n:m conv weights: groups of m along (kh, kw, C) (input channels),
+    `rows=r` shared by r output channels; channels-first and channels-last
+    inputs, padding, stride, dilation, 1x1 and k x k, against eager on the
+    effective weights."""
+    from sparse_mlir.compiler.regions.conv import hwc_matrix
+
+    torch.manual_seed(0)
+    model = ConvNet().eval()
+    names = ("stem.weight", "point.weight", "dilated.weight", "strided.weight")
+    # The stem's 3 x 3 x 3 = 27 columns are no multiple of 4: it stays dense.
+    encodings = {name: encoding for name in names[1:]}
+    fn = sm.compile(model, encodings, example_args=(torch.randn(2, 3, 20, 20),), mode="regions",
+                    cost_model=False, capture_by=capture_by)
+    assert {r.name for r in fn.regions()} == set(encodings)
+    effective = fn.effective_state_dict()
+    for name in encodings:
+        groups = hwc_matrix(effective[name]).reshape(-1, encoding.rows, effective[name][0].numel() // 4, 4)
+        kept = (groups != 0).any(dim=1)   # a row group's union: one pattern per group
+        assert int(kept.sum(-1).max()) <= encoding.n, name
+        assert float((effective[name] != 0).float().mean()) > 0.9 * encoding.n / 4, name
+    model.load_state_dict(effective, strict=False)
+    for shape, channels_last in [((2, 3, 20, 20), False), ((1, 3, 17, 23), False), ((2, 3, 20, 20), True)]:
+        x = torch.randn(*shape)
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        torch.testing.assert_close(fn(x), model(x).detach(), rtol=1e-4, atol=1e-4)
+
+
+def test_nm_conv_weight_whose_columns_do_not_group_is_refused() -> None:
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3)).eval()
+    with pytest.raises(sm.SpecError, match=r"tensor '0\.weight': encoding #smlir.nm<n = 2, m = 4> needs m = 4 to "
+                                           r"divide the last dimension, got shape \[8, 27\] \(an n:m conv weight "
+                                           r"\[Cout, C, kh, kw\] is stored as its \[Cout, kh \* kw \* C\] matrix"):
+        sm.compile(model, {"0.weight": sm.NM(2, 4)}, example_args=(torch.randn(1, 3, 8, 8),), mode="regions")
+
+
 def test_torchvision_resnet_matches_eager() -> None:
     torchvision = import_torchvision()
     torch.manual_seed(0)
