@@ -102,7 +102,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     module = RegionModule(graph_module, captured, regions, effective, {}, [], 0.0, encodings)
     if regions and warm_up:
         _warm_up(module, regions, lambda: _hand_back(graph_module, regions, readers),
-                 _eager_call(model, regions, module, example_args, example_kwargs), example_args, example_kwargs,
+                 [_eager_call(model, regions, module, example_args, example_kwargs)], example_args, example_kwargs,
                  cost_model)
     _finish(module, regions, encodings, effective, readers, in_out)
     module.compile_seconds = time.perf_counter() - start
@@ -130,9 +130,13 @@ def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], 
         # it changes nothing (eval mode).
         eager = ((lambda: model(*example_args, **example_kwargs)) if not model.training
                  else swap.eager_call(copied, paths, example_args, example_kwargs))
-        _warm_up(module, regions, lambda: swap.hand_back(copied, regions, paths, readers), eager, example_args,
-                 example_kwargs, cost_model)
-        if convs and all(region.handed_back for region in convs):
+        # With conv regions the model runs channels-last: torch's own convs
+        # may run it faster still that way (MobileNetV3-S's few regions).
+        # Losing to that, every region goes back but the layout stays.
+        eagers = [eager, _on_torch(regions, module, example_args, example_kwargs)] if convs else [eager]
+        lost_to = _warm_up(module, regions, lambda: swap.hand_back(copied, regions, paths, readers), eagers,
+                           example_args, example_kwargs, cost_model)
+        if convs and all(region.handed_back for region in convs) and lost_to != 1:
             _channels_last(copied, convs, False)
     _finish(module, regions, encodings, effective, readers, in_out)
     module.compile_seconds = time.perf_counter() - start
@@ -152,21 +156,27 @@ def _channels_last(model: torch.nn.Module, convs: Sequence[ConvRegion], on: bool
 
 
 def _warm_up(module: torch.nn.Module, regions: Mapping[int, Region], hand_back: Callable[[], None],
-             eager: Callable[[], Any], example_args: Sequence[Any], example_kwargs: Mapping[str, Any],
-             cost_model: bool) -> None:
+             eagers: Sequence[Callable[[], Any]], example_args: Sequence[Any], example_kwargs: Mapping[str, Any],
+             cost_model: bool) -> int | None:
     """The example's shapes: kernels built and the cost model's choices made
     now, not in the first call; regions torch won go back, and every region
-    does when the whole model is not faster than `eager`."""
+    does when the whole model is not faster than each of `eagers` (in
+    turn). Returns the index of the one it lost to, or None."""
     start = time.perf_counter()
     module(*example_args, **example_kwargs)
     # Less the cost model's measurements and kernel builds: about one call
     # (an over-estimate, which only makes the model-level check likelier).
     first_call_ms = (time.perf_counter() - start) * 1e3 - sum(r.decide_ms for r in regions.values())
     hand_back()
-    if cost_model and not _keep_if_faster(module, eager, regions, example_args, example_kwargs,
-                                          max(first_call_ms, 0.0)):
-        _all_to_torch(regions)
-        hand_back()
+    if not cost_model:
+        return None
+    for index, eager in enumerate(eagers):
+        if not _keep_if_faster(module, eager, regions, example_args, example_kwargs, max(first_call_ms, 0.0)):
+            _all_to_torch(regions, "the whole model was not faster with our kernels" if index == 0 else
+                          "torch's own ops ran the channels-last model faster")
+            hand_back()
+            return index
+    return None
 
 
 # A compiled model must beat eager by this much on the example, else every
@@ -213,7 +223,12 @@ def _eager_call(model: torch.nn.Module, regions: Mapping[int, Region], module: t
     nothing (eval mode), else the graph with every region on torch's op."""
     if not model.training:
         return lambda: model(*example_args, **example_kwargs)
+    return _on_torch(regions, module, example_args, example_kwargs)
 
+
+def _on_torch(regions: Mapping[int, Region], module: torch.nn.Module, example_args: Sequence[Any],
+              example_kwargs: Mapping[str, Any]) -> Callable[[], Any]:
+    """The compiled module on the example with every region on torch's op."""
     def on_torch() -> Any:
         for region in regions.values():
             region.force_torch = True
@@ -225,13 +240,12 @@ def _eager_call(model: torch.nn.Module, regions: Mapping[int, Region], module: t
     return on_torch
 
 
-def _all_to_torch(regions: Mapping[int, Region]) -> None:
-    """Every region's choices become torch's (the model-level check lost)."""
+def _all_to_torch(regions: Mapping[int, Region], why: str) -> None:
+    """Every region's choices become torch's (a model-level check lost)."""
     for region in regions.values():
         for key, choice in region.choices.items():
             region.choices[key] = Choice(choice.tokens, None, choice.ours_ms, choice.torch_ms,
-                                         f"torch (the whole model was not faster with our kernels; alone: "
-                                         f"{choice.reason})", choice.compiled)
+                                         f"torch ({why}; alone: {choice.reason})", choice.compiled)
 
 
 def _finish(module: RegionModule | SwappedModule, regions: Mapping[int, Region], encodings: Mapping[str, Encoding],

@@ -168,3 +168,29 @@ def test_every_conv_region_handed_back_undoes_channels_last(monkeypatch) -> None
     model.load_state_dict(fn.effective_state_dict(), strict=False)
     x = torch.randn(2, 3, 20, 20)
     torch.testing.assert_close(fn(x), model(x).detach(), rtol=1e-5, atol=1e-5)
+
+
+def test_losing_to_torch_channels_last_keeps_the_layout(monkeypatch) -> None:
+    """The second model-level check: ours against torch's own ops on the
+    channels-last model (here made to lose that one only). Every region
+    goes back, the model stays channels-last, results stay eager's."""
+    from sparse_mlir.compiler.regions import driver
+
+    checks: list[int] = []
+
+    def keep_if_faster(*args, **kwargs) -> bool:
+        checks.append(len(checks))
+        return len(checks) == 1   # beats eager as written, loses to torch channels-last
+
+    monkeypatch.setattr(driver, "_keep_if_faster", keep_if_faster)
+    torch.manual_seed(0)
+    model = ConvNet().eval()
+    fn = sm.compile(model, {"point.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8)),
+                            "dilated.weight": sm.NM(2, 4)}, example_args=(torch.randn(2, 3, 20, 20),))
+    assert checks == [0, 1]
+    assert all(region.handed_back for region in fn.regions())
+    assert all("channels-last model faster" in c.reason for r in fn.regions() for c in r.choices.values())
+    assert all(_conv_weights_channels_last(fn.model))
+    model.load_state_dict(fn.effective_state_dict(), strict=False)
+    x = torch.randn(2, 3, 20, 20)
+    torch.testing.assert_close(fn(x), model(x).detach(), rtol=1e-5, atol=1e-5)

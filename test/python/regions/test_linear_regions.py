@@ -59,7 +59,13 @@ def test_formats_match_eager_at_several_token_counts(fmt: str, bias: bool) -> No
     assert all(choice.kernel is not None for region in fn.regions() for choice in region.choices.values())
 
 
-def test_cost_model_choice_does_not_change_results() -> None:
+def test_cost_model_choice_does_not_change_results(monkeypatch, one_thread) -> None:
+    """Each region's choice follows its own timings. (The model-level check
+    is made to pass: on a loaded machine its 5-call medians of this tiny
+    model could hand everything back; that check has its own tests.)"""
+    from sparse_mlir.compiler.regions import driver
+
+    monkeypatch.setattr(driver, "MODEL_MARGIN", float("inf"))
     torch.manual_seed(0)
     model = MLP().eval()
     encodings = {"up.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.9)), "down.weight": sm.CSR()}   # 0% sparse

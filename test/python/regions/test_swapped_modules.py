@@ -97,27 +97,14 @@ def test_a_tied_lm_head_runs_on_a_region_and_the_embedding_reads_the_pruned_weig
                                        rtol=1e-4, atol=1e-4)
 
 
-def test_regions_torch_wins_everywhere_are_handed_back(monkeypatch) -> None:
+def test_regions_torch_wins_everywhere_are_handed_back(monkeypatch, one_thread) -> None:
     """A 4 x 4 linear on 2 tokens: torch's F.linear wins (our call costs more
     than its whole work); the original module is back in the model. (The
     model-level check is made to pass: on a loaded machine its 5-call
-    medians could hand the big region back too; that check has its own test.
-    One thread each: two threads on a loaded 2-core machine make OpenMP's
-    barriers wait for descheduled threads, and the 7x margin flips.)"""
+    medians could hand the big region back too; that check has its own test.)"""
     from sparse_mlir.compiler.regions import driver
 
     monkeypatch.setattr(driver, "MODEL_MARGIN", float("inf"))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    sm.set_num_threads(1)
-    try:
-        _check_torch_wins_everywhere_are_handed_back()
-    finally:
-        torch.set_num_threads(threads)
-        sm.set_num_threads(None)
-
-
-def _check_torch_wins_everywhere_are_handed_back() -> None:
     class Two(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -196,7 +183,8 @@ def test_export_and_torch_compile_of_a_swapped_module(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("capture_by", ["modules", "graph"])
-def test_a_model_not_faster_than_eager_as_a_whole_gets_every_region_handed_back(monkeypatch, capture_by) -> None:
+def test_a_model_not_faster_than_eager_as_a_whole_gets_every_region_handed_back(monkeypatch, capture_by,
+                                                                                one_thread) -> None:
     """The model-level check (here made to fail: the compiled model must be
     infinitely faster) hands every region back; results stay eager's."""
     from sparse_mlir.compiler.regions import driver
