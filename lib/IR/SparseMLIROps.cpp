@@ -121,8 +121,8 @@ LogicalResult LinearOp::verify() {
         biasType.getElementType() != resultElement ||
         sparse_tensor::getSparseTensorEncoding(biasType))
       return emitOpError() << "bias must be a dense " << dimString(n)
-                           << "-element " << resultElement
-                           << " vector, got " << biasType;
+                           << "-element " << resultElement << " vector, got "
+                           << biasType;
   }
   return success();
 }
