@@ -65,12 +65,12 @@ static std::string dimString(int64_t size) {
   return ShapedType::isDynamic(size) ? "?" : std::to_string(size);
 }
 
-/// `wide` is a float of more bits that holds every value of `narrow`
-/// exactly (f16 -> f32, bf16 -> f32; not f16 -> bf16).
-static bool isWiderFloat(Type wide, FloatType narrow) {
+bool LinearOp::isWiderFloat(Type wide, Type narrow) {
   auto wideFloat = dyn_cast<FloatType>(wide);
-  return wideFloat && wideFloat.getWidth() > narrow.getWidth() &&
-         APFloat::isRepresentableBy(narrow.getFloatSemantics(),
+  auto narrowFloat = dyn_cast<FloatType>(narrow);
+  return wideFloat && narrowFloat &&
+         wideFloat.getWidth() > narrowFloat.getWidth() &&
+         APFloat::isRepresentableBy(narrowFloat.getFloatSemantics(),
                                     wideFloat.getFloatSemantics());
 }
 

@@ -63,16 +63,6 @@ static Value stripExtF(Value v) {
   return generic.getDpsInputs()[0];
 }
 
-/// `wide` is a float of more bits than `narrow`'s element type, holding all
-/// its values (f16 -> f32): smlir.linear's accumulation type.
-static bool isWiderFloat(Value wide, Value narrow) {
-  auto w = dyn_cast<FloatType>(getElementTypeOrSelf(wide.getType()));
-  auto n = dyn_cast<FloatType>(getElementTypeOrSelf(narrow.getType()));
-  return w && n && w.getWidth() > n.getWidth() &&
-         APFloat::isRepresentableBy(n.getFloatSemantics(),
-                                    w.getFloatSemantics());
-}
-
 static bool isZeroFill(Value v) {
   auto fill = v.getDefiningOp<linalg::FillOp>();
   return fill && (matchPattern(fill.getInputs()[0], m_AnyZeroFloat()) ||
@@ -146,7 +136,8 @@ struct MatmulToLinear : public OpRewritePattern<linalg::MatmulOp> {
     Value out = matmul.getOutputs()[0];
     if (!weight || isSparseTensor(x) || isSparseTensor(out) ||
         !isZeroFill(out) || !isUniformFloat({x, weight}) ||
-        !isWiderFloat(out, x))
+        !LinearOp::isWiderFloat(getElementTypeOrSelf(out.getType()),
+                                getElementTypeOrSelf(x.getType())))
       return failure();
     rewriter.replaceOp(matmul,
                        buildLinear(rewriter, matmul.getLoc(), x, weight, out));

@@ -112,6 +112,10 @@ def SparseMLIR_LinearOp : SparseMLIR_Op<"linear", [Pure]> {
     ::mlir::RankedTensorType getResultType() {
       return ::llvm::cast<::mlir::RankedTensorType>(getResult().getType());
     }
+    /// Whether `wide` is a float of more bits than `narrow` holding all its
+    /// values (f16 -> f32, bf16 -> f32; not f16 -> bf16): a result element
+    /// type wider than the operands'.
+    static bool isWiderFloat(::mlir::Type wide, ::mlir::Type narrow);
   }];
   let hasVerifier = 1;
 }
