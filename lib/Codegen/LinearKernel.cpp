@@ -77,7 +77,9 @@ std::optional<SparseLinear> mlir::smlir::codegen::matchSparseLinear(LinearOp lin
   std::optional<WeightLayout> layout = classifyWeight(weight.getType());
   Value x = linear.getInput();
   RankedTensorType xType = linear.getInputType();
-  if (!layout || !xType.hasStaticShape() || !xType.getElementType().isF32())
+  // The kernels compute in f32: no f32 -> f64 accumulation.
+  if (!layout || !xType.hasStaticShape() || !xType.getElementType().isF32() ||
+      !linear.getResultType().getElementType().isF32())
     return std::nullopt;
   auto weightShape = linear.getWeightType().getShape();
   // Hoisted weights are function arguments that keep their smlir encoding.

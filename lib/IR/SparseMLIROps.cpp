@@ -65,6 +65,15 @@ static std::string dimString(int64_t size) {
   return ShapedType::isDynamic(size) ? "?" : std::to_string(size);
 }
 
+bool LinearOp::isWiderFloat(Type wide, Type narrow) {
+  auto wideFloat = dyn_cast<FloatType>(wide);
+  auto narrowFloat = dyn_cast<FloatType>(narrow);
+  return wideFloat && narrowFloat &&
+         wideFloat.getWidth() > narrowFloat.getWidth() &&
+         APFloat::isRepresentableBy(narrowFloat.getFloatSemantics(),
+                                    wideFloat.getFloatSemantics());
+}
+
 LogicalResult LinearOp::verify() {
   RankedTensorType input = getInputType(), weight = getWeightType(),
                    result = getResultType();
@@ -75,13 +84,19 @@ LogicalResult LinearOp::verify() {
       sparse_tensor::getSparseTensorEncoding(result))
     return emitOpError() << "expects a dense input and result (only the "
                             "weight may be sparse)";
-  Type element = input.getElementType();
-  if (!isa<FloatType>(element) || weight.getElementType() != element ||
-      result.getElementType() != element)
-    return emitOpError() << "expects one floating-point element type, got "
-                         << input.getElementType() << ", "
-                         << weight.getElementType() << " and "
-                         << result.getElementType();
+  auto element = dyn_cast<FloatType>(input.getElementType());
+  if (!element || weight.getElementType() != element)
+    return emitOpError() << "expects x and W of one floating-point element "
+                            "type, got "
+                         << input.getElementType() << " and "
+                         << weight.getElementType();
+  // y may be wider than x and W: the type the products accumulate in
+  // (f16 x f16 -> f32, torch's F.linear in f16 on sparse tensor cores).
+  Type resultElement = result.getElementType();
+  if (resultElement != element && !isWiderFloat(resultElement, element))
+    return emitOpError() << "expects a result element type of " << element
+                         << " (x's and W's) or a wider float, got "
+                         << resultElement;
   // Dimensions must agree where both sides are static.
   auto mismatch = [](int64_t a, int64_t b) {
     return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
@@ -103,11 +118,11 @@ LogicalResult LinearOp::verify() {
   if (Value bias = getBias()) {
     auto biasType = cast<RankedTensorType>(bias.getType());
     if (biasType.getRank() != 1 || mismatch(biasType.getDimSize(0), n) ||
-        biasType.getElementType() != element ||
+        biasType.getElementType() != resultElement ||
         sparse_tensor::getSparseTensorEncoding(biasType))
       return emitOpError() << "bias must be a dense " << dimString(n)
-                           << "-element "
-                           << element << " vector, got " << biasType;
+                           << "-element " << resultElement << " vector, got "
+                           << biasType;
   }
   return success();
 }

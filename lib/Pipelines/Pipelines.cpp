@@ -186,6 +186,13 @@ LogicalResult mlir::smlir::buildNMCudaPipeline(
       options.features.empty() ? *chipFeatures : options.features.getValue();
   // Weights are sparsified once by the caller: their arguments become 2:4.
   pm.addPass(createHoistArgumentSparsifiers());
+  // torch-mlir's F.linear (f16/bf16 operands extended into a zero-filled
+  // f32 accumulator) -> smlir.linear, what the conversion reads. Only sparse
+  // weights are raised, and those are 2:4 here (Python refuses other
+  // encodings on the GPU): every raised linear is the conversion's.
+  RaiseLinearOptions raising;
+  raising.mixedPrecision = true;
+  pm.addNestedPass<func::FuncOp>(createRaiseLinear(raising));
   // 2:4 linears -> gpu.launch_func of mma.sp kernels; their weights become
   // device-resident values + metadata arguments.
   ConvertSparseMLIRToNVGPUOptions tiling;

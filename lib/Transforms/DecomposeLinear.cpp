@@ -6,7 +6,8 @@
 //
 //   xT = transpose(x); yT[n, m] += W[n, k] * xT[k, m]; y = transpose(yT)
 //
-// (W[k, n] through its map for an in_out weight), then the bias added.
+// (W[k, n] through its map for an in_out weight; operands extended in the
+// body where y is wider), then the bias added.
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,7 +72,16 @@ static Value decompose(OpBuilder &b, LinearOp linear) {
                                     utils::IteratorType::parallel,
                                     utils::IteratorType::reduction},
       [&](OpBuilder &nested, Location l, ValueRange args) {
-        Value product = arith::MulFOp::create(nested, l, args[0], args[1]);
+        // A wider result (f16 x f16 -> f32) accumulates extended operands,
+        // as torch's F.linear does.
+        auto extend = [&](Value v) -> Value {
+          return v.getType() == elementType
+                     ? v
+                     : arith::ExtFOp::create(nested, l, elementType, v);
+        };
+        Value wValue = extend(args[0]);
+        Value xValue = extend(args[1]);
+        Value product = arith::MulFOp::create(nested, l, wValue, xValue);
         Value sum = arith::AddFOp::create(nested, l, args[2], product);
         linalg::YieldOp::create(nested, l, sum);
       });

@@ -45,6 +45,24 @@ static bool isUniformFloat(ArrayRef<Value> values) {
          });
 }
 
+/// `v` with an element-wise `arith.extf` generic (identity maps, all
+/// parallel) looked through: torch-mlir's extension of an f16/bf16 operand.
+static Value stripExtF(Value v) {
+  auto generic = v.getDefiningOp<linalg::GenericOp>();
+  if (!generic || !generic.hasPureTensorSemantics() ||
+      generic.getNumDpsInputs() != 1 || generic.getNumDpsInits() != 1 ||
+      generic.getNumParallelLoops() != generic.getNumLoops() ||
+      !llvm::all_of(generic.getIndexingMapsArray(),
+                    [](AffineMap m) { return m.isIdentity(); }))
+    return v;
+  Block &body = generic.getRegion().front();
+  auto ext = dyn_cast<arith::ExtFOp>(&body.front());
+  if (!ext || ext.getIn() != body.getArgument(0) ||
+      body.getTerminator()->getOperand(0) != ext.getResult())
+    return v;
+  return generic.getDpsInputs()[0];
+}
+
 static bool isZeroFill(Value v) {
   auto fill = v.getDefiningOp<linalg::FillOp>();
   return fill && (matchPattern(fill.getInputs()[0], m_AnyZeroFloat()) ||
@@ -102,14 +120,36 @@ static Value buildLinear(PatternRewriter &rewriter, Location loc, Value x,
 
 /// linalg.matmul(x, transpose(W)) with x[M, K].
 struct MatmulToLinear : public OpRewritePattern<linalg::MatmulOp> {
-  MatmulToLinear(MLIRContext *ctx, bool denseWeights)
-      : OpRewritePattern(ctx), denseWeights(denseWeights) {}
-  bool denseWeights;
+  MatmulToLinear(MLIRContext *ctx, bool denseWeights, bool mixedPrecision)
+      : OpRewritePattern(ctx), denseWeights(denseWeights),
+        mixedPrecision(mixedPrecision) {}
+  bool denseWeights, mixedPrecision;
+
+  /// x and W of one float type (each maybe extended by an extf generic)
+  /// into a zero-filled wider accumulator: the linear with a wider result.
+  /// Only into zero: F.linear's form, the one convert-smlir-to-nvgpu runs.
+  LogicalResult raiseMixed(linalg::MatmulOp matmul,
+                           PatternRewriter &rewriter) const {
+    Value x = stripExtF(matmul.getInputs()[0]);
+    Value weight =
+        getTransposedWeight(stripExtF(matmul.getInputs()[1]), denseWeights);
+    Value out = matmul.getOutputs()[0];
+    if (!weight || isSparseTensor(x) || isSparseTensor(out) ||
+        !isZeroFill(out) || !isUniformFloat({x, weight}) ||
+        !LinearOp::isWiderFloat(getElementTypeOrSelf(out.getType()),
+                                getElementTypeOrSelf(x.getType())))
+      return failure();
+    rewriter.replaceOp(matmul,
+                       buildLinear(rewriter, matmul.getLoc(), x, weight, out));
+    return success();
+  }
 
   LogicalResult matchAndRewrite(linalg::MatmulOp matmul,
                                 PatternRewriter &rewriter) const override {
     if (matmul.hasUserDefinedMaps() || !matmul.hasPureTensorSemantics())
       return rewriter.notifyMatchFailure(matmul, "not a plain tensor matmul");
+    if (mixedPrecision && succeeded(raiseMixed(matmul, rewriter)))
+      return success();
     Value x = matmul.getInputs()[0];
     Value weight = getTransposedWeight(matmul.getInputs()[1], denseWeights);
     if (!weight || isSparseTensor(x))
@@ -367,8 +407,9 @@ struct RaiseLinearPass
 
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<MatmulToLinear, BatchedGenericToLinear,
-                 BroadcastBatchMatmulToLinear>(&getContext(), denseWeights);
+    patterns.add<MatmulToLinear>(&getContext(), denseWeights, mixedPrecision);
+    patterns.add<BatchedGenericToLinear, BroadcastBatchMatmulToLinear>(
+        &getContext(), denseWeights);
     patterns.add<RhsMatmulToLinear>(&getContext());
     // No folding: upstream's linalg.transpose folder returns a mistyped value
     // for a sparse input into a dense init and aborts.

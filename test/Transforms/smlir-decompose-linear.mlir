@@ -166,3 +166,28 @@ func.func @dense_weight(%x: tensor<4x16xf32>, %w: tensor<8x16xf32>) -> tensor<4x
   %y = smlir.linear %x, %w : tensor<4x16xf32>, tensor<8x16xf32> -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// Mixed precision (f16 x f16 -> f32): the body extends both operands before
+/// multiplying, and the accumulator and bias are f32.
+// CHECK-LABEL: func.func @f16_operands_f32_result(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<4x16xf16>, %[[W:[^:]*]]: tensor<8x16xf16, #{{.*}}>, %[[B:[^:]*]]: tensor<8xf32>) -> tensor<4x8xf32> {
+// CHECK:         %[[XT:.*]] = linalg.transpose ins(%[[X]] : tensor<4x16xf16>) outs(%{{.*}} : tensor<16x4xf16>) permutation = [1, 0]
+// CHECK:         %[[YT:.*]] = linalg.generic
+// CHECK-SAME:        ins(%[[W]], %[[XT]] : tensor<8x16xf16, #{{.*}}>, tensor<16x4xf16>) outs(%{{.*}} : tensor<8x4xf32>) {
+// CHECK-NEXT:    ^bb0(%[[WV:.*]]: f16, %[[XV:.*]]: f16, %[[ACC:.*]]: f32):
+// CHECK-NEXT:      %[[W32:.*]] = arith.extf %[[WV]] : f16 to f32
+// CHECK-NEXT:      %[[X32:.*]] = arith.extf %[[XV]] : f16 to f32
+// CHECK-NEXT:      %[[MUL:.*]] = arith.mulf %[[W32]], %[[X32]] : f32
+// CHECK-NEXT:      %[[SUM:.*]] = arith.addf %[[ACC]], %[[MUL]] : f32
+// CHECK-NEXT:      linalg.yield %[[SUM]] : f32
+// CHECK-NEXT:    } -> tensor<8x4xf32>
+// CHECK:         %[[Y:.*]] = linalg.transpose ins(%[[YT]] : tensor<8x4xf32>)
+// CHECK-NEXT:    linalg.generic {{.*}} ins(%[[B]] : tensor<8xf32>) outs(%[[Y]] : tensor<4x8xf32>)
+func.func @f16_operands_f32_result(%x: tensor<4x16xf16>, %w: tensor<8x16xf16, #CSR>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %y = smlir.linear %x, %w bias %b : tensor<4x16xf16>, tensor<8x16xf16, #CSR>, tensor<8xf32> -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}

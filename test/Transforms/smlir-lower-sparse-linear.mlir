@@ -341,6 +341,29 @@ func.func @f16_untouched(%w: tensor<4x16xf16, #CSR>, %x: tensor<8x16xf16>) -> te
 
 // -----
 
+// Left to smlir-decompose-linear: a wider result (f16 x f16 -> f32, or
+// f32 x f32 -> f64 accumulation).
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+// CHECK-LABEL: func.func @f16_to_f32_untouched(
+// CHECK-NOT:     scf.parallel
+// CHECK:         smlir.linear %{{.*}}, %{{.*}} : tensor<8x16xf16>, tensor<4x16xf16, #{{.*}}> -> tensor<8x4xf32>
+func.func @f16_to_f32_untouched(%w: tensor<4x16xf16, #CSR>, %x: tensor<8x16xf16>) -> tensor<8x4xf32> {
+  %y = smlir.linear %x, %w : tensor<8x16xf16>, tensor<4x16xf16, #CSR> -> tensor<8x4xf32>
+  return %y : tensor<8x4xf32>
+}
+
+// CHECK-LABEL: func.func @f32_to_f64_untouched(
+// CHECK-NOT:     scf.parallel
+// CHECK:         smlir.linear %{{.*}}, %{{.*}} : tensor<8x16xf32>, tensor<4x16xf32, #{{.*}}> -> tensor<8x4xf64>
+func.func @f32_to_f64_untouched(%w: tensor<4x16xf32, #CSR>, %x: tensor<8x16xf32>) -> tensor<8x4xf64> {
+  %y = smlir.linear %x, %w : tensor<8x16xf32>, tensor<4x16xf32, #CSR> -> tensor<8x4xf64>
+  return %y : tensor<8x4xf64>
+}
+
+// -----
+
 // Decode (1 token): dot products along k. A dense W reads 8 k at a time
 // from x and from each of the 2 rows, then reduces; the 4 k left over are
 // scalar FMAs; results are stored one element at a time.

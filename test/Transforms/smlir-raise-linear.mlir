@@ -396,8 +396,9 @@ func.func @negative_3d_generic_dense_weight(%x: tensor<2x5x16xf32>, %w: tensor<1
   return %y : tensor<2x5x12xf32>
 }
 
-/// Mixed precision (f16 operands accumulated in f32, the body extends them):
-/// smlir.linear has one element type, left alone.
+/// Mixed precision (f16 operands accumulated in f32, the body extends them)
+/// is left alone: only mixed-precision raises it, 2-d and into a zero fill
+/// (smlir-raise-linear-mixed-precision.mlir).
 // CHECK-LABEL: func.func @negative_3d_generic_mixed_precision(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<2x5x16xf16>, %[[W:[^:]*]]: tensor<12x16xf16, #{{.*}}>, %[[B:[^:]*]]: tensor<2x5x12xf32>)
 // CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<16x12xf16>
@@ -420,7 +421,7 @@ func.func @negative_3d_generic_mixed_precision(%x: tensor<2x5x16xf16>, %w: tenso
 }
 
 /// linalg.matmul accepts f16 operands into an f32 result (it extends them):
-/// smlir.linear has one element type, so the matmul is left alone.
+/// left alone without mixed-precision.
 // CHECK-LABEL: func.func @negative_matmul_mixed_precision(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<3x8xf16>, %[[W:[^:]*]]: tensor<16x8xf16, #{{.*}}>, %[[B:[^:]*]]: tensor<3x16xf32>)
 // CHECK-NEXT:    %[[E:.*]] = tensor.empty() : tensor<8x16xf16>

@@ -89,10 +89,11 @@ def ConvertSparseMLIRToNVGPU
   let description = [{
     For every 2:4 weight argument of a public function (hoisted by
     `smlir-hoist-argument-sparsifiers`: `smlir.encoding = #smlir.nm<n = 2,
-    m = 4>`, f16 or bf16, static `R x K`) read by linears
-    `linalg.matmul(x, transpose(W))` into a zero-filled f32 accumulator
-    (torch-mlir's `F.linear`, with or without `arith.extf` of the operands),
-    the linear becomes a launch of a generated kernel that runs
+    m = 4>`, f16 or bf16, static `R x K`) read by `smlir.linear` ops
+    (out_in, a static f16/bf16 `x`, an f32 result: what
+    `smlir-raise-linear{mixed-precision=true}` makes of torch-mlir's
+    `F.linear`, which `smlir-nm-cuda-pipeline` runs first), each linear
+    becomes a launch of a generated kernel that runs
     `nvgpu.mma.sp.sync` (f16) or `nvvm.mma.sp.sync` (bf16: upstream's nvgpu
     lowering has no bf16 sparse MMA in MLIR 22) with f32 accumulators.
 
@@ -114,9 +115,16 @@ def ConvertSparseMLIRToNVGPU
     `smlir.kernel_operand` x, y and, with a bias, bias). The host copies x
     (and the bias) in, launches, and copies y into a new host buffer that
     replaces what the kernel computed. Its epilogue takes over torch-mlir's
-    `F.linear` tail: the single reader `y + bias[j]` (an f32 1-d bias) and
-    the single reader `truncf` to the weight's element type, so y comes back
-    in f16/bf16 (half the bytes, no host-side rounding loop).
+    `F.linear` tail: the linear's f32 bias operand or else its single reader
+    `y + bias[j]` (an f32 1-d bias), and the single reader `truncf` to the
+    weight's element type, so y comes back in f16/bf16 (half the bytes, no
+    host-side rounding loop). Any other reader of a 2:4 weight, and any
+    `smlir.linear` not reading one, is an error: the GPU path has no sparse
+    fallback.
+
+    ```mlir
+    %y = smlir.linear %x, %W : tensor<64x768xf16>, tensor<3072x768xf16, #NM24> -> tensor<64x3072xf32>
+    ```
 
     Kernel: each warp computes 64 weight rows x `warp-tokens` tokens (4 x 4
     or 4 x 8 fragments of 16 x 8, f32 accumulators in registers); a block

@@ -68,6 +68,11 @@ def SparseMLIR_LinearOp : SparseMLIR_Op<"linear", [Pure]> {
     HF's Conv1D). `x` and `y` are dense; `W` may carry any
     `#sparse_tensor.encoding`. The token dimension M may be dynamic.
 
+    `x` and `W` have one floating-point element type; `y`'s is that type or
+    a wider float that holds it exactly, the type the products are
+    accumulated in (f16 x f16 -> f32: torch's `F.linear` in f16/bf16, which
+    extends both operands to f32). `bias` has `y`'s element type.
+
     `smlir-raise-linear` raises torch-mlir's forms of a linear
     (linalg.matmul / batch_matmul / generic, 2-d and 3-d, `x @ W` and
     `x @ W^T`) to this op; `smlir-lower-sparse-linear` turns the ones with a
@@ -79,6 +84,8 @@ def SparseMLIR_LinearOp : SparseMLIR_Op<"linear", [Pure]> {
         : tensor<?x768xf32>, tensor<3072x768xf32, #CSR>, tensor<3072xf32> -> tensor<?x3072xf32>
     %y = smlir.linear %x, %w orientation <in_out>
         : tensor<4x768xf32>, tensor<768x2304xf32, #CSR> -> tensor<4x2304xf32>
+    %y = smlir.linear %x, %w
+        : tensor<64x768xf16>, tensor<3072x768xf16, #NM24> -> tensor<64x3072xf32>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$weight,
@@ -105,6 +112,10 @@ def SparseMLIR_LinearOp : SparseMLIR_Op<"linear", [Pure]> {
     ::mlir::RankedTensorType getResultType() {
       return ::llvm::cast<::mlir::RankedTensorType>(getResult().getType());
     }
+    /// Whether `wide` is a float of more bits than `narrow` holding all its
+    /// values (f16 -> f32, bf16 -> f32; not f16 -> bf16): a result element
+    /// type wider than the operands'.
+    static bool isWiderFloat(::mlir::Type wide, ::mlir::Type narrow);
   }];
   let hasVerifier = 1;
 }

@@ -64,11 +64,31 @@ def RaiseLinear
     BSR become an `in_out` linear. An n:m `W[K, N]` is left alone (upstream's
     sparse-reinterpret-map crashes on a structured level in that access), so
     it keeps its dense fallback.
+
+    With `mixed-precision` (the CUDA pipeline's, for the sparse tensor-core
+    kernels of `convert-smlir-to-nvgpu`), a 2-d `x * W^T` whose `x` and `W`
+    share a float type narrower than a zero-filled accumulator becomes an
+    `smlir.linear` with that wider result, looking through the element-wise
+    `arith.extf` generics torch-mlir puts on `x` and `W^T` for `F.linear` in
+    f16/bf16:
+
+    ```mlir
+    %x32 = linalg.generic ... ins(%x : tensor<MxKxf16>) { arith.extf }
+    %t = linalg.transpose ins(%W : tensor<NxKxf16, #NM24>) ... permutation = [1, 0]
+    %t32 = linalg.generic ... ins(%t : tensor<KxNxf16>) { arith.extf }
+    %y = linalg.matmul ins(%x32, %t32 : ...) outs(%zero : tensor<MxNxf32>)
+    // becomes
+    %y = smlir.linear %x, %W : tensor<MxKxf16>, tensor<NxKxf16, #NM24> -> tensor<MxNxf32>
+    ```
   }];
   let options = [
     Option<"denseWeights", "dense-weights", "bool", /*default=*/"false",
            "Also raise x * W^T with a dense f32 W of static shape, for "
            "smlir-lower-sparse-linear's dense micro-kernel">,
+    Option<"mixedPrecision", "mixed-precision", "bool", /*default=*/"false",
+           "Also raise 2-d x * W^T with x and W of a float type narrower "
+           "than their zero-filled accumulator (through arith.extf "
+           "generics) to an smlir.linear with a wider result">,
   ];
   let dependentDialects = ["::mlir::smlir::SparseMLIRDialect",
                            "::mlir::linalg::LinalgDialect",

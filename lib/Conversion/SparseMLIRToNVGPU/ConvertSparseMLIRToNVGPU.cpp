@@ -1,11 +1,12 @@
 //===- ConvertSparseMLIRToNVGPU.cpp - 2:4 linears on sparse MMA -----------===//
 //
-// x[T, K] * W[R, K]^T with a 2:4 f16/bf16 W becomes a kernel of
-// `mma.sp.sync` instructions (NM24KernelBuilder.cpp: the kernel and its
-// fragment layouts). Every public function's 2:4 weight argument is replaced
-// by its device-resident values and metadata (plus scratch buffers for x, y
-// and the bias of each linear); each linear reading it (MatchNM24Linear.cpp)
-// becomes copies in, a gpu.launch_func and a copy of y out.
+// smlir.linear x[T, K] * W[R, K]^T with a 2:4 f16/bf16 W into an f32 y
+// becomes a kernel of `mma.sp.sync` instructions (NM24KernelBuilder.cpp: the
+// kernel and its fragment layouts). Every public function's 2:4 weight argument
+// is replaced by its device-resident values and metadata (plus scratch buffers
+// for x, y and the bias of each linear); each linear reading it
+// (MatchNM24Linear.cpp) becomes copies in, a gpu.launch_func and a copy of y
+// out.
 //
 //===----------------------------------------------------------------------===//
 
@@ -92,6 +93,16 @@ struct ConvertSparseMLIRToNVGPUPass
         if (failed(lowerWeight(func, i, builder)))
           return signalPassFailure();
     }
+    // The host side has no lowering of smlir.linear: one not reading a 2:4
+    // weight argument of a public function is an error here, not a failure
+    // to bufferize later.
+    WalkResult leftover = getOperation().walk([](LinearOp linear) {
+      linear.emitError("smlir.linear has no GPU lowering: its weight is not "
+                       "a 2:4 argument of a public function");
+      return WalkResult::interrupt();
+    });
+    if (leftover.wasInterrupted())
+      return signalPassFailure();
   }
 
   LogicalResult lowerWeight(func::FuncOp func, unsigned index,
@@ -139,10 +150,10 @@ ConvertSparseMLIRToNVGPUPass::lowerWeight(func::FuncOp func, unsigned index,
   for (WeightLinear &linear : *linears) {
     LinearShape s = shape;
     s.tokens = cast<RankedTensorType>(linear.x.getType()).getDimSize(0);
-    s.bias = static_cast<bool>(linear.biasAdd);
+    s.bias = static_cast<bool>(linear.bias);
     s.output = linear.truncate ? element : Float32Type::get(&getContext());
     if (!builder.chooseTile(s))
-      return linear.matmul.emitError("2:4 weight '")
+      return linear.op.emitError("2:4 weight '")
              << name << "' cannot run on sparse tensor cores: " << s.tokens
              << " tokens are not a multiple of " << kWarpTokens;
     shapes.push_back(s);
@@ -192,9 +203,9 @@ ConvertSparseMLIRToNVGPUPass::lowerWeight(func::FuncOp func, unsigned index,
       return failure();
     gpu::GPUFuncOp kernel = builder.getOrCreateKernel(s);
 
-    OpBuilder b(linear.matmul);
-    Location l = linear.matmul.getLoc();
-    ConstantPool pool{OpBuilder(linear.matmul), {}};
+    OpBuilder b(linear.op);
+    Location l = linear.op.getLoc();
+    ConstantPool pool{OpBuilder(linear.op), {}};
     IndexMath im{b, l, pool};
     Value xBuffer = bufferization::ToBufferOp::create(b, l, xType, linear.x,
                                                       /*readOnly=*/true);
@@ -213,12 +224,12 @@ ConvertSparseMLIRToNVGPUPass::lowerWeight(func::FuncOp func, unsigned index,
     gpu::LaunchFuncOp::create(b, l, kernel, grid, block, Value(), operands);
     Value host = memref::AllocOp::create(b, l, yType);
     gpu::MemcpyOp::create(b, l, Type(), ValueRange{}, host, *dy);
-    // The kernel's y stands for the last op it computed: the matmul, its
-    // bias add or the truncation (which may sit after the matmul in the
+    // The kernel's y stands for the last op it computed: the linear, its
+    // bias add or the truncation (which may sit after the linear in the
     // block: the bias operand then still dominates the launch).
-    Operation *last = linear.truncate   ? linear.truncate.getOperation()
+    Operation *last = linear.truncate  ? linear.truncate.getOperation()
                       : linear.biasAdd ? linear.biasAdd.getOperation()
-                                       : linear.matmul.getOperation();
+                                       : linear.op.getOperation();
     Value y = bufferization::ToTensorOp::create(
         b, l, last->getResult(0).getType(), host, /*restrict=*/true,
         /*writable=*/true);
@@ -227,23 +238,12 @@ ConvertSparseMLIRToNVGPUPass::lowerWeight(func::FuncOp func, unsigned index,
                           linear.biasAdd.getOperation()})
       if (op)
         dead.insert(op);
-    dead.insert(linear.matmul);
-    for (Value v : linear.matmul->getOperands())
-      if (Operation *def = v.getDefiningOp())
-        dead.insert(def);
+    dead.insert(linear.op);
   }
-  // The matmuls first, then their operands' producers (extf generics, the
-  // zero fill, W's transposes) where nothing else reads them.
+  // The epilogues, then the linears (all of W's readers).
   for (Operation *op : dead.takeVector())
     if (op->use_empty())
       op->erase();
-  for (Operation *user : llvm::make_early_inc_range(weight.getUsers()))
-    for (Operation *u : llvm::make_early_inc_range(user->getUsers()))
-      if (u->use_empty())
-        u->erase();
-  for (Operation *user : llvm::make_early_inc_range(weight.getUsers()))
-    if (user->use_empty())
-      user->erase();
   if (!weight.use_empty())
     return fail("it still has readers after lowering");
   return func.eraseArgument(index);

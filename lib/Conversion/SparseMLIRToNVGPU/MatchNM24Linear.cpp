@@ -1,9 +1,9 @@
 //===- MatchNM24Linear.cpp - the linears of a 2:4 weight ------------------===//
 //
-// A 2:4 weight is read as x @ W^T: a linalg.transpose [1, 0] into the right
-// operand of a linalg.matmul, with element-wise extf generics looked
-// through; the matmul's bias add and truncation become the kernel's
-// epilogue.
+// A 2:4 weight is read by `smlir.linear` ops (x @ W^T, out_in, f16/bf16
+// operands accumulated into an f32 result: what smlir-raise-linear makes of
+// torch-mlir's F.linear); a bias operand and the linear's following bias add
+// and truncation become the kernel's epilogue.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,9 +11,9 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
-#include "mlir/IR/Matchers.h"
 
 using namespace mlir;
+using namespace mlir::smlir;
 using namespace mlir::smlir::nm24;
 
 /// `op` is an all-parallel generic with one output whose body is the single
@@ -36,25 +36,25 @@ static linalg::GenericOp singleGenericUser(Value v) {
                        : nullptr;
 }
 
-/// Fills `linear`'s epilogue: y + bias[j] (identity map for y, (i, j) -> (j)
-/// for the bias), then truncf to `element`, each only as the one reader of
-/// the value before it.
+/// Fills `linear`'s epilogue: without a bias operand, y + bias[j] (identity
+/// map for y, (i, j) -> (j) for the bias); then truncf to `element`, each
+/// only as the one reader of the value before it.
 static void matchEpilogue(WeightLinear &linear, Type element) {
-  Value y = linear.matmul->getResult(0);
+  Value y = linear.op.getResult();
   MLIRContext *ctx = y.getContext();
   AffineMap identity = AffineMap::getMultiDimIdentityMap(2, ctx);
   AffineMap column = AffineMap::get(2, 0, getAffineDimExpr(1, ctx));
-  linalg::GenericOp add = singleGenericUser(y);
+  linalg::GenericOp add = linear.bias ? nullptr : singleGenericUser(y);
   if (auto addf = singleBodyOp<arith::AddFOp>(add);
       addf && add.getNumDpsInputs() == 2 && add.getDpsInputs()[0] == y &&
       add.getIndexingMapsArray() ==
           SmallVector<AffineMap>{identity, column, identity} &&
       getElementTypeOrSelf(add.getResult(0).getType()).isF32()) {
     Block &body = add.getRegion().front();
-    // The launch copies the bias in where the matmul is: it must exist there.
+    // The launch copies the bias in where the linear is: it must exist there.
     Operation *biasDef = add.getDpsInputs()[1].getDefiningOp();
     bool available = !biasDef || (biasDef->getBlock() == add->getBlock() &&
-                                  biasDef->isBeforeInBlock(linear.matmul));
+                                  biasDef->isBeforeInBlock(linear.op));
     available &= cast<ShapedType>(add.getDpsInputs()[1].getType())
                      .hasStaticShape();
     if (available && ((addf.getLhs() == body.getArgument(0) &&
@@ -76,28 +76,6 @@ static void matchEpilogue(WeightLinear &linear, Type element) {
     linear.truncate = trunc;
 }
 
-/// `v` with an element-wise `arith.extf` generic looked through.
-static Value stripExtF(Value v) {
-  auto generic = v.getDefiningOp<linalg::GenericOp>();
-  if (!generic || generic.getNumDpsInputs() != 1 ||
-      generic.getNumDpsInits() != 1 ||
-      generic.getNumParallelLoops() != generic.getNumLoops() ||
-      !llvm::all_of(generic.getIndexingMapsArray(),
-                    [](AffineMap m) { return m.isIdentity(); }))
-    return v;
-  Block &body = generic.getRegion().front();
-  auto ext = dyn_cast<arith::ExtFOp>(&body.front());
-  if (!ext || ext.getIn() != body.getArgument(0) ||
-      body.getTerminator()->getOperand(0) != ext.getResult())
-    return v;
-  return generic.getDpsInputs()[0];
-}
-
-static bool isZeroFill(Value v) {
-  auto fill = v.getDefiningOp<linalg::FillOp>();
-  return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
-}
-
 FailureOr<SmallVector<WeightLinear>>
 mlir::smlir::nm24::collectLinears(Value weight, StringRef name) {
   SmallVector<WeightLinear> linears;
@@ -105,40 +83,38 @@ mlir::smlir::nm24::collectLinears(Value weight, StringRef name) {
     return op->emitError("2:4 weight '")
            << name << "' cannot run on sparse tensor cores: " << why;
   };
-  for (Operation *user : weight.getUsers()) {
-    auto transpose = dyn_cast<linalg::TransposeOp>(user);
-    if (!transpose || transpose.getPermutation() != ArrayRef<int64_t>{1, 0})
-      return fail(user, "expected it to be read only as x @ W^T "
-                        "(linalg.transpose [1, 0] into linalg.matmul)");
-    SmallVector<Operation *> readers;
-    for (Operation *u : transpose->getResult(0).getUsers()) {
-      if (isa<linalg::GenericOp>(u) &&
-          stripExtF(u->getResult(0)) == transpose->getResult(0)) {
-        llvm::append_range(readers, u->getResult(0).getUsers());
-        continue;
-      }
-      readers.push_back(u);
-    }
-    for (Operation *reader : readers) {
-      auto matmul = dyn_cast<linalg::MatmulOp>(reader);
-      if (!matmul || matmul.hasUserDefinedMaps() ||
-          stripExtF(matmul.getInputs()[1]) != transpose->getResult(0))
-        return fail(reader, "expected W^T to be the right operand of a "
-                            "linalg.matmul");
-      auto outType = cast<RankedTensorType>(matmul.getOutputs()[0].getType());
-      if (!outType.getElementType().isF32() ||
-          !isZeroFill(matmul.getOutputs()[0]))
-        return fail(matmul, "expected a zero-filled f32 accumulator");
-      Value x = stripExtF(matmul.getInputs()[0]);
-      auto xType = cast<RankedTensorType>(x.getType());
-      if (xType.getElementType() != getElementTypeOrSelf(weight.getType()) ||
-          !xType.hasStaticShape() ||
-          sparse_tensor::getSparseTensorEncoding(xType))
-        return fail(matmul, "expected a dense, static x of the weight's "
-                            "element type");
-      linears.push_back({matmul, x, {}, {}, {}});
-      matchEpilogue(linears.back(), getElementTypeOrSelf(weight.getType()));
-    }
+  Type element = getElementTypeOrSelf(weight.getType());
+  // Readers in program order, not use-list order (which depends on how the
+  // IR was built): the order of the linears' scratch arguments.
+  SmallVector<Operation *> readers;
+  weight.getParentRegion()->walk([&](Operation *op) {
+    if (llvm::is_contained(op->getOperands(), weight))
+      readers.push_back(op);
+  });
+  for (Operation *user : readers) {
+    auto linear = dyn_cast<LinearOp>(user);
+    if (!linear || linear.getWeight() != weight)
+      return fail(user, "expected it to be read only as x @ W^T by "
+                        "smlir.linear (smlir-raise-linear raises torch-mlir's "
+                        "linalg.matmul of its linalg.transpose [1, 0] into a "
+                        "zero-filled accumulator)");
+    if (linear.getOrientation() != WeightOrientation::OutIn)
+      return fail(linear, "expected an out_in smlir.linear (x @ W^T)");
+    if (!linear.getResultType().getElementType().isF32())
+      return fail(linear, "expected an f32 result (the kernel accumulates "
+                          "in f32)");
+    // The verifier gives x the weight's element type.
+    if (!linear.getInputType().hasStaticShape())
+      return fail(linear, "expected an x of static shape");
+    WeightLinear &match = linears.emplace_back();
+    match.op = linear;
+    match.x = linear.getInput();
+    match.bias = linear.getBias();
+    // A bias operand has y's element type (f32) and W's outputs, which are
+    // static: only its own type may still be dynamic.
+    if (match.bias && !cast<ShapedType>(match.bias.getType()).hasStaticShape())
+      return fail(linear, "expected a bias of static shape");
+    matchEpilogue(match, element);
   }
   return linears;
 }

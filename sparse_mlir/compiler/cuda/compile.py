@@ -1,7 +1,8 @@
 """compile(..., target="cuda"): 2:4 f16/bf16 linears on sparse tensor cores.
 
 Import (torch-mlir, as for the CPU) -> `smlir.sparsify` on the 2:4 weights
-the cost model keeps sparse -> `smlir-nm-cuda-pipeline` (hoist, then
+the cost model keeps sparse -> `smlir-nm-cuda-pipeline` (hoist, raise their
+F.linear to `smlir.linear` f16/bf16 -> f32, then
 `convert-smlir-to-nvgpu`: mma.sp kernels + launches; the rest of the model
 as host code; PTX through gpu-module-to-binary{format=isa}). Everything up
 to PTX, and `export()`, run without a GPU. A call checks for a driver and
@@ -68,6 +69,7 @@ def pipeline_for(mma_k: int, chip: str, tile: tuple[int, int] = TILE, warp_token
 def _lowering_passes(mma_k: int, tile: tuple[int, int], warp_tokens: int, stages: int) -> str:
     """The smlir part alone, for the "gpu" stage (kernels and launches, before bufferization)."""
     return (f"builtin.module(smlir-hoist-argument-sparsifiers, "
+            f"func.func(smlir-raise-linear{{mixed-precision=true}}), "
             f"convert-smlir-to-nvgpu{{{_tiling(mma_k, tile, warp_tokens, stages)}}})")
 
 

@@ -1,14 +1,15 @@
 // RUN: sparse-mlir-opt %s -convert-smlir-to-nvgpu -split-input-file | FileCheck %s
 
-// A hoisted 2:4 weight read as x @ W^T (torch-mlir's F.linear without bias:
-// f16 operands, zero-filled f32 accumulator) becomes a kernel launch on its
-// compressed values and metadata.
+// A hoisted 2:4 weight read by smlir.linear (x @ W^T, f16/bf16 operands
+// into an f32 result: what smlir-raise-linear{mixed-precision} makes of
+// torch-mlir's F.linear) becomes a kernel launch on its compressed values
+// and metadata.
 
 #NM24 = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
 
 /// The weight argument becomes values (fragment order: one 16-row tile per
 /// row), metadata and two scratch buffers (x and y on the device); the
-/// matmul becomes copy in, launch, copy out. 64 rows x 64 tokens: one block
+/// linear becomes copy in, launch, copy out. 64 rows x 64 tokens: one block
 /// of one 64 x 64 warp.
 // CHECK-LABEL: func.func @linear_f16(
 // CHECK-SAME:      %[[V:[^:]*]]: memref<4x512xf16> {smlir.device = "nm24_values", smlir.tensor_name = "fc.weight"},
@@ -16,7 +17,7 @@
 // CHECK-SAME:      %[[DX:[^:]*]]: memref<64x64xf16> {smlir.device = "scratch", smlir.kernel_operand = "x", smlir.tensor_name = "fc.weight"},
 // CHECK-SAME:      %[[DY:[^:]*]]: memref<64x64xf32> {smlir.device = "scratch", smlir.kernel_operand = "y", smlir.tensor_name = "fc.weight"},
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<64x64xf16>)
-// CHECK-NOT:     linalg.matmul
+// CHECK-NOT:     smlir.linear
 // CHECK:         %[[XB:.*]] = bufferization.to_buffer %[[X]] read_only
 // CHECK:         gpu.memcpy %[[DX]], %[[XB]]
 // CHECK:         gpu.launch_func @smlir_nm24_kernels::@nm24_linear_f16_k16_64x64x64_f32 blocks in (%[[C1:.*]], %[[C1]], %[[C1]]) threads in (%{{.*}}, %{{.*}}, %[[C1]])
@@ -54,12 +55,7 @@
 // CHECK:           gpu.return
 
 func.func @linear_f16(%w: tensor<64x64xf16, #NM24> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.sparsifier = #smlir.nm_magnitude<n = 2, m = 4>, smlir.tensor_name = "fc.weight", smlir.weight}, %x: tensor<64x64xf16>) -> tensor<64x64xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<64x64xf16>
-  %t = linalg.transpose ins(%w : tensor<64x64xf16, #NM24>) outs(%e : tensor<64x64xf16>) permutation = [1, 0]
-  %o = tensor.empty() : tensor<64x64xf32>
-  %z = linalg.fill ins(%zero : f32) outs(%o : tensor<64x64xf32>) -> tensor<64x64xf32>
-  %y = linalg.matmul ins(%x, %t : tensor<64x64xf16>, tensor<64x64xf16>) outs(%z : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %y = smlir.linear %x, %w : tensor<64x64xf16>, tensor<64x64xf16, #NM24> -> tensor<64x64xf32>
   return %y : tensor<64x64xf32>
 }
 
@@ -68,35 +64,27 @@ func.func @linear_f16(%w: tensor<64x64xf16, #NM24> {smlir.encoding = #smlir.nm<n
 #NM24 = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
 #id = affine_map<(d0, d1) -> (d0, d1)>
 
-/// torch-mlir's F.linear with a bias extends both operands to f32 first: the
-/// kernel reads the f16 sources and the extensions go away.
-// CHECK-LABEL: func.func @linear_through_extf(
-// CHECK-SAME:      %[[X:[^:]*]]: tensor<64x64xf16>)
-// CHECK-NOT:     arith.extf
-// CHECK:         bufferization.to_buffer %[[X]] read_only
-// CHECK:         gpu.launch_func @smlir_nm24_kernels::@nm24_linear_f16_k16_64x64x64_f32
-// CHECK-NOT:     linalg.matmul
+/// A bias operand (f32, y's element type) is the kernel's epilogue; so is
+/// the truncation after the linear.
+// CHECK-LABEL: func.func @linear_bias_operand(
+// CHECK-SAME:      memref<64x64xf16> {smlir.device = "scratch", smlir.kernel_operand = "y", smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[DB:[^:]*]]: memref<64xf32> {smlir.device = "scratch", smlir.kernel_operand = "bias", smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<64x64xf16>, %[[B:[^:]*]]: tensor<64xf32>)
+// CHECK:         %[[BB:.*]] = bufferization.to_buffer %[[B]] read_only
+// CHECK:         gpu.memcpy %[[DB]], %[[BB]] : memref<64xf32>, memref<64xf32>
+// CHECK:         gpu.launch_func @smlir_nm24_kernels::@nm24_linear_f16_k16_64x64x64_bias_f16
+// CHECK-NOT:     smlir.linear
+// CHECK-NOT:     linalg.generic
 // CHECK:         return
-func.func @linear_through_extf(%w: tensor<64x64xf16, #NM24> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.tensor_name = "fc.weight"}, %x: tensor<64x64xf16>) -> tensor<64x64xf32> {
-  %zero = arith.constant 0.0 : f32
+func.func @linear_bias_operand(%w: tensor<64x64xf16, #NM24> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.tensor_name = "fc.weight"}, %x: tensor<64x64xf16>, %b: tensor<64xf32>) -> tensor<64x64xf16> {
+  %y = smlir.linear %x, %w bias %b : tensor<64x64xf16>, tensor<64x64xf16, #NM24>, tensor<64xf32> -> tensor<64x64xf32>
   %e = tensor.empty() : tensor<64x64xf16>
-  %t = linalg.transpose ins(%w : tensor<64x64xf16, #NM24>) outs(%e : tensor<64x64xf16>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<64x64xf32>
-  %x32 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<64x64xf16>) outs(%e1 : tensor<64x64xf32>) {
-  ^bb0(%in: f16, %out: f32):
-    %v = arith.extf %in : f16 to f32
-    linalg.yield %v : f32
-  } -> tensor<64x64xf32>
-  %e2 = tensor.empty() : tensor<64x64xf32>
-  %t32 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%t : tensor<64x64xf16>) outs(%e2 : tensor<64x64xf32>) {
-  ^bb0(%in: f16, %out: f32):
-    %v = arith.extf %in : f16 to f32
-    linalg.yield %v : f32
-  } -> tensor<64x64xf32>
-  %o = tensor.empty() : tensor<64x64xf32>
-  %z = linalg.fill ins(%zero : f32) outs(%o : tensor<64x64xf32>) -> tensor<64x64xf32>
-  %y = linalg.matmul ins(%x32, %t32 : tensor<64x64xf32>, tensor<64x64xf32>) outs(%z : tensor<64x64xf32>) -> tensor<64x64xf32>
-  return %y : tensor<64x64xf32>
+  %yh = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%y : tensor<64x64xf32>) outs(%e : tensor<64x64xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %h = arith.truncf %in : f32 to f16
+    linalg.yield %h : f16
+  } -> tensor<64x64xf16>
+  return %yh : tensor<64x64xf16>
 }
 
 // -----
@@ -105,9 +93,10 @@ func.func @linear_through_extf(%w: tensor<64x64xf16, #NM24> {smlir.encoding = #s
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #col = affine_map<(d0, d1) -> (d1)>
 
-/// torch-mlir's F.linear in f16 with a bias: + bias[j] in f32, then truncf.
-/// Both become the kernel's epilogue: the bias is copied to the device, the
-/// kernel writes f16 y, which replaces the truncation.
+/// torch-mlir's F.linear in f16 with a bias: + bias[j] in f32 after the
+/// linear, then truncf. Both become the kernel's epilogue: the bias is
+/// copied to the device, the kernel writes f16 y, which replaces the
+/// truncation.
 // CHECK-LABEL: func.func @linear_bias_truncf(
 // CHECK-SAME:      memref<64x64xf16> {smlir.device = "scratch", smlir.kernel_operand = "y", smlir.tensor_name = "fc.weight"},
 // CHECK-SAME:      %[[DB:[^:]*]]: memref<64xf32> {smlir.device = "scratch", smlir.kernel_operand = "bias", smlir.tensor_name = "fc.weight"},
@@ -126,12 +115,9 @@ func.func @linear_through_extf(%w: tensor<64x64xf16, #NM24> {smlir.encoding = #s
 // CHECK-NEXT:      %[[H:.*]] = arith.truncf %[[SUM]] : f32 to f16
 // CHECK-NEXT:      memref.store %[[H]], %[[KY]][%{{.*}}, %[[ROW]]] : memref<64x64xf16>
 func.func @linear_bias_truncf(%w: tensor<64x64xf16, #NM24> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.tensor_name = "fc.weight"}, %x: tensor<64x64xf16>, %b: tensor<64xf32>) -> tensor<64x64xf16> {
-  %zero = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<64x64xf16>
-  %t = linalg.transpose ins(%w : tensor<64x64xf16, #NM24>) outs(%e : tensor<64x64xf16>) permutation = [1, 0]
+  %y = smlir.linear %x, %w : tensor<64x64xf16>, tensor<64x64xf16, #NM24> -> tensor<64x64xf32>
   %o = tensor.empty() : tensor<64x64xf32>
-  %z = linalg.fill ins(%zero : f32) outs(%o : tensor<64x64xf32>) -> tensor<64x64xf32>
-  %y = linalg.matmul ins(%x, %t : tensor<64x64xf16>, tensor<64x64xf16>) outs(%z : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %e = tensor.empty() : tensor<64x64xf16>
   %yb = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]} ins(%y, %b : tensor<64x64xf32>, tensor<64xf32>) outs(%o : tensor<64x64xf32>) {
   ^bb0(%in: f32, %bias: f32, %out: f32):
     %s = arith.addf %in, %bias : f32
@@ -160,18 +146,38 @@ func.func @linear_bias_truncf(%w: tensor<64x64xf16, #NM24> {smlir.encoding = #sm
 // CHECK-SAME:      shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // CHECK-NOT:     nvgpu.mma.sp.sync
 func.func @linear_bf16(%w: tensor<64x64xbf16, #NM24> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.tensor_name = "fc.weight"}, %x: tensor<64x64xbf16>) -> tensor<64x64xf32> {
-  %zero = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<64x64xbf16>
-  %t = linalg.transpose ins(%w : tensor<64x64xbf16, #NM24>) outs(%e : tensor<64x64xbf16>) permutation = [1, 0]
-  %o = tensor.empty() : tensor<64x64xf32>
-  %z = linalg.fill ins(%zero : f32) outs(%o : tensor<64x64xf32>) -> tensor<64x64xf32>
-  %y = linalg.matmul ins(%x, %t : tensor<64x64xbf16>, tensor<64x64xbf16>) outs(%z : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %y = smlir.linear %x, %w : tensor<64x64xbf16>, tensor<64x64xbf16, #NM24> -> tensor<64x64xf32>
   return %y : tensor<64x64xf32>
 }
 
 // -----
 
-/// A dense weight (no smlir.encoding) is not touched.
+#NM24 = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+
+/// Two linears reading one weight: one kernel each, their scratch buffers
+/// in program order (not the weight's use-list order, which depends on how
+/// the IR was built).
+// CHECK-LABEL: func.func @shared_weight(
+// CHECK-SAME:      %[[V:[^:]*]]: memref<4x512xf16> {smlir.device = "nm24_values"
+// CHECK-SAME:      %[[M:[^:]*]]: memref<4x32xi32> {smlir.device = "nm24_metadata"
+// CHECK-SAME:      %[[DX1:[^:]*]]: memref<64x64xf16> {smlir.device = "scratch", smlir.kernel_operand = "x"
+// CHECK-SAME:      %[[DY1:[^:]*]]: memref<64x64xf32> {smlir.device = "scratch", smlir.kernel_operand = "y"
+// CHECK-SAME:      %[[DX2:[^:]*]]: memref<32x64xf16> {smlir.device = "scratch", smlir.kernel_operand = "x"
+// CHECK-SAME:      %[[DY2:[^:]*]]: memref<32x64xf32> {smlir.device = "scratch", smlir.kernel_operand = "y"
+// CHECK:         gpu.launch_func @smlir_nm24_kernels::@nm24_linear_f16_k16_64x64x64_f32
+// CHECK-SAME:        args(%[[V]] : memref<4x512xf16>, %[[M]] : memref<4x32xi32>, %[[DX1]] : memref<64x64xf16>, %[[DY1]] : memref<64x64xf32>)
+// CHECK:         gpu.launch_func @smlir_nm24_kernels::@nm24_linear_f16_k16_32x64x64_f32
+// CHECK-SAME:        args(%[[V]] : memref<4x512xf16>, %[[M]] : memref<4x32xi32>, %[[DX2]] : memref<32x64xf16>, %[[DY2]] : memref<32x64xf32>)
+func.func @shared_weight(%w: tensor<64x64xf16, #NM24> {smlir.encoding = #smlir.nm<n = 2, m = 4>, smlir.tensor_name = "fc.weight"}, %x1: tensor<64x64xf16>, %x2: tensor<32x64xf16>) -> (tensor<64x64xf32>, tensor<32x64xf32>) {
+  %y1 = smlir.linear %x1, %w : tensor<64x64xf16>, tensor<64x64xf16, #NM24> -> tensor<64x64xf32>
+  %y2 = smlir.linear %x2, %w : tensor<32x64xf16>, tensor<64x64xf16, #NM24> -> tensor<32x64xf32>
+  return %y1, %y2 : tensor<64x64xf32>, tensor<32x64xf32>
+}
+
+// -----
+
+/// A dense weight (no smlir.encoding) is not touched: its linalg form runs
+/// on the host.
 // CHECK-LABEL: func.func @negative_dense_weight(
 // CHECK:         linalg.matmul
 // CHECK-NOT:     gpu.launch_func

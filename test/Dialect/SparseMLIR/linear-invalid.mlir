@@ -20,8 +20,8 @@ func.func @sparse_input(%x: tensor<4x8xf32, #CSR>, %w: tensor<16x8xf32>) {
 
 // -----
 
-func.func @mixed_types(%x: tensor<4x8xf32>, %w: tensor<16x8xf16>) {
-  // expected-error@+1 {{'smlir.linear' op expects one floating-point element type, got 'f32', 'f16' and 'f32'}}
+func.func @mixed_operand_types(%x: tensor<4x8xf32>, %w: tensor<16x8xf16>) {
+  // expected-error@+1 {{'smlir.linear' op expects x and W of one floating-point element type, got 'f32' and 'f16'}}
   %y = smlir.linear %x, %w : tensor<4x8xf32>, tensor<16x8xf16> -> tensor<4x16xf32>
   return
 }
@@ -29,8 +29,35 @@ func.func @mixed_types(%x: tensor<4x8xf32>, %w: tensor<16x8xf16>) {
 // -----
 
 func.func @integer(%x: tensor<4x8xi32>, %w: tensor<16x8xi32>) {
-  // expected-error@+1 {{'smlir.linear' op expects one floating-point element type, got 'i32', 'i32' and 'i32'}}
+  // expected-error@+1 {{'smlir.linear' op expects x and W of one floating-point element type, got 'i32' and 'i32'}}
   %y = smlir.linear %x, %w : tensor<4x8xi32>, tensor<16x8xi32> -> tensor<4x16xi32>
+  return
+}
+
+// -----
+
+/// The result may be wider than the operands (the accumulation type), not
+/// narrower.
+func.func @narrower_result(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) {
+  // expected-error@+1 {{'smlir.linear' op expects a result element type of 'f32' (x's and W's) or a wider float, got 'f16'}}
+  %y = smlir.linear %x, %w : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf16>
+  return
+}
+
+// -----
+
+/// bf16 has f16's width and cannot hold every f16 value.
+func.func @same_width_result(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>) {
+  // expected-error@+1 {{'smlir.linear' op expects a result element type of 'f16' (x's and W's) or a wider float, got 'bf16'}}
+  %y = smlir.linear %x, %w : tensor<4x8xf16>, tensor<16x8xf16> -> tensor<4x16xbf16>
+  return
+}
+
+// -----
+
+func.func @integer_result(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>) {
+  // expected-error@+1 {{'smlir.linear' op expects a result element type of 'f16' (x's and W's) or a wider float, got 'i32'}}
+  %y = smlir.linear %x, %w : tensor<4x8xf16>, tensor<16x8xf16> -> tensor<4x16xi32>
   return
 }
 
@@ -71,6 +98,15 @@ func.func @result_tokens(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) {
 func.func @bias(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<8xf32>) {
   // expected-error@+1 {{'smlir.linear' op bias must be a dense 16-element 'f32' vector, got 'tensor<8xf32>'}}
   %y = smlir.linear %x, %w bias %b : tensor<4x8xf32>, tensor<16x8xf32>, tensor<8xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+/// With a wider result, the bias has the result's element type.
+func.func @mixed_precision_bias(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>, %b: tensor<16xf16>) {
+  // expected-error@+1 {{'smlir.linear' op bias must be a dense 16-element 'f32' vector, got 'tensor<16xf16>'}}
+  %y = smlir.linear %x, %w bias %b : tensor<4x8xf16>, tensor<16x8xf16>, tensor<16xf16> -> tensor<4x16xf32>
   return
 }
 

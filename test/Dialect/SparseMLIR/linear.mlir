@@ -32,3 +32,26 @@ func.func @explicit_default_orientation_is_elided(%x: tensor<4x8xf16>, %w: tenso
   %y = smlir.linear %x, %w orientation <out_in> : tensor<4x8xf16>, tensor<2x8xf16> -> tensor<4x2xf16>
   return %y : tensor<4x2xf16>
 }
+
+// -----
+
+#NM24 = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+
+/// Mixed precision: f16 operands accumulated into an f32 result (torch's
+/// F.linear in f16), with a bias of the result's element type.
+// CHECK-LABEL: func.func @f16_operands_f32_result(
+// CHECK-SAME:      %[[X:.*]]: tensor<64x64xf16>, %[[W:.*]]: tensor<32x64xf16, #{{.*}}>, %[[B:.*]]: tensor<32xf32>)
+// CHECK:         smlir.linear %[[X]], %[[W]] bias %[[B]] : tensor<64x64xf16>, tensor<32x64xf16, #{{.*}}>, tensor<32xf32> -> tensor<64x32xf32>
+func.func @f16_operands_f32_result(%x: tensor<64x64xf16>, %w: tensor<32x64xf16, #NM24>, %b: tensor<32xf32>) -> tensor<64x32xf32> {
+  %y = smlir.linear %x, %w bias %b : tensor<64x64xf16>, tensor<32x64xf16, #NM24>, tensor<32xf32> -> tensor<64x32xf32>
+  return %y : tensor<64x32xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @bf16_operands_f32_result(
+// CHECK:         smlir.linear %{{.*}}, %{{.*}} : tensor<?x8xbf16>, tensor<2x8xbf16> -> tensor<?x2xf32>
+func.func @bf16_operands_f32_result(%x: tensor<?x8xbf16>, %w: tensor<2x8xbf16>) -> tensor<?x2xf32> {
+  %y = smlir.linear %x, %w : tensor<?x8xbf16>, tensor<2x8xbf16> -> tensor<?x2xf32>
+  return %y : tensor<?x2xf32>
+}
