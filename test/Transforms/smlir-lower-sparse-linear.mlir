@@ -260,6 +260,29 @@ func.func @nm_shared_rows(%w: tensor<4x32xf32, #NM> {smlir.encoding = #smlir.nm<
 
 // -----
 
+// Rows sharing a pattern in fours over 6 rows: the last group holds rows 4
+// and 5. The last 4-row tile (a tile lies inside one group) repeats row 5
+// for rows 6 and 7 (min(n, 5)): the same group, whose coordinates the tile
+// reads from its first row; their outputs are masked off.
+
+#NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+
+// CHECK-LABEL: func.func @nm_shared_rows_partial_last_group(
+// CHECK:         smlir.kernel "linear_2of4r4_8x32x6"
+// CHECK:         scf.parallel
+// CHECK-DAG:       %[[C5:.*]] = arith.constant 5 : index
+// CHECK:           arith.minui %{{.*}}, %[[C5]] : index
+// CHECK:           scf.for
+// CHECK:             memref.load %{{.*}} : memref<?xi8>
+// CHECK:             vector.fma
+func.func @nm_shared_rows_partial_last_group(%w: tensor<6x32xf32, #NM> {smlir.encoding = #smlir.nm<n = 2, m = 4, rows = 4>},
+                                             %x: tensor<8x32xf32>) -> tensor<8x6xf32> {
+  %y = smlir.linear %x, %w : tensor<8x32xf32>, tensor<6x32xf32, #NM> -> tensor<8x6xf32>
+  return %y : tensor<8x6xf32>
+}
+
+// -----
+
 // A dense W: every k loads one slab row that both weight rows use.
 
 // CHECK-LABEL: func.func @dense(
