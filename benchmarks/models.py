@@ -142,15 +142,11 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int)
             encodings = {n: FORMATS[fmt]() for n in weights}
             # n:m conv weights group (kh, kw, C): a weight whose kh * kw * C
             # is no multiple of m (ResNet's 7 x 7 x 3 stem) stays dense.
+            # (One pattern per 4 rows where 4 does not divide the rows, GPT-2's
+            # 50257-row tied embedding / LM head: the last group holds 1 row.)
             named = dict(model.named_parameters())
             encodings = {n: e for n, e in encodings.items()
                          if not isinstance(e, sm.NM) or named[n].dim() != 4 or named[n][0].numel() % e.m == 0}
-            # One pattern per 4 rows needs 4 | rows: a weight without (GPT-2's
-            # 50257-row tied embedding / LM head) keeps plain 2:4, as a user
-            # would encode it (the table says which).
-            named = dict(model.named_parameters())
-            plain = [n for n, e in encodings.items() if isinstance(e, sm.NM) and named[n].shape[0] % e.rows]
-            encodings.update({n: sm.NM(encodings[n].n, encodings[n].m) for n in plain})
             for t in threads:
                 # Compiled at the thread count it runs with, as a user would:
                 # the cost model's choices (and hand-backs) depend on it.
@@ -198,7 +194,7 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int)
                                eager_channels_last_ms=eager_cl,
                                vs_eager_channels_last=eager_cl / ours if eager_cl else None,
                                compile_s=compile_s, max_error=error, regions=len(fn.regions()),
-                               region_calls_on_our_kernels=f"{on_kernels}/{decided}", plain_nm=plain)
+                               region_calls_on_our_kernels=f"{on_kernels}/{decided}")
                     rows.append(row)
                     log.warning("%s %s %d thr %s: eager %.1f ms, inductor %.1f ms, ours %.1f ms -> %.2fx eager, "
                                 "%.2fx inductor (compile %.1f s)", name, fmt, t, phase, eager, inductor, ours,

@@ -135,7 +135,8 @@ class NM(Encoding):
     The default sparsifier keeps the n largest magnitudes of every m.
     `rows=r > 1`: every r consecutive rows share one pattern (STen's grouped
     n:m; the default sparsifier then ranks positions by the group's summed
-    |x|), and a linear reads each activation row once for the r weight rows.
+    |x|; the last group may hold fewer rows), and a linear reads each
+    activation row once for the r weight rows.
     """
 
     n: int = 2

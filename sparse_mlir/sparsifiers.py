@@ -115,7 +115,8 @@ class NMMagnitude(Sparsifier):
 
     `rows=r > 1` (STen's grouped n:m; `dim` the last dimension): every r
     consecutive rows share one pattern, the n positions of each group with
-    the largest sum of |x| over the r rows. `NM(n, m, rows=r)` stores it and
+    the largest sum of |x| over the r rows (where r does not divide the rows,
+    the last group holds the rest). `NM(n, m, rows=r)` stores it and
     runs it faster (each activation row is read once for the r rows).
     """
 

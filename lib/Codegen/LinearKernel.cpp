@@ -88,8 +88,7 @@ std::optional<SparseLinear> mlir::smlir::codegen::matchSparseLinear(LinearOp lin
     if (auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
       if (auto nm = func.getArgAttrOfType<NMEncodingAttr>(arg.getArgNumber(),
                                                           kEncodingAttrName);
-          nm && nm.getN() == layout->n && nm.getM() == layout->m &&
-          weightShape[0] % nm.getRows() == 0)
+          nm && nm.getN() == layout->n && nm.getM() == layout->m)
         layout->sharedRows = nm.getRows();
   return SparseLinear{linear, x, weight, *layout, xType.getDimSize(0),
                       xType.getDimSize(1), weightShape[0]};

@@ -26,6 +26,10 @@ namespace mlir::smlir::codegen {
 /// stored entry reads its own slab row; from L2 they ran at half the FMA
 /// rate).
 constexpr int64_t kSlabSliceBytes = 16 * 1024;
+/// The same for rows sharing a pattern (SharedRowsWeight): one slab load
+/// serves R FMAs, so the slice may stay in L2 instead (with the row chunk's
+/// weights, ~300 KB, in a 1 MB L2).
+constexpr int64_t kSharedSlabSliceBytes = 256 * 1024;
 /// Weight bytes one row chunk of a token-block kernel may read: every token
 /// block of the chunk then finds it in L2. A weight past L2 (and L3), read
 /// whole by each token block, streamed from memory once per block: a
@@ -49,6 +53,7 @@ public:
   //===--- Token blocks (TokenBlocks.cpp) ---------------------------------===//
   void buildTokenBlocks();
   int64_t cacheChunks() const;
+  void chunkRowBlocks(Value chunk, int64_t chunks, Value &first, Value &last);
   void pack(Value slabs, Value mb);
   void rowBlock(Value slab, Value m0, Value nb, Value column);
   void slicedRowBlocks(Value slab, Value partial, Value mb, Value m0,

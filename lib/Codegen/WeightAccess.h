@@ -30,6 +30,9 @@ public:
   virtual std::string name(bool decode) const = 0;
   /// Stored entries per row as the token loops read them (row chunks).
   virtual double entriesPerRow() const = 0;
+  /// Bytes the token loops read per stored entry (row chunks): 8 where the
+  /// entries are interleaved (value and slab offset in one i64).
+  virtual double bytesPerEntry() const { return 8; }
   /// n:m groups per k-slice of a slab of MB tokens (0: k is not sliced).
   virtual int64_t groupsPerSlice(int64_t MB) const { return 0; }
   /// Slices of k, `groupsPerSlice` groups each.

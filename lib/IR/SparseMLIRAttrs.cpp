@@ -290,6 +290,8 @@ BSREncodingAttr::verifyShape(ArrayRef<int64_t> shape,
 // n:m ------------------------------------------------------------------------
 
 /// `rows` > 1 (grouped n:m): the groups of rows of a tensor of `shape`.
+/// `rows` need not divide dimension rank - 2: the last group holds the rows
+/// left (n:m storage keeps every row's coordinates, so it fits as is).
 static LogicalResult verifyNMRows(function_ref<InFlightDiagnostic()> emitError,
                                   Attribute attr, int64_t rows,
                                   ArrayRef<int64_t> shape) {
@@ -298,10 +300,6 @@ static LogicalResult verifyNMRows(function_ref<InFlightDiagnostic()> emitError,
   if (shape.size() < 2)
     return emitError() << attr << " shares patterns across rows: needs rank "
                        << ">= 2, got shape " << shapeString(shape);
-  if (!divides(rows, shape[shape.size() - 2]))
-    return emitError() << attr << " needs rows = " << rows
-                       << " to divide dimension " << shape.size() - 2
-                       << ", got shape " << shapeString(shape);
   return success();
 }
 

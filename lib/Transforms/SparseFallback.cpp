@@ -76,7 +76,8 @@ static bool hasSparseLowering(OpOperand &use) {
 /// (sparse_mlir/nm_layout.py, `stored_positions`): exactly n entries per
 /// group, its nonzeros padded with its lowest-index zeros, ascending; with
 /// `rows` > 1, the positions of the union of the nonzeros of each `rows`
-/// consecutive rows, in all of them. Built on buffers and assembled, not
+/// consecutive rows, in all of them (the last group of a dimension that
+/// `rows` does not divide holds the rows left). Built on buffers and assembled, not
 /// with sparse_tensor.convert: the convert drops zeros (a group with fewer
 /// than n nonzeros then corrupts the structured level) and stages through a
 /// COO buffer whose coordinates, row indices included, have the encoding's
@@ -110,8 +111,11 @@ static Value packNM(OpBuilder &b, Location loc, Value dense,
     lines *= shape[d];
   // Rows sharing a pattern are consecutive indices of dimension rank - 2,
   // consecutive lines of the [lines, cols] view.
-  if (rank < 2 || rows < 1 || shape[rank - 2] % rows != 0)
+  if (rank < 2 || rows < 1)
     rows = 1;
+  int64_t sliceLines = rank < 2 ? 1 : shape[rank - 2];
+  int64_t groupsPerSlice = llvm::divideCeil(sliceLines, rows);
+  bool partialGroups = sliceLines % rows != 0;
   Type f = nmType.getElementType();
   Type crdType = b.getIntegerType(stt.getCrdWidth() ? stt.getCrdWidth() : 64);
   Type crdElem = stt.getCrdWidth() ? crdType : b.getIndexType();
@@ -139,19 +143,43 @@ static Value packNM(OpBuilder &b, Location loc, Value dense,
         cGroups = idx(groups);
   Value zero = arith::ConstantOp::create(b, loc, f, b.getZeroAttr(f));
   // One iteration per (row group, group of m).
+  int64_t rowGroups = sliceLines ? lines / sliceLines * groupsPerSlice : 0;
   scf::ParallelOp::create(
-      b, loc, ValueRange{c0, c0}, ValueRange{idx(lines / rows), cGroups},
+      b, loc, ValueRange{c0, c0}, ValueRange{idx(rowGroups), cGroups},
       ValueRange{c1, c1},
       [&](OpBuilder &pb, Location ploc, ValueRange ivs) {
         Value line0 = arith::MulIOp::create(pb, ploc, ivs[0], cRows);
+        // Line r of the row group. A partial last group repeats its last
+        // line: the union is the same, and the repeated stores write the
+        // same values to the same places.
+        Value lastLine;
+        if (partialGroups) {
+          Value cPerSlice = arith::ConstantIndexOp::create(pb, ploc, groupsPerSlice);
+          Value cSlice = arith::ConstantIndexOp::create(pb, ploc, sliceLines);
+          Value slice = arith::DivUIOp::create(pb, ploc, ivs[0], cPerSlice);
+          Value sliceStart = arith::MulIOp::create(pb, ploc, slice, cSlice);
+          line0 = arith::AddIOp::create(
+              pb, ploc, sliceStart,
+              arith::MulIOp::create(
+                  pb, ploc, arith::RemUIOp::create(pb, ploc, ivs[0], cPerSlice),
+                  cRows));
+          lastLine = arith::SubIOp::create(
+              pb, ploc, arith::AddIOp::create(pb, ploc, sliceStart, cSlice), c1);
+        }
+        auto lineOf = [&](OpBuilder &lb, Location lloc, int64_t r) -> Value {
+          Value line = arith::AddIOp::create(
+              lb, lloc, line0, arith::ConstantIndexOp::create(lb, lloc, r));
+          return lastLine ? arith::MinUIOp::create(lb, lloc, line, lastLine)
+                                .getResult()
+                          : line;
+        };
         Value col0 = arith::MulIOp::create(pb, ploc, ivs[1], cm);
         // Whether position k of the group is nonzero in any of its rows.
         auto nonzeroAt = [&](OpBuilder &lb, Location lloc, Value k) -> Value {
           Value col = arith::AddIOp::create(lb, lloc, col0, k);
           Value any;
           for (int64_t r = 0; r < rows; ++r) {
-            Value line = arith::AddIOp::create(lb, lloc, line0,
-                                               arith::ConstantIndexOp::create(lb, lloc, r));
+            Value line = lineOf(lb, lloc, r);
             Value x = memref::LoadOp::create(lb, lloc, w, ValueRange{line, col});
             Value nz = arith::CmpFOp::create(lb, lloc, arith::CmpFPredicate::UNE,
                                              x, zero);
@@ -174,12 +202,8 @@ static Value packNM(OpBuilder &b, Location loc, Value dense,
         // nonzeros, which the caller's pruning rules out; then at most n
         // are stored).
         Value padding = arith::SubIOp::create(pb, ploc, cn, count.getResult(0));
-        Value base = arith::MulIOp::create(
-            pb, ploc,
-            arith::AddIOp::create(
-                pb, ploc, arith::MulIOp::create(pb, ploc, line0, cGroups), ivs[1]),
-            cn);
         Value lineStride = arith::MulIOp::create(pb, ploc, cGroups, cn);
+        Value groupBase = arith::MulIOp::create(pb, ploc, ivs[1], cn);
         scf::ForOp::create(
             pb, ploc, c0, cm, c1, ValueRange{c0, c0},
             [&](OpBuilder &lb, Location lloc, Value k, ValueRange iter) {
@@ -198,13 +222,13 @@ static Value packNM(OpBuilder &b, Location loc, Value dense,
                                : arith::IndexCastOp::create(ib, iloc, crdType, k)
                                      .getResult();
                 for (int64_t r = 0; r < rows; ++r) {
-                  Value rv = arith::ConstantIndexOp::create(ib, iloc, r);
-                  Value line = arith::AddIOp::create(ib, iloc, line0, rv);
+                  Value line = lineOf(ib, iloc, r);
                   Value at = arith::AddIOp::create(
                       ib, iloc,
                       arith::AddIOp::create(
-                          ib, iloc, base,
-                          arith::MulIOp::create(ib, iloc, rv, lineStride)),
+                          ib, iloc,
+                          arith::MulIOp::create(ib, iloc, line, lineStride),
+                          groupBase),
                       filled);
                   memref::StoreOp::create(ib, iloc, k8, crd, ValueRange{at});
                   Value x = memref::LoadOp::create(ib, iloc, w, ValueRange{line, col});

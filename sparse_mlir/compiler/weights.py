@@ -195,15 +195,35 @@ def _nm_magnitude(w: np.ndarray, s: NMMagnitude, name: str) -> np.ndarray:
 def _grouped_nm(w: np.ndarray, s: NMMagnitude, name: str) -> np.ndarray:
     """n:m with one pattern per `s.rows` rows: a group of m keeps the n
     positions with the largest sum of |x| over the row group (ties -> lower
-    index, NaN last), in every row of the group."""
-    # [..., row groups, rows, k groups, m]
-    tiles = w.reshape(*w.shape[:-2], w.shape[-2] // s.rows, s.rows, w.shape[-1] // s.m, s.m)
+    index, NaN last), in every row of the group. Where `s.rows` does not
+    divide the rows, the last row group holds the rest and ranks by their
+    own sum."""
+    # [..., row groups, rows, k groups, m]; zero rows pad the last group
+    # (adding |0| leaves its sums as they are).
+    tiles = _row_groups(w, s.rows, s.m)
     # Summed row by row in w's precision, as the in-graph lowering does.
     scores = np.abs(tiles[..., :1, :, :])
     for r in range(1, s.rows):
         scores = scores + np.abs(tiles[..., r:r + 1, :, :])
     mask = _keep_largest(scores, s.n)
-    return np.where(mask, tiles, 0).reshape(w.shape).astype(w.dtype)
+    kept = np.where(mask, tiles, 0).astype(w.dtype)
+    return np.ascontiguousarray(_ungroup_rows(kept, w.shape))
+
+
+def _row_groups(w: np.ndarray, rows: int, m: int) -> np.ndarray:
+    """w[..., R, K] as [..., ceil(R / rows), rows, K / m, m], the last row
+    group padded with zero rows."""
+    pad = -w.shape[-2] % rows
+    if pad:
+        w = np.concatenate([w, np.zeros((*w.shape[:-2], pad, w.shape[-1]), w.dtype)], axis=-2)
+    return w.reshape(*w.shape[:-2], w.shape[-2] // rows, rows, w.shape[-1] // m, m)
+
+
+def _ungroup_rows(tiles: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """`_row_groups` undone: [..., R, K] of `shape` (padding rows dropped);
+    the last axis may be any length (kept positions, values)."""
+    flat = tiles.reshape(*tiles.shape[:-4], tiles.shape[-4] * tiles.shape[-3], -1)
+    return flat[..., :shape[-2], :]
 
 
 def _transposable_nm(w: np.ndarray, n: int, m: int, name: str) -> np.ndarray:
@@ -344,9 +364,10 @@ def _pack_nm(w: np.ndarray, encoding: NM, name: str) -> list[np.ndarray]:
 def _shared_nm_kept(w: np.ndarray, encoding: NM, name: str) -> tuple[np.ndarray, np.ndarray]:
     """`nm_kept` for rows sharing patterns: a row group's positions are
     those of the union of its rows' nonzeros (a row with a zero at a kept
-    position stores that zero), the same in every row of the group."""
+    position stores that zero), the same in every row of the group (the
+    last group holds the rows left where `rows` does not divide them)."""
     n, m, rows = encoding.n, encoding.m, encoding.rows
-    tiles = w.reshape(*w.shape[:-2], w.shape[-2] // rows, rows, w.shape[-1] // m, m)
+    tiles = _row_groups(w, rows, m)
     union = (tiles != 0).any(axis=-3, keepdims=True)
     if (union.sum(axis=-1) > n).any():
         raise SpecError(f"{name}: its rows do not share one {n}:{m} pattern per {rows} rows "
@@ -354,4 +375,6 @@ def _shared_nm_kept(w: np.ndarray, encoding: NM, name: str) -> tuple[np.ndarray,
                         f"NMMagnitude({n}, {m}, rows={rows}) first")
     positions = np.broadcast_to(stored_positions(union, n), (*tiles.shape[:-1], n))
     values = np.take_along_axis(tiles, positions, axis=-1)
-    return positions.reshape(*w.shape[:-1], -1, n), values.reshape(*w.shape[:-1], -1, n)
+    groups = w.shape[-1] // m
+    return (_ungroup_rows(positions, w.shape).reshape(*w.shape[:-1], groups, n),
+            _ungroup_rows(values, w.shape).reshape(*w.shape[:-1], groups, n))

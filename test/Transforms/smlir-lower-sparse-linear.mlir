@@ -208,26 +208,47 @@ func.func @nm_k_slices(%w: tensor<2x1024xf32, #NM>, %x: tensor<8x1024xf32>) -> t
 // -----
 
 // A weight past the L2 budget (2:4, 1024 x 256: 512 K entries of 8 bytes,
-// 1 MB) read by 8 token blocks: its row blocks go in 2 chunks, the outer
-// dimension of the token loop (chunk, token block), so that one thread's
-// consecutive iterations read one chunk from L2. Chunk c covers row blocks
-// [c * 256, min(c * 256 + 256, 512)); slabs are packed before (a slab is
-// read by both chunks).
+// 1 MB) read by 8 token blocks: its row blocks go in 2 chunks, rounded up
+// to 4 (1, 2 or 4 threads then get as many), the outer dimension of the
+// token loop (chunk, token block), so that one thread's consecutive
+// iterations read one chunk from L2. Chunk c covers row blocks
+// [c * 128, c * 128 + 128); slabs are packed before (a slab is read by
+// every chunk).
 
 #NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
 
 // CHECK-LABEL: func.func @nm_row_chunks(
 // CHECK:         scf.parallel (%{{.*}}) = (%{{.*}}) to (%c8{{(_[0-9]+)?}})
 // CHECK:         memref.alloc() {alignment = 64 : i64} : memref<131072xi64>
-// CHECK:         scf.parallel (%[[CHUNK:.*]], %[[MB:.*]]) = (%{{.*}}, %{{.*}}) to (%c2{{(_[0-9]+)?}}, %c8{{(_[0-9]+)?}})
-// CHECK:           %[[C256:.*]] = arith.constant 256 : index
-// CHECK:           %[[FIRST:.*]] = arith.muli %[[CHUNK]], %[[C256]]
-// CHECK:           %[[END:.*]] = arith.addi %[[FIRST]]
-// CHECK:           %[[LAST:.*]] = arith.minsi %[[END]]
+// CHECK:         scf.parallel (%[[CHUNK:.*]], %[[MB:.*]]) = (%{{.*}}, %{{.*}}) to (%c4{{(_[0-9]+)?}}, %c8{{(_[0-9]+)?}})
+// CHECK:           %[[C128:.*]] = arith.constant 128 : index
+// CHECK:           %[[FIRST:.*]] = arith.muli %[[CHUNK]], %[[C128]]
+// CHECK:           %[[LAST:.*]] = arith.addi %[[FIRST]]
 // CHECK:           scf.for %{{.*}} = %[[FIRST]] to %[[LAST]]
 func.func @nm_row_chunks(%w: tensor<1024x256xf32, #NM>, %x: tensor<64x256xf32>) -> tensor<64x1024xf32> {
   %y = smlir.linear %x, %w : tensor<64x256xf32>, tensor<1024x256xf32, #NM> -> tensor<64x1024xf32>
   return %y : tensor<64x1024xf32>
+}
+
+// -----
+
+// 511 row blocks in 4 chunks: chunk c covers [c * 511 / 4, (c + 1) * 511 / 4)
+// (127 or 128 row blocks), not 3 of 128 and a last one of 127.
+
+#NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+
+// CHECK-LABEL: func.func @nm_row_chunks_even(
+// CHECK:         scf.parallel (%[[CHUNK:.*]], %[[MB:.*]]) = (%{{.*}}, %{{.*}}) to (%c4{{(_[0-9]+)?}}, %c8{{(_[0-9]+)?}})
+// CHECK:           %[[C511:.*]] = arith.constant 511 : index
+// CHECK:           %[[A:.*]] = arith.muli %[[CHUNK]], %[[C511]]
+// CHECK:           %[[FIRST:.*]] = arith.divui %[[A]], %c4
+// CHECK:           %[[NEXT:.*]] = arith.addi %[[CHUNK]]
+// CHECK:           %[[B:.*]] = arith.muli %[[NEXT]]
+// CHECK:           %[[LAST:.*]] = arith.divui %[[B]]
+// CHECK:           scf.for %{{.*}} = %[[FIRST]] to %[[LAST]]
+func.func @nm_row_chunks_even(%w: tensor<1022x256xf32, #NM>, %x: tensor<64x256xf32>) -> tensor<64x1022xf32> {
+  %y = smlir.linear %x, %w : tensor<64x256xf32>, tensor<1022x256xf32, #NM> -> tensor<64x1022xf32>
+  return %y : tensor<64x1022xf32>
 }
 
 // -----
@@ -256,6 +277,29 @@ func.func @nm_shared_rows(%w: tensor<4x32xf32, #NM> {smlir.encoding = #smlir.nm<
                           %x: tensor<8x32xf32>) -> tensor<8x4xf32> {
   %y = smlir.linear %x, %w : tensor<8x32xf32>, tensor<4x32xf32, #NM> -> tensor<8x4xf32>
   return %y : tensor<8x4xf32>
+}
+
+// -----
+
+// Rows sharing a pattern in fours over 6 rows: the last group holds rows 4
+// and 5. The last 4-row tile (a tile lies inside one group) repeats row 5
+// for rows 6 and 7 (min(n, 5)): the same group, whose coordinates the tile
+// reads from its first row; their outputs are masked off.
+
+#NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+
+// CHECK-LABEL: func.func @nm_shared_rows_partial_last_group(
+// CHECK:         smlir.kernel "linear_2of4r4_8x32x6"
+// CHECK:         scf.parallel
+// CHECK-DAG:       %[[C5:.*]] = arith.constant 5 : index
+// CHECK:           arith.minui %{{.*}}, %[[C5]] : index
+// CHECK:           scf.for
+// CHECK:             memref.load %{{.*}} : memref<?xi8>
+// CHECK:             vector.fma
+func.func @nm_shared_rows_partial_last_group(%w: tensor<6x32xf32, #NM> {smlir.encoding = #smlir.nm<n = 2, m = 4, rows = 4>},
+                                             %x: tensor<8x32xf32>) -> tensor<8x6xf32> {
+  %y = smlir.linear %x, %w : tensor<8x32xf32>, tensor<6x32xf32, #NM> -> tensor<8x6xf32>
+  return %y : tensor<8x6xf32>
 }
 
 // -----

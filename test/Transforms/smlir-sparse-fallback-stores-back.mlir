@@ -101,3 +101,24 @@ func.func @negative_csr_converts_directly(%w: tensor<300x8xf32, #CSR>) -> (tenso
   %t = linalg.transpose ins(%w : tensor<300x8xf32, #CSR>) outs(%e : tensor<8x300xf32>) permutation = [1, 0]
   return %w, %t : tensor<300x8xf32, #CSR>, tensor<8x300xf32>
 }
+
+// -----
+
+#NM24 = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+
+/// rows = 4 not dividing the 6 rows: 2 row groups, the last one of 2 rows.
+/// Its line r is min(line0 + r, 5): the lines past the end repeat line 5
+/// (same union, same stores), so nothing is read or written out of bounds.
+// CHECK-LABEL: func.func @nm_rows_partial_last_group(
+// CHECK:         scf.parallel
+// CHECK:           arith.divui
+// CHECK:           arith.remui
+// CHECK:           %[[LAST:.*]] = arith.subi
+// CHECK-COUNT-4:   arith.minui %{{.*}}, %[[LAST]] : index
+// CHECK:         sparse_tensor.assemble {{.*}} : (tensor<24xi8>), tensor<24xf32> to tensor<6x8xf32, #{{.*}}>
+func.func @nm_rows_partial_last_group(%w: tensor<6x8xf32, #NM24> {smlir.encoding = #smlir.nm<n = 2, m = 4, rows = 4>, smlir.tensor_name = "fc.weight"}) -> (tensor<6x8xf32, #NM24>, tensor<8x6xf32>) {
+  %e = tensor.empty() : tensor<8x6xf32>
+  // expected-warning @below {{no sparse lowering for 'linalg.transpose' reading tensor 'fc.weight' stored as 2:4 (4 rows); computing it densely}}
+  %t = linalg.transpose ins(%w : tensor<6x8xf32, #NM24>) outs(%e : tensor<8x6xf32>) permutation = [1, 0]
+  return %w, %t : tensor<6x8xf32, #NM24>, tensor<8x6xf32>
+}

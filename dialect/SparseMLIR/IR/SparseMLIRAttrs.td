@@ -169,6 +169,8 @@ def SparseMLIR_NMEncodingAttr : SparseMLIR_Encoding<"NMEncoding", "nm"> {
     group of `m` keeps the same positions in all `r` rows. The storage is
     the same (so any n:m reader reads it); a linear's micro-kernel reads
     each activation row once for the `r` weight rows instead of once per row.
+    Where `r` does not divide the dimension, the last group holds the rows
+    left.
 
     ```mlir
     #smlir.nm<n = 2, m = 4>
@@ -314,7 +316,8 @@ def SparseMLIR_NMMagnitudeAttr
     With `rows = r > 1` (`dim` the last dimension), every `r` consecutive
     indices of the second-to-last dimension share one pattern (STen's
     grouped n:m): a group keeps the `n` positions with the largest sum of
-    |x| over its `r` rows, in all of them.
+    |x| over its `r` rows, in all of them (a last group of fewer rows, where
+    `r` does not divide the dimension, sums the rows it has).
 
     ```mlir
     #smlir.nm_magnitude<n = 2, m = 4>

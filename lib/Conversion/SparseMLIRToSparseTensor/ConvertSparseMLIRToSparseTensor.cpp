@@ -101,10 +101,15 @@ static Value buildStreamingMask(OpBuilder &b, Location loc, Value source,
 /// (ties go to the lower index, as in sparse_mlir.weights). With `rows` > 1
 /// (dim the last dimension) a position's magnitude is the sum of |x| over
 /// the `rows` rows of its row group, so the group's rows keep one pattern
-/// (O(m * rows) work per element).
+/// (O(m * rows) work per element); where `rows` does not divide dimension
+/// dim - 1, the last group sums the rows it has.
 static Value buildNMMagnitude(OpBuilder &b, Location loc, Value source,
                               int64_t n, int64_t m, int64_t dim, int64_t rows) {
   auto type = cast<RankedTensorType>(source.getType());
+  // The row dimension's size, where a row group may be partial.
+  Value rowCount;
+  if (rows > 1 && (type.isDynamicDim(dim - 1) || type.getDimSize(dim - 1) % rows))
+    rowCount = buildSizes(b, loc, source)[dim - 1];
   return buildMask(
       b, loc, source, [&](OpBuilder &nb, Location nloc, Value in, Value out) {
         SmallVector<Value> indices;
@@ -128,10 +133,27 @@ static Value buildNMMagnitude(OpBuilder &b, Location loc, Value source,
           SmallVector<Value> row(at);
           Value sum;
           for (int64_t r = 0; r < rows; ++r) {
-            row[dim - 1] = arith::AddIOp::create(
+            Value line = arith::AddIOp::create(
                 nb, nloc, rowStart, arith::ConstantIndexOp::create(nb, nloc, r));
+            row[dim - 1] = line;
+            Value inside;
+            if (rowCount && r > 0) {
+              // Rows past the end add 0 (read clamped, in bounds).
+              inside = arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::ult,
+                                             line, rowCount);
+              row[dim - 1] = arith::MinUIOp::create(
+                  nb, nloc, line,
+                  arith::SubIOp::create(
+                      nb, nloc, rowCount,
+                      arith::ConstantIndexOp::create(nb, nloc, 1)));
+            }
             Value term = math::AbsFOp::create(
                 nb, nloc, tensor::ExtractOp::create(nb, nloc, source, row));
+            if (inside)
+              term = arith::SelectOp::create(
+                  nb, nloc, inside, term,
+                  arith::ConstantOp::create(nb, nloc, term.getType(),
+                                            nb.getZeroAttr(term.getType())));
             sum = sum ? arith::AddFOp::create(nb, nloc, sum, term).getResult()
                       : term;
           }

@@ -315,12 +315,12 @@ def _sparsified(encoding: Encoding, weight: torch.Tensor, name: str, in_out: boo
         pruned = apply_sparsifier(sparsifier, weight.numpy(), name)
         return torch.from_numpy(pruned) if is_aligned(pruned) else torch.from_numpy(pruned).clone()
     assert isinstance(encoding, NM)
-    if weight.shape[0] % encoding.m or weight.shape[1] % encoding.rows:
+    # (With rows > 1 the last group of columns may hold fewer.)
+    if weight.shape[0] % encoding.m:
         raise SpecError(f"{name}: {encoding.format_name} on a weight read as x @ W (shape {tuple(weight.shape)} = "
                         f"[in, out]) groups dim 0 by {encoding.m}"
                         + (f" and shares patterns across {encoding.rows} columns" if encoding.rows > 1 else "")
-                        + f": expected dim 0 a multiple of {encoding.m}"
-                        + (f" and dim 1 a multiple of {encoding.rows}" if encoding.rows > 1 else ""))
+                        + f": expected dim 0 a multiple of {encoding.m}")
     pruned = apply_sparsifier(sparsifier, weight.t().contiguous().numpy(), name)
     return torch.from_numpy(pruned).t().contiguous()   # a torch copy: aligned
 

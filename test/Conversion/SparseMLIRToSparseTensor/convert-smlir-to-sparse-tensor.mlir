@@ -298,6 +298,24 @@ func.func @nm_magnitude_shared_rows(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #CSR
 
 // -----
 
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// rows = 4 over 6 rows: the last row group (rows 4, 5) sums its own rows.
+/// Rows past the end are read clamped to row 5 and add 0 instead.
+// CHECK-LABEL: func.func @nm_magnitude_shared_rows_partial_last_group(
+// CHECK-DAG:     %[[C6:.*]] = arith.constant 6 : index
+// CHECK:         linalg.generic
+// CHECK:           %[[INSIDE:.*]] = arith.cmpi ult, %{{.*}}, %[[C6]] : index
+// CHECK:           %[[CLAMPED:.*]] = arith.minui
+// CHECK:           tensor.extract %{{.*}}[%[[CLAMPED]], %{{.*}}]
+// CHECK:           arith.select %[[INSIDE]]
+func.func @nm_magnitude_shared_rows_partial_last_group(%x: tensor<6x8xf32>) -> tensor<6x8xf32, #CSR> {
+  %r = smlir.sparsify %x : tensor<6x8xf32> with #smlir.nm_magnitude<n = 2, m = 4, rows = 4> as #smlir.csr -> tensor<6x8xf32, #CSR>
+  return %r : tensor<6x8xf32, #CSR>
+}
+
+// -----
+
 /// The transposable variant is lowered for f16, bf16, f32 and f64 only.
 func.func @negative_transposable_nm_f8(%x: tensor<8x8xf8E4M3FN>) -> tensor<8x8xf8E4M3FN> {
   // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.nm_magnitude<n = 2, m = 4, transposable = true> (blocking) has no lowering in convert-smlir-to-sparse-tensor for 'tensor<8x8xf8E4M3FN>' (lowered for f16, bf16, f32 and f64 only)}}

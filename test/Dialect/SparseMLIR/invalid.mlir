@@ -592,14 +592,6 @@ func.func @nm_rows_zero(%x: tensor<8x8xf32>) {
 
 // -----
 
-func.func @nm_rows_not_dividing(%x: tensor<6x8xf32>) {
-  // expected-error@+1 {{'smlir.sparsify' op #smlir.nm<n = 2, m = 4, rows = 4> needs rows = 4 to divide dimension 0, got shape [6, 8]}}
-  %r = smlir.sparsify %x : tensor<6x8xf32> with #smlir.keep_all as #smlir.nm<n = 2, m = 4, rows = 4> -> tensor<6x8xf32>
-  return
-}
-
-// -----
-
 func.func @nm_rows_on_a_vector(%x: tensor<8xf32>) {
   // expected-error@+1 {{'smlir.sparsify' op #smlir.nm<n = 2, m = 4, rows = 2> shares patterns across rows: needs rank >= 2, got shape [8]}}
   %r = smlir.sparsify %x : tensor<8xf32> with #smlir.keep_all as #smlir.nm<n = 2, m = 4, rows = 2> -> tensor<8xf32>
@@ -619,13 +611,5 @@ func.func @nm_magnitude_rows_transposable(%x: tensor<8x8xf32>) {
 func.func @nm_magnitude_rows_not_last_dim(%x: tensor<8x8xf32>) {
   // expected-error@+1 {{'smlir.sparsify' op sparsifier #smlir.nm_magnitude<n = 2, m = 4, dim = 0, rows = 2> shares patterns across rows: needs dim to be the last dimension, got dim = 0 for rank 2}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.nm_magnitude<n = 2, m = 4, dim = 0, rows = 2> as #smlir.dense -> tensor<8x8xf32>
-  return
-}
-
-// -----
-
-func.func @nm_magnitude_rows_not_dividing(%x: tensor<6x8xf32>) {
-  // expected-error@+1 {{'smlir.sparsify' op #smlir.nm_magnitude<n = 2, m = 4, rows = 4> needs rows = 4 to divide dimension 0, got shape [6, 8]}}
-  %r = smlir.sparsify %x : tensor<6x8xf32> with #smlir.nm_magnitude<n = 2, m = 4, rows = 4> as #smlir.dense -> tensor<6x8xf32>
   return
 }

@@ -217,6 +217,15 @@ func.func @nm_shared_rows(%x: tensor<8x8xf32>) -> (tensor<8x8xf32, #NM24>, tenso
   return %r, %s : tensor<8x8xf32, #NM24>, tensor<8x8xf32, #NM24>
 }
 
+/// rows = 4 need not divide the rows (6 here): the last group holds the
+/// 2 rows left; the storage is the same (every row keeps its coordinates).
+// CHECK-LABEL: func.func @nm_shared_rows_partial_last_group(
+// CHECK:         with #smlir.nm_magnitude<n = 2, m = 4, rows = 4> as #smlir.nm<n = 2, m = 4, rows = 4> -> tensor<6x8xf32, #[[$NM24]]>
+func.func @nm_shared_rows_partial_last_group(%x: tensor<6x8xf32>) -> tensor<6x8xf32, #NM24> {
+  %r = smlir.sparsify %x : tensor<6x8xf32> with #smlir.nm_magnitude<n = 2, m = 4, rows = 4> as #smlir.nm<n = 2, m = 4, rows = 4> -> tensor<6x8xf32, #NM24>
+  return %r : tensor<6x8xf32, #NM24>
+}
+
 // CHECK-LABEL: func.func @nm_1_4(
 // CHECK:         as #smlir.nm<n = 1, m = 4> -> tensor<8x8xf32, #[[$NM14]]>
 func.func @nm_1_4(%x: tensor<8x8xf32>) -> tensor<8x8xf32, #NM14> {

@@ -88,14 +88,15 @@ def test_nm_matches_the_slow_selection(n: int, m: int, seed: int) -> None:
 def _slow_grouped_nm(w: np.ndarray, n: int, m: int, rows: int) -> np.ndarray:
     """Per group of `rows` rows and `m` columns: the n columns with the
     largest sum of |x| over the rows (summed in order, in w's precision),
-    ties to the lower column, NaN last, kept in every row."""
+    ties to the lower column, NaN last, kept in every row; the last group
+    sums the rows it has."""
     out = np.zeros_like(w)
     for r0 in range(0, w.shape[0], rows):
         for c0 in range(0, w.shape[1], m):
             sums = []
             for c in range(m):
                 total = abs(w[r0, c0 + c])
-                for r in range(1, rows):
+                for r in range(1, min(rows, w.shape[0] - r0)):
                     total = total + abs(w[r0 + r, c0 + c])
                 sums.append(total)
             for c in _magnitude_order(sums)[:n]:
@@ -104,19 +105,33 @@ def _slow_grouped_nm(w: np.ndarray, n: int, m: int, rows: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("n,m,rows", [(2, 4, 2), (2, 4, 4), (1, 4, 3), (3, 8, 8)])
+@pytest.mark.parametrize("extra", [0, 1, -1], ids=["whole", "one-row-left", "one-row-short"])
 @pytest.mark.parametrize("seed", range(3))
-def test_grouped_nm_matches_the_slow_selection(n: int, m: int, rows: int, seed: int) -> None:
-    """rows > 1: one pattern per row group, by the group's summed |x|."""
+def test_grouped_nm_matches_the_slow_selection(n: int, m: int, rows: int, extra: int, seed: int) -> None:
+    """rows > 1: one pattern per row group, by the group's summed |x|;
+    where rows does not divide the rows, the last group is smaller."""
     rng = np.random.default_rng(seed)
-    for w in (rng.standard_normal((2 * rows, 3 * m)).astype(np.float32),
-              _tied_matrix(rng, (2 * rows, 3 * m), nan_fraction=0.1)):
+    shape = (2 * rows + extra, 3 * m)
+    for w in (rng.standard_normal(shape).astype(np.float32),
+              _tied_matrix(rng, shape, nan_fraction=0.1)):
         got = apply_sparsifier(sm.NMMagnitude(n, m, rows=rows), w)
         np.testing.assert_array_equal(got, _slow_grouped_nm(w, n, m, rows))
 
 
+def test_grouped_nm_partial_last_group_ranks_by_its_own_rows() -> None:
+    """6 rows, rows = 4: rows 4 and 5 keep their own top pair, whatever
+    rows 0..3 keep; a batched weight starts its groups again per matrix."""
+    w = np.zeros((6, 4), np.float32)
+    w[:4] = [9, 8, 1, 1]
+    w[4:] = [1, 1, 5, 6]
+    got = apply_sparsifier(sm.NMMagnitude(2, 4, rows=4), w)
+    np.testing.assert_array_equal(got[:4] != 0, np.tile([True, True, False, False], (4, 1)))
+    np.testing.assert_array_equal(got[4:] != 0, np.tile([False, False, True, True], (2, 1)))
+    batched = apply_sparsifier(sm.NMMagnitude(2, 4, rows=4), np.stack([w, w]))
+    np.testing.assert_array_equal(batched, np.stack([got, got]))
+
+
 def test_grouped_nm_rejects_bad_shapes() -> None:
-    with pytest.raises(sm.SpecError, match=r"w \(shape \(6, 8\)\): .*needs rows = 4 to divide dimension 0"):
-        apply_sparsifier(sm.NMMagnitude(2, 4, rows=4), np.ones((6, 8), np.float32), name="w")
     with pytest.raises(sm.SpecError, match="needs dim to be the last dimension"):
         apply_sparsifier(sm.NMMagnitude(2, 4, dim=0, rows=2), np.ones((8, 8), np.float32), name="w")
 
@@ -134,6 +149,17 @@ def test_grouped_nm_packing_shares_positions() -> None:
     w[1, 3] = 7  # group 0 of the pair now holds 3 distinct positions
     with pytest.raises(sm.SpecError, match="fc.weight: its rows do not share one 2:4 pattern per 2 rows"):
         pack(sm.NM(2, 4, rows=2), w, name="fc.weight")
+
+
+def test_grouped_nm_packing_partial_last_group() -> None:
+    """rows = 2 over 3 rows: the last row stores its own positions."""
+    w = np.zeros((3, 4), np.float32)
+    w[0, [0, 1]] = [1, 2]
+    w[1, [1]] = [3]
+    w[2, [2, 3]] = [4, 5]
+    positions, values = pack(sm.NM(2, 4, rows=2), w, name="fc.weight")
+    np.testing.assert_array_equal(positions, [0, 1, 0, 1, 2, 3])
+    np.testing.assert_array_equal(values, [1, 2, 0, 3, 4, 5])
 
 
 @pytest.mark.parametrize("n,m", [(2, 4), (1, 4), (2, 8)])

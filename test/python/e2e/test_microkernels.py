@@ -78,13 +78,14 @@ def test_benchmarked_wide_groups_match_eager(shape: tuple[int, int, int], n: int
     assert f"linear_{n}of{m}_" in fn.ir("sparse")
 
 
-@pytest.mark.parametrize("fmt", ["dense", "csr", "2:4", "csr-empty-rows"])
+@pytest.mark.parametrize("fmt", ["dense", "csr", "2:4", "csr-empty-rows", "2:4-rows4"])
 def test_weights_past_the_l2_budget_run_in_row_chunks(fmt: str) -> None:
     """Weights of more than 512 KB as the token loops read them (2052 x 256,
-    32 token blocks: dense and 2:4 in 5 chunks, CSR in 2, the last one
-    partial) run in row chunks, the outer loop of the token-block loop;
-    any thread count."""
-    encoding = FORMATS[fmt]
+    32 token blocks: dense and 2:4 in 5 chunks rounded up to 8, CSR in 2
+    rounded up to 4, rows sharing patterns in 3 rounded up to 4; row blocks
+    spread evenly, chunks differing by one) run in row chunks, the outer
+    loop of the token-block loop; any thread count."""
+    encoding = sm.NM(2, 4, rows=4) if fmt == "2:4-rows4" else FORMATS[fmt]
     model = _linear(256, 2052)
     x = torch.randn(250, 256)
     fn = compile_and_check(model, x, {"weight": encoding} if encoding else {}, vector_lanes=8, cost_model=False)
@@ -253,9 +254,13 @@ def test_cost_model_knows_decode_shapes() -> None:
 
 
 # Rows sharing one n:m pattern (NM(rows=r)): full and partial token tiles,
-# k-slices (K = 520), decode (M < 4: the per-row kernel reads the same
-# storage), groups of 2, 4 and 8 rows (tiles 2 x 4, 4 x 3, 4 x 3).
-@pytest.mark.parametrize("shape", [(64, 128, 96), (37, 72, 24), (40, 520, 16), (3, 64, 32)],
+# k-slices (K = 2752: 256 KB slab slices hold 512 groups of 4 at 32 tokens,
+# 682 at 24), decode (M < 4: the per-row kernel reads the same
+# storage), groups of 2, 4 and 8 rows (tiles 2 x 4, 4 x 3, 4 x 3); with 27
+# and 18 output rows the last group is partial (all but rows = 2 at 18):
+# the last row block repeats its last row and its outputs are masked off.
+@pytest.mark.parametrize("shape", [(64, 128, 96), (37, 72, 24), (40, 520, 16), (3, 64, 32),
+                                   (37, 72, 27), (40, 520, 18), (3, 64, 27), (21, 2752, 18)],
                          ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("n,m,rows", [(2, 4, 4), (1, 4, 2), (2, 8, 8)])
 def test_shared_row_nm_matches_eager(shape: tuple[int, int, int], n: int, m: int, rows: int) -> None:
@@ -263,9 +268,11 @@ def test_shared_row_nm_matches_eager(shape: tuple[int, int, int], n: int, m: int
     model = _linear(k, out)
     x = torch.randn(tokens, k)
     fn = compile_and_check(model, x, {"weight": sm.NM(n, m, rows=rows)})
-    weight = fn.effective_state_dict()["weight"].reshape(out // rows, rows, k)
-    kept = weight != 0
-    assert (kept == kept.any(dim=1, keepdim=True)).all(), "rows of a group keep different patterns"
+    kept = fn.effective_state_dict()["weight"] != 0
+    for r0 in range(0, out, rows):
+        group = kept[r0:r0 + rows]
+        assert (group == group.any(dim=0, keepdim=True)).all(), f"rows {r0}.. keep different patterns"
+    assert kept.reshape(out, k // m, m).sum(dim=-1).max() <= n
     kernel = f"linear_{n}of{m}r{rows}_" if tokens >= 4 else f"linear_{n}of{m}_"
     assert f"call @smlir_{kernel}" in fn.ir("sparse")
 
@@ -279,10 +286,13 @@ def test_shared_row_nm_on_activations_matches_numpy() -> None:
     compile_and_check(model, x, {"relu": sm.Dense(sparsifier=sm.NMMagnitude(2, 4, rows=2))})
 
 
-def test_shared_row_nm_shape_errors_name_the_weight() -> None:
-    model = _linear(64, 30)
-    with pytest.raises(sm.SparseMLIRError, match="weight.*rows = 4 to divide"):
-        sm.compile(model, {"weight": sm.NM(2, 4, rows=4)}, example_args=(torch.randn(8, 64),), mode="graph")
+def test_shared_row_nm_partial_group_on_activations_matches_numpy() -> None:
+    """NMMagnitude(rows=4) on a 6-row activation: the MLIR lowering's last
+    group (rows 4, 5) sums its own rows, as the numpy sparsifier does."""
+    torch.manual_seed(9)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 24), torch.nn.ReLU(), torch.nn.Linear(24, 8))
+    x = torch.randn(6, 32)
+    compile_and_check(model, x, {"relu": sm.Dense(sparsifier=sm.NMMagnitude(2, 4, rows=4))})
 
 
 @pytest.mark.parametrize("shape,perm", [((8, 16, 3, 24), (0, 2, 3, 1)), ((5, 12, 3, 20), (0, 2, 3, 1)),

@@ -97,6 +97,33 @@ def test_a_tied_lm_head_runs_on_a_region_and_the_embedding_reads_the_pruned_weig
                                        rtol=1e-4, atol=1e-4)
 
 
+def test_a_tied_lm_head_with_a_partial_row_group_runs_shared_row_nm() -> None:
+    """GPT-2's head with 4 rows per 2:4 pattern where 4 does not divide the
+    vocabulary (501 = 125 * 4 + 1): its last group is one row; head and
+    embedding read the same pruned weight."""
+    transformers = import_transformers()
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=64, n_head=4, vocab_size=501,
+                                                                 n_positions=64)).eval()
+    names = ["transformer.wte.weight", *[n for n, p in model.named_parameters() if ".h." in n and p.dim() == 2]]
+    ids = torch.randint(0, 501, (2, 16), generator=torch.Generator().manual_seed(0))
+    ids[0, 0] = 500   # the row alone in its group
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sm.SparseFallbackWarning)
+        fn = sm.compile(model, {n: sm.NM(2, 4, rows=4) for n in names}, example_args=(ids,),
+                        example_kwargs={"use_cache": False}, cost_model=False)
+    assert isinstance(fn.model.lm_head, SparseLinear)
+    head = fn.effective_state_dict()["transformer.wte.weight"]
+    kept = head[:500].reshape(125, 4, 64) != 0
+    assert (kept == kept.any(dim=1, keepdim=True)).all()
+    assert (head[500].reshape(16, 4) != 0).sum(dim=1).max() <= 2
+    model.load_state_dict(fn.effective_state_dict(), strict=False)
+    with torch.no_grad():
+        for call in (ids, ids[:1, :5]):
+            torch.testing.assert_close(fn(call, use_cache=False).logits, model(call, use_cache=False).logits,
+                                       rtol=1e-4, atol=1e-4)
+
+
 def test_regions_torch_wins_everywhere_are_handed_back(monkeypatch, one_thread) -> None:
     """A 4 x 4 linear on 2 tokens: torch's F.linear wins (our call costs more
     than its whole work); the original module is back in the model. (The
