@@ -47,10 +47,12 @@ static bool hasSparseLowering(OpOperand &use) {
   Operation *owner = use.getOwner();
   if (isSingleGroupNMForUpstream(use.get()))
     return isa<func::ReturnOp>(owner);
-  // Linears (a micro-kernel or upstream sparsification reads their weight),
-  // and element-wise ops that smlir-propagate-encodings made compute on
-  // stored entries only.
-  if (isa<LinearOp>(owner) || owner->hasAttr(kInferredEncodingAttrName))
+  // A linear's weight (a micro-kernel or upstream sparsification reads it;
+  // a sparse bias has neither), and element-wise ops that
+  // smlir-propagate-encodings made compute on stored entries only.
+  if (auto linear = dyn_cast<LinearOp>(owner))
+    return use.get() == linear.getWeight();
+  if (owner->hasAttr(kInferredEncodingAttrName))
     return true;
   if (isa<func::ReturnOp>(owner) ||
       isa<sparse_tensor::SparseTensorDialect>(owner->getDialect()))

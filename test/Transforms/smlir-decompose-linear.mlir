@@ -191,3 +191,18 @@ func.func @f16_operands_f32_result(%x: tensor<4x16xf16>, %w: tensor<8x16xf16, #C
   %y = smlir.linear %x, %w bias %b : tensor<4x16xf16>, tensor<8x16xf16, #CSR>, tensor<8xf32> -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// Only smlir.linear is decomposed: a contraction still in linalg form (one
+/// smlir-raise-linear did not raise) is left as it is.
+// CHECK-LABEL: func.func @negative_linalg_matmul(
+// CHECK-NOT:     linalg.transpose
+// CHECK:         %[[Y:.*]] = linalg.matmul
+// CHECK-NEXT:    return %[[Y]]
+func.func @negative_linalg_matmul(%x: tensor<4x16xf32>, %w: tensor<16x8xf32, #CSR>, %out: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %y = linalg.matmul ins(%x, %w : tensor<4x16xf32>, tensor<16x8xf32, #CSR>) outs(%out : tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
