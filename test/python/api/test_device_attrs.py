@@ -34,3 +34,12 @@ def test_other_attributes_are_none() -> None:
             assert smlir.device_buffer(attr) is None
             assert smlir.kernel_operand(attr) is None
 
+
+def test_argument_attributes_verify() -> None:
+    """The dialect checks the attributes on function arguments."""
+    with sm.make_context():
+        ok = ('func.func @f(%dx: memref<4xf16> {smlir.device = #smlir.device_buffer<scratch>, '
+              'smlir.kernel_operand = #smlir.kernel_operand<x>}) { return }')
+        assert ir.Module.parse(ok).operation.verify()
+        with pytest.raises(ir.MLIRError, match="expects a #smlir.device_buffer"):
+            ir.Module.parse('func.func @f(%v: memref<4xf16> {smlir.device = "nm24_values"}) { return }')
