@@ -83,6 +83,26 @@ mlirSparseMLIRFusionGetTensor(MlirAttribute attr);
 MLIR_CAPI_EXPORTED MlirStringRef
 mlirSparseMLIRFusionGetReason(MlirAttribute attr);
 
+/// True when `attr` is an `#smlir.device_buffer` (the value of
+/// `smlir.device` on a device argument of convert-smlir-to-nvgpu).
+MLIR_CAPI_EXPORTED bool
+mlirAttributeIsASparseMLIRDeviceBuffer(MlirAttribute attr);
+
+/// The case name of an `#smlir.device_buffer`: `nm24_values`,
+/// `nm24_metadata` or `scratch` (static storage).
+MLIR_CAPI_EXPORTED MlirStringRef
+mlirSparseMLIRDeviceBufferGetName(MlirAttribute attr);
+
+/// True when `attr` is an `#smlir.kernel_operand` (the value of
+/// `smlir.kernel_operand` on a scratch device argument).
+MLIR_CAPI_EXPORTED bool
+mlirAttributeIsASparseMLIRKernelOperand(MlirAttribute attr);
+
+/// The case name of an `#smlir.kernel_operand`: `x`, `y` or `bias` (static
+/// storage).
+MLIR_CAPI_EXPORTED MlirStringRef
+mlirSparseMLIRKernelOperandGetName(MlirAttribute attr);
+
 #ifdef __cplusplus
 }
 #endif

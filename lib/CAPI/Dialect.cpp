@@ -114,3 +114,21 @@ MlirStringRef mlirSparseMLIRFusionGetTensor(MlirAttribute attr) {
 MlirStringRef mlirSparseMLIRFusionGetReason(MlirAttribute attr) {
   return wrap(cast<FusionAttr>(unwrap(attr)).getReason());
 }
+
+bool mlirAttributeIsASparseMLIRDeviceBuffer(MlirAttribute attr) {
+  return isa<DeviceBufferAttr>(unwrap(attr));
+}
+
+MlirStringRef mlirSparseMLIRDeviceBufferGetName(MlirAttribute attr) {
+  return wrap(
+      stringifyDeviceBuffer(cast<DeviceBufferAttr>(unwrap(attr)).getValue()));
+}
+
+bool mlirAttributeIsASparseMLIRKernelOperand(MlirAttribute attr) {
+  return isa<KernelOperandAttr>(unwrap(attr));
+}
+
+MlirStringRef mlirSparseMLIRKernelOperandGetName(MlirAttribute attr) {
+  return wrap(stringifyKernelOperand(
+      cast<KernelOperandAttr>(unwrap(attr)).getValue()));
+}

@@ -4,6 +4,7 @@
 #include "SparseMLIR/IR/SparseMLIROps.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 
@@ -22,6 +23,50 @@ void SparseMLIRDialect::initialize() {
 #define GET_OP_LIST
 #include "SparseMLIR/IR/SparseMLIROps.cpp.inc"
       >();
+}
+
+//===----------------------------------------------------------------------===//
+// Discardable attributes on function arguments
+//===----------------------------------------------------------------------===//
+
+LogicalResult SparseMLIRDialect::verifyRegionArgAttribute(
+    Operation *op, unsigned regionIndex, unsigned argIndex,
+    NamedAttribute attr) {
+  auto emit = [&]() {
+    return op->emitOpError() << "argument #" << argIndex << ": '"
+                             << attr.getName().getValue() << "' ";
+  };
+  // The argument's other attributes (a scratch buffer needs its operand).
+  auto sibling = [&](StringRef name) -> Attribute {
+    if (regionIndex != 0)
+      return {};
+    if (auto func = dyn_cast<FunctionOpInterface>(op))
+      return func.getArgAttr(argIndex, name);
+    return {};
+  };
+  StringRef name = attr.getName().getValue();
+  if (name == kDeviceAttrName) {
+    auto device = dyn_cast<DeviceBufferAttr>(attr.getValue());
+    if (!device)
+      return emit() << "expects a #smlir.device_buffer, got "
+                    << attr.getValue();
+    if (device.getValue() == DeviceBuffer::Scratch &&
+        !sibling(kKernelOperandAttrName))
+      return emit() << "#smlir.device_buffer<scratch> needs '"
+                    << kKernelOperandAttrName << "' (which kernel operand)";
+    return success();
+  }
+  if (name == kKernelOperandAttrName) {
+    if (!isa<KernelOperandAttr>(attr.getValue()))
+      return emit() << "expects a #smlir.kernel_operand, got "
+                    << attr.getValue();
+    auto device = dyn_cast_or_null<DeviceBufferAttr>(sibling(kDeviceAttrName));
+    if (!device || device.getValue() != DeviceBuffer::Scratch)
+      return emit() << "is only valid on a '" << kDeviceAttrName
+                    << "' = #smlir.device_buffer<scratch> argument";
+    return success();
+  }
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -202,6 +202,10 @@ LogicalResult mlir::smlir::buildNMCudaPipeline(
   tiling.warpTokens = options.warpTokens;
   tiling.pipelineStages = options.pipelineStages;
   pm.addPass(createConvertSparseMLIRToNVGPU(tiling));
+  // Its argument annotations are for the caller, which reads them from the
+  // conversion's own output; upstream tools reading the host code cannot
+  // parse their typed values.
+  pm.addNestedPass<func::FuncOp>(createDropDeviceAnnotations());
   std::string target =
       "chip=" + options.chip + " features=" + features + " O=3";
   std::string passes =

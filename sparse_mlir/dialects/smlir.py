@@ -57,3 +57,15 @@ def storage_decision(attr: ir.Attribute) -> tuple[bool, str] | None:
 def fusion_decision(attr: ir.Attribute) -> tuple[bool, str, str] | None:
     """(fused, tensor, reason) of an `#smlir.fusion`, else None."""
     return _smlir.fusion_decision(attr)
+
+
+def device_buffer(attr: ir.Attribute) -> str | None:
+    """What an `#smlir.device_buffer` says a device argument holds
+    ("nm24_values", "nm24_metadata" or "scratch"), else None."""
+    return _smlir.device_buffer(attr)
+
+
+def kernel_operand(attr: ir.Attribute) -> str | None:
+    """Which kernel operand an `#smlir.kernel_operand` names ("x", "y" or
+    "bias"), else None."""
+    return _smlir.kernel_operand(attr)

@@ -101,20 +101,24 @@ def ConvertSparseMLIRToNVGPU
     `y^T = W * x^T`: W's rows are the MMA's M, tokens its N. The weight
     argument becomes, at its position,
 
-    - `memref<R/16 x 8K x T>` `{smlir.device = "nm24_values"}`: the two kept
+    - `memref<R/16 x 8K x T>`
+      `{smlir.device = #smlir.device_buffer<nm24_values>}`: the two kept
       values of every group of four in *fragment order*: per 16-row tile and
       k-step, lane by lane, the A registers that lane holds, so a lane loads
       its fragment with one 16-byte (m16n8k32) or 8-byte (m16n8k16) load;
-    - `memref<R/16 x (K/k)*Q x i32>` `{smlir.device = "nm24_metadata"}`: per
+    - `memref<R/16 x (K/k)*Q x i32>`
+      `{smlir.device = #smlir.device_buffer<nm24_metadata>}`: per
       16-row tile and k-step, the metadata register of each thread that
       supplies it (sparsity selector 0), Q = 8 for m16n8k16, 16 for
       m16n8k32 (both layouts: `sparse_mlir/cuda/nm24.py`);
 
     both device pointers the caller uploads once, followed by device
-    scratch buffers per linear (`{smlir.device = "scratch"}`, with
-    `smlir.kernel_operand` x, y and, with a bias, bias). The host copies x
-    (and the bias) in, launches, and copies y into a new host buffer that
-    replaces what the kernel computed. Its epilogue takes over torch-mlir's
+    scratch buffers per linear
+    (`{smlir.device = #smlir.device_buffer<scratch>}`, with
+    `smlir.kernel_operand = #smlir.kernel_operand<x>`, `<y>` and, with a
+    bias, `<bias>`). The host copies x (and the bias) in, launches, and
+    copies y into a new host buffer that replaces what the kernel
+    computed. Its epilogue takes over torch-mlir's
     `F.linear` tail: the linear's f32 bias operand or else its single reader
     `y + bias[j]` (an f32 1-d bias), and the single reader `truncf` to the
     weight's element type, so y comes back in f16/bf16 (half the bytes, no

@@ -390,4 +390,79 @@ def SparseMLIR_FusionAttr : AttrDef<SparseMLIR_Dialect, "Fusion"> {
   let assemblyFormat = "`<` struct(params) `>`";
 }
 
+//===----------------------------------------------------------------------===//
+// Device arguments of convert-smlir-to-nvgpu
+//===----------------------------------------------------------------------===//
+
+def SparseMLIR_DeviceBuffer : I32EnumAttr<"DeviceBuffer",
+    "what a device-resident argument of a 2:4 linear holds", [
+      I32EnumAttrCase<"NM24Values", 0, "nm24_values">,
+      I32EnumAttrCase<"NM24Metadata", 1, "nm24_metadata">,
+      I32EnumAttrCase<"Scratch", 2, "scratch">]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::smlir";
+}
+
+def SparseMLIR_DeviceBufferAttr
+    : EnumAttr<SparseMLIR_Dialect, SparseMLIR_DeviceBuffer, "device_buffer"> {
+  let summary = "What a device-resident argument of a 2:4 linear holds";
+  let description = [{
+    The value of `smlir.device` on each argument `convert-smlir-to-nvgpu`
+    adds in place of a 2:4 weight; the caller (the CUDA runtime) allocates
+    one device buffer per argument and treats it by its case:
+
+    - `nm24_values`: the weight's kept values in the kernel's fragment
+      order. The runtime compresses the pruned weight on the host, uploads
+      it once when the model is loaded and keeps it resident across calls.
+    - `nm24_metadata`: the sparsity metadata (i32) of those values, laid out
+      for the MMA k in `smlir.mma_k`. Uploaded once and kept resident, like
+      the values.
+    - `scratch`: a per-call buffer of one kernel operand (which one:
+      `smlir.kernel_operand`). The runtime only allocates it; its contents
+      are written by the host code's copies (x, bias) or by the kernel (y)
+      at every call, never uploaded from the model's weights.
+
+    ```mlir
+    func.func @main(%v: memref<4x512xf16> {smlir.device = #smlir.device_buffer<nm24_values>},
+                    %m: memref<4x32xi32> {smlir.device = #smlir.device_buffer<nm24_metadata>, smlir.mma_k = 16 : i64},
+                    %dx: memref<64x64xf16> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<x>})
+    ```
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def SparseMLIR_KernelOperand : I32EnumAttr<"KernelOperand",
+    "which operand of a 2:4 kernel a device scratch buffer is", [
+      I32EnumAttrCase<"X", 0, "x">,
+      I32EnumAttrCase<"Y", 1, "y">,
+      I32EnumAttrCase<"Bias", 2, "bias">]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::smlir";
+}
+
+def SparseMLIR_KernelOperandAttr
+    : EnumAttr<SparseMLIR_Dialect, SparseMLIR_KernelOperand, "kernel_operand"> {
+  let summary = "Which operand of a 2:4 kernel a device scratch buffer is";
+  let description = [{
+    The value of `smlir.kernel_operand` on each `scratch` device argument
+    `convert-smlir-to-nvgpu` adds (one set per linear reading the weight):
+
+    - `x`: the activations `[tokens, K]` (f16/bf16); the host code copies
+      the linear's input into it before the launch.
+    - `y`: the result `[tokens, R]` (f32, or the weight's element type when
+      the kernel truncates); the kernel writes it and the host code copies
+      it back after the launch.
+    - `bias`: the f32 bias `[R]` the kernel's epilogue adds; copied in
+      before the launch (only for a linear with a bias).
+
+    The runtime passes the buffers to the kernel in its launch order and
+    reports them in the artifact's manifest by this name (`x`, `y`, `bias`).
+
+    ```mlir
+    %dy: memref<64x64xf32> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<y>}
+    ```
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 #endif // SPARSE_MLIR_ATTRS_TD

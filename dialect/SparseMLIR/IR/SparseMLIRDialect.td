@@ -33,6 +33,9 @@ def SparseMLIR_Dialect : Dialect {
     ```
   }];
   let useDefaultAttributePrinterParser = 1;
+  // Checks the typed discardable attributes of function arguments
+  // (smlir.device, smlir.kernel_operand).
+  let hasRegionArgAttrVerify = 1;
   // The attributes passes and Python leave on ops and function arguments,
   // named here once (`smlir.<name>`; C++ through the generated helpers,
   // Python through `_smlir.discardable_attr_names()`).
@@ -50,13 +53,14 @@ def SparseMLIR_Dialect : Dialect {
     /// The i64 argument numbering the calls (#smlir.random_fraction draws
     /// a new mask per call).
     "::mlir::UnitAttr":$call_number,
-    /// What a device-resident argument of a 2:4 linear holds ("values",
-    /// "metadata", "scratch"), the MMA k its metadata is laid out for, and
-    /// which kernel operand a scratch argument is ("x", "y", "bias")
-    /// (convert-smlir-to-nvgpu).
-    "::mlir::StringAttr":$device,
+    /// What a device-resident argument of a 2:4 linear holds
+    /// (#smlir.device_buffer<nm24_values | nm24_metadata | scratch>), the
+    /// MMA k its metadata is laid out for, and which kernel operand a
+    /// scratch argument is (#smlir.kernel_operand<x | y | bias>)
+    /// (convert-smlir-to-nvgpu; the dialect verifies them on arguments).
+    "::mlir::smlir::DeviceBufferAttr":$device,
     "::mlir::IntegerAttr":$mma_k,
-    "::mlir::StringAttr":$kernel_operand,
+    "::mlir::smlir::KernelOperandAttr":$kernel_operand,
     // On ops.
     /// An element-wise op whose sparse result encoding was inferred from
     /// the named tensor (smlir-propagate-encodings).

@@ -582,4 +582,26 @@ def UnsignedInsertionIndices
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def DropDeviceAnnotations
+    : Pass<"smlir-drop-device-annotations", "::mlir::func::FuncOp"> {
+  let summary = "Remove the device-argument annotations of convert-smlir-to-nvgpu";
+  let description = [{
+    `convert-smlir-to-nvgpu` marks the arguments it adds with
+    `smlir.device = #smlir.device_buffer<...>`, `smlir.kernel_operand =
+    #smlir.kernel_operand<...>` and `smlir.mma_k`: what the caller (Python
+    reads them from the "gpu" stage) allocates and uploads. Once the
+    launches are built no pass reads them, and their typed values would
+    make the host code unreadable by upstream tools that do not load the
+    smlir dialect (`mlir-translate --mlir-to-llvmir` of the "llvm" stage).
+    `smlir-nm-cuda-pipeline` runs this right after the conversion;
+    `smlir.tensor_name` (a plain string) stays.
+
+    ```mlir
+    func.func @main(%v: memref<4x512xf16> {smlir.device = #smlir.device_buffer<nm24_values>, smlir.tensor_name = "fc.weight"})
+    // becomes
+    func.func @main(%v: memref<4x512xf16> {smlir.tensor_name = "fc.weight"})
+    ```
+  }];
+}
+
 #endif // SPARSE_MLIR_TRANSFORMS_PASSES_TD

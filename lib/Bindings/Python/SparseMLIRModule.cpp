@@ -169,4 +169,23 @@ NB_MODULE(_smlir, m) {
       },
       nb::arg("attr"),
       "(fused, tensor, reason) of an #smlir.fusion, else None.");
+  m.def(
+      "device_buffer",
+      [](MlirAttribute attr) -> std::optional<std::string> {
+        if (!mlirAttributeIsASparseMLIRDeviceBuffer(attr))
+          return std::nullopt;
+        return toString(mlirSparseMLIRDeviceBufferGetName(attr));
+      },
+      nb::arg("attr"),
+      "The case of an #smlir.device_buffer ('nm24_values', "
+      "'nm24_metadata', 'scratch'), else None.");
+  m.def(
+      "kernel_operand",
+      [](MlirAttribute attr) -> std::optional<std::string> {
+        if (!mlirAttributeIsASparseMLIRKernelOperand(attr))
+          return std::nullopt;
+        return toString(mlirSparseMLIRKernelOperandGetName(attr));
+      },
+      nb::arg("attr"),
+      "The case of an #smlir.kernel_operand ('x', 'y', 'bias'), else None.");
 }

@@ -163,30 +163,33 @@ ConvertSparseMLIRToNVGPUPass::lowerWeight(func::FuncOp func, unsigned index,
   // scratch buffers per linear.
   MLIRContext *ctx = &getContext();
   Location loc = weight.getLoc();
-  auto attrs = [&](StringRef role, StringRef operand) {
+  auto attrs = [&](DeviceBuffer role, std::optional<KernelOperand> operand) {
     SmallVector<NamedAttribute> a = {
         NamedAttribute(StringAttr::get(ctx, kDeviceAttrName),
-                       StringAttr::get(ctx, role)),
+                       DeviceBufferAttr::get(ctx, role)),
         NamedAttribute(StringAttr::get(ctx, kTensorNameAttrName),
                        StringAttr::get(ctx, name))};
-    if (role == "nm24_metadata")
+    if (role == DeviceBuffer::NM24Metadata)
       a.push_back(NamedAttribute(StringAttr::get(ctx, kMmaKAttrName),
                                  IntegerAttr::get(IntegerType::get(ctx, 64),
                                                   mmaK)));
-    if (!operand.empty())
+    if (operand)
       a.push_back(NamedAttribute(StringAttr::get(ctx, kKernelOperandAttrName),
-                                 StringAttr::get(ctx, operand)));
+                                 KernelOperandAttr::get(ctx, *operand)));
     return DictionaryAttr::get(ctx, a);
   };
   unsigned next = index + 1;
-  auto insert = [&](Type t, StringRef role,
-                    StringRef operand = "") -> FailureOr<Value> {
+  auto insert = [&](Type t, DeviceBuffer role,
+                    std::optional<KernelOperand> operand =
+                        std::nullopt) -> FailureOr<Value> {
     if (failed(func.insertArgument(next, t, attrs(role, operand), loc)))
       return failure();
     return func.getArgument(next++);
   };
-  FailureOr<Value> values = insert(builder.valuesType(shape), "nm24_values");
-  FailureOr<Value> meta = insert(builder.metaType(shape), "nm24_metadata");
+  FailureOr<Value> values =
+      insert(builder.valuesType(shape), DeviceBuffer::NM24Values);
+  FailureOr<Value> meta =
+      insert(builder.metaType(shape), DeviceBuffer::NM24Metadata);
   if (failed(values) || failed(meta))
     return failure();
 
@@ -195,10 +198,13 @@ ConvertSparseMLIRToNVGPUPass::lowerWeight(func::FuncOp func, unsigned index,
     auto xType = MemRefType::get({s.tokens, s.depth}, element);
     auto yType = MemRefType::get({s.tokens, s.rows}, s.output);
     auto biasType = MemRefType::get({s.rows}, Float32Type::get(ctx));
-    FailureOr<Value> dx = insert(xType, "scratch", "x");
-    FailureOr<Value> dy = insert(yType, "scratch", "y");
-    FailureOr<Value> dbias = s.bias ? insert(biasType, "scratch", "bias")
-                                    : FailureOr<Value>(Value());
+    FailureOr<Value> dx =
+        insert(xType, DeviceBuffer::Scratch, KernelOperand::X);
+    FailureOr<Value> dy =
+        insert(yType, DeviceBuffer::Scratch, KernelOperand::Y);
+    FailureOr<Value> dbias =
+        s.bias ? insert(biasType, DeviceBuffer::Scratch, KernelOperand::Bias)
+               : FailureOr<Value>(Value());
     if (failed(dx) || failed(dy) || failed(dbias))
       return failure();
     gpu::GPUFuncOp kernel = builder.getOrCreateKernel(s);

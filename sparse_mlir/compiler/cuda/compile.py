@@ -19,7 +19,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -29,7 +29,7 @@ from mlir.dialects import gpu
 from sparse_mlir.runtime.callable import CheckedCallable, InputSpec
 from sparse_mlir.compiler.pipeline import MLIR_VERSION, annotate, main_function, pipeline_error, single_result
 from sparse_mlir.compiler.reports import CompileReports, PlanEntry, TensorStats
-from sparse_mlir.dialects.smlir import ATTR
+from sparse_mlir.dialects.smlir import ATTR, device_buffer, kernel_operand
 from sparse_mlir.context import make_context
 from sparse_mlir.encodings import NM, Dense, Encoding
 from sparse_mlir.errors import SpecError
@@ -107,6 +107,18 @@ def _constant_index(value: ir.Value) -> int:
     return ir.IntegerAttr(value.owner.attributes["value"]).value
 
 
+def _typed(read: Callable[[ir.Attribute], str | None], attrs: ir.DictAttr, name: str) -> str:
+    """The case name of the typed attribute `name` of a device argument, read
+    through `read` (`device_buffer` or `kernel_operand`); an error when it is
+    missing or of another kind (a compiler bug)."""
+    value = read(attrs[name]) if name in attrs else None
+    if value is None:
+        got = str(attrs[name]) if name in attrs else "nothing"
+        raise RuntimeError(f"convert-smlir-to-nvgpu left {got} in {name} of a device argument "
+                           f"(expected an #smlir.{read.__name__})")
+    return value
+
+
 def _launches(module: ir.Module) -> list[KernelLaunch]:
     """The gpu.launch_func ops of @main in the "gpu" stage, in program order."""
     main = main_function(module)
@@ -117,10 +129,10 @@ def _launches(module: ir.Module) -> list[KernelLaunch]:
         arguments, tensor = [], ""
         for operand in op.kernelOperands:
             attrs = ir.DictAttr(main.arg_attrs[ir.BlockArgument(operand).arg_number])
-            role = ir.StringAttr(attrs[ATTR.device]).value
+            role = _typed(device_buffer, attrs, ATTR.device)
             tensor = ir.StringAttr(attrs[ATTR.tensor_name]).value
             if role == "scratch":   # which of the kernel's x, y, bias
-                role = ir.StringAttr(attrs[ATTR.kernel_operand]).value
+                role = _typed(kernel_operand, attrs, ATTR.kernel_operand)
             shaped = ir.ShapedType(operand.type)
             arguments.append(KernelArgument(role, tuple(shaped.shape), str(shaped.element_type)))
         shared = op.dynamicSharedMemorySize
@@ -285,7 +297,7 @@ def _arguments(module: ir.Module, param_names: Sequence[str], num_inputs: int) -
     for index, arg in enumerate(list(block.arguments)[:len(block.arguments) - num_inputs]):
         attrs = ir.DictAttr(main.arg_attrs[index])
         if ATTR.device in attrs:
-            role = ir.StringAttr(attrs[ATTR.device]).value
+            role = _typed(device_buffer, attrs, ATTR.device)
             name = ir.StringAttr(attrs[ATTR.tensor_name]).value
             if pending and pending[0] == name:
                 pending.pop(0)

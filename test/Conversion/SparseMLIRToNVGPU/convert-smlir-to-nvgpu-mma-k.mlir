@@ -13,7 +13,7 @@
 /// m16n8k32: 16 metadata registers per step, entry 2g + lane % 2; one
 /// 16-byte A load per lane and fragment; four ldmatrix tiles per B fragment.
 // K32-LABEL:   func.func @linear_f16(
-// K32-SAME:        memref<4x32xi32> {smlir.device = "nm24_metadata", smlir.mma_k = 32 : i64
+// K32-SAME:        memref<4x32xi32> {smlir.device = #smlir.device_buffer<nm24_metadata>, smlir.mma_k = 32 : i64
 // K32:         gpu.func @nm24_linear_f16_k32_64x64x64_f32
 // K32-DAG:       %[[C2:.*]] = arith.constant 2 : index
 // K32-DAG:       %[[C4:.*]] = arith.constant 4 : index

@@ -12,10 +12,10 @@
 /// linear becomes copy in, launch, copy out. 64 rows x 64 tokens: one block
 /// of one 64 x 64 warp.
 // CHECK-LABEL: func.func @linear_f16(
-// CHECK-SAME:      %[[V:[^:]*]]: memref<4x512xf16> {smlir.device = "nm24_values", smlir.tensor_name = "fc.weight"},
-// CHECK-SAME:      %[[M:[^:]*]]: memref<4x32xi32> {smlir.device = "nm24_metadata", smlir.mma_k = 16 : i64, smlir.tensor_name = "fc.weight"},
-// CHECK-SAME:      %[[DX:[^:]*]]: memref<64x64xf16> {smlir.device = "scratch", smlir.kernel_operand = "x", smlir.tensor_name = "fc.weight"},
-// CHECK-SAME:      %[[DY:[^:]*]]: memref<64x64xf32> {smlir.device = "scratch", smlir.kernel_operand = "y", smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[V:[^:]*]]: memref<4x512xf16> {smlir.device = #smlir.device_buffer<nm24_values>, smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[M:[^:]*]]: memref<4x32xi32> {smlir.device = #smlir.device_buffer<nm24_metadata>, smlir.mma_k = 16 : i64, smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[DX:[^:]*]]: memref<64x64xf16> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<x>, smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[DY:[^:]*]]: memref<64x64xf32> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<y>, smlir.tensor_name = "fc.weight"},
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<64x64xf16>)
 // CHECK-NOT:     smlir.linear
 // CHECK:         %[[XB:.*]] = bufferization.to_buffer %[[X]] read_only
@@ -67,8 +67,8 @@ func.func @linear_f16(%w: tensor<64x64xf16, #NM24> {smlir.encoding = #smlir.nm<n
 /// A bias operand (f32, y's element type) is the kernel's epilogue; so is
 /// the truncation after the linear.
 // CHECK-LABEL: func.func @linear_bias_operand(
-// CHECK-SAME:      memref<64x64xf16> {smlir.device = "scratch", smlir.kernel_operand = "y", smlir.tensor_name = "fc.weight"},
-// CHECK-SAME:      %[[DB:[^:]*]]: memref<64xf32> {smlir.device = "scratch", smlir.kernel_operand = "bias", smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      memref<64x64xf16> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<y>, smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[DB:[^:]*]]: memref<64xf32> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<bias>, smlir.tensor_name = "fc.weight"},
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<64x64xf16>, %[[B:[^:]*]]: tensor<64xf32>)
 // CHECK:         %[[BB:.*]] = bufferization.to_buffer %[[B]] read_only
 // CHECK:         gpu.memcpy %[[DB]], %[[BB]] : memref<64xf32>, memref<64xf32>
@@ -98,8 +98,8 @@ func.func @linear_bias_operand(%w: tensor<64x64xf16, #NM24> {smlir.encoding = #s
 /// copied to the device, the kernel writes f16 y, which replaces the
 /// truncation.
 // CHECK-LABEL: func.func @linear_bias_truncf(
-// CHECK-SAME:      memref<64x64xf16> {smlir.device = "scratch", smlir.kernel_operand = "y", smlir.tensor_name = "fc.weight"},
-// CHECK-SAME:      %[[DB:[^:]*]]: memref<64xf32> {smlir.device = "scratch", smlir.kernel_operand = "bias", smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      memref<64x64xf16> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<y>, smlir.tensor_name = "fc.weight"},
+// CHECK-SAME:      %[[DB:[^:]*]]: memref<64xf32> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<bias>, smlir.tensor_name = "fc.weight"},
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<64x64xf16>, %[[B:[^:]*]]: tensor<64xf32>)
 // CHECK:         %[[BB:.*]] = bufferization.to_buffer %[[B]] read_only
 // CHECK:         gpu.memcpy %[[DB]], %[[BB]] : memref<64xf32>, memref<64xf32>
@@ -138,7 +138,7 @@ func.func @linear_bias_truncf(%w: tensor<64x64xf16, #NM24> {smlir.encoding = #sm
 /// bf16: upstream's nvgpu lowering has no bf16 sparse MMA, so the kernel
 /// uses nvvm.mma.sp.sync on 32-bit registers, selector 0.
 // CHECK-LABEL: func.func @linear_bf16(
-// CHECK-SAME:      memref<4x512xbf16> {smlir.device = "nm24_values"
+// CHECK-SAME:      memref<4x512xbf16> {smlir.device = #smlir.device_buffer<nm24_values>
 // CHECK:       gpu.func @nm24_linear_bf16_k16_64x64x64
 // CHECK:         nvgpu.ldmatrix %{{.*}} : memref<2x64x72xbf16, #gpu.address_space<workgroup>> -> vector<2x2xbf16>
 // CHECK:         nvvm.mma.sp.sync A[%{{.*}}, %{{.*}}] B[%{{.*}}, %{{.*}}] C[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] sparseMetadata[%{{.*}}] selector[%c0_i32{{(_[0-9]+)?}}]
@@ -158,12 +158,12 @@ func.func @linear_bf16(%w: tensor<64x64xbf16, #NM24> {smlir.encoding = #smlir.nm
 /// in program order (not the weight's use-list order, which depends on how
 /// the IR was built).
 // CHECK-LABEL: func.func @shared_weight(
-// CHECK-SAME:      %[[V:[^:]*]]: memref<4x512xf16> {smlir.device = "nm24_values"
-// CHECK-SAME:      %[[M:[^:]*]]: memref<4x32xi32> {smlir.device = "nm24_metadata"
-// CHECK-SAME:      %[[DX1:[^:]*]]: memref<64x64xf16> {smlir.device = "scratch", smlir.kernel_operand = "x"
-// CHECK-SAME:      %[[DY1:[^:]*]]: memref<64x64xf32> {smlir.device = "scratch", smlir.kernel_operand = "y"
-// CHECK-SAME:      %[[DX2:[^:]*]]: memref<32x64xf16> {smlir.device = "scratch", smlir.kernel_operand = "x"
-// CHECK-SAME:      %[[DY2:[^:]*]]: memref<32x64xf32> {smlir.device = "scratch", smlir.kernel_operand = "y"
+// CHECK-SAME:      %[[V:[^:]*]]: memref<4x512xf16> {smlir.device = #smlir.device_buffer<nm24_values>
+// CHECK-SAME:      %[[M:[^:]*]]: memref<4x32xi32> {smlir.device = #smlir.device_buffer<nm24_metadata>
+// CHECK-SAME:      %[[DX1:[^:]*]]: memref<64x64xf16> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<x>
+// CHECK-SAME:      %[[DY1:[^:]*]]: memref<64x64xf32> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<y>
+// CHECK-SAME:      %[[DX2:[^:]*]]: memref<32x64xf16> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<x>
+// CHECK-SAME:      %[[DY2:[^:]*]]: memref<32x64xf32> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<y>
 // CHECK:         gpu.launch_func @smlir_nm24_kernels::@nm24_linear_f16_k16_64x64x64_f32
 // CHECK-SAME:        args(%[[V]] : memref<4x512xf16>, %[[M]] : memref<4x32xi32>, %[[DX1]] : memref<64x64xf16>, %[[DY1]] : memref<64x64xf32>)
 // CHECK:         gpu.launch_func @smlir_nm24_kernels::@nm24_linear_f16_k16_32x64x64_f32

@@ -613,3 +613,60 @@ func.func @nm_magnitude_rows_not_last_dim(%x: tensor<8x8xf32>) {
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.nm_magnitude<n = 2, m = 4, dim = 0, rows = 2> as #smlir.dense -> tensor<8x8xf32>
   return
 }
+
+// -----
+
+/// smlir.device is typed: the old string spelling is rejected.
+// expected-error@+1 {{'func.func' op argument #0: 'smlir.device' expects a #smlir.device_buffer, got "nm24_values"}}
+func.func @device_as_string(%v: memref<4x512xf16> {smlir.device = "nm24_values"}) {
+  return
+}
+
+// -----
+
+/// smlir.kernel_operand is typed: the old string spelling is rejected.
+// expected-error@+1 {{'func.func' op argument #0: 'smlir.kernel_operand' expects a #smlir.kernel_operand, got "x"}}
+func.func @kernel_operand_as_string(%dx: memref<64x64xf16> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = "x"}) {
+  return
+}
+
+// -----
+
+/// A scratch buffer must say which kernel operand it is.
+// expected-error@+1 {{'func.func' op argument #0: 'smlir.device' #smlir.device_buffer<scratch> needs 'smlir.kernel_operand' (which kernel operand)}}
+func.func @scratch_without_kernel_operand(%dx: memref<64x64xf16> {smlir.device = #smlir.device_buffer<scratch>}) {
+  return
+}
+
+// -----
+
+/// Only scratch buffers are kernel operands of their own: the values and
+/// metadata are the weight.
+// expected-error@+1 {{'func.func' op argument #0: 'smlir.kernel_operand' is only valid on a 'smlir.device' = #smlir.device_buffer<scratch> argument}}
+func.func @kernel_operand_on_values(%v: memref<4x512xf16> {smlir.device = #smlir.device_buffer<nm24_values>, smlir.kernel_operand = #smlir.kernel_operand<x>}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'func.func' op argument #0: 'smlir.kernel_operand' is only valid on a 'smlir.device' = #smlir.device_buffer<scratch> argument}}
+func.func @kernel_operand_without_device(%dx: memref<64x64xf16> {smlir.kernel_operand = #smlir.kernel_operand<x>}) {
+  return
+}
+
+// -----
+
+/// An unknown case of either enum is a parse error that lists the cases.
+// expected-error@+2 {{expected ::mlir::smlir::DeviceBuffer to be one of: nm24_values, nm24_metadata, scratch}}
+// expected-error@+1 {{failed to parse SparseMLIR_DeviceBufferAttr parameter 'value'}}
+func.func @unknown_device_buffer(%v: memref<4x512xf16> {smlir.device = #smlir.device_buffer<values>}) {
+  return
+}
+
+// -----
+
+// expected-error@+2 {{expected ::mlir::smlir::KernelOperand to be one of: x, y, bias}}
+// expected-error@+1 {{failed to parse SparseMLIR_KernelOperandAttr parameter 'value'}}
+func.func @unknown_kernel_operand(%dx: memref<64x64xf16> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<w>}) {
+  return
+}

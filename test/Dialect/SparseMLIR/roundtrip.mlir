@@ -456,3 +456,32 @@ func.func @decisions(%w: tensor<8x8xf32> {smlir.storage = #smlir.storage<dense, 
   %s = arith.addf %r, %v {smlir.fusion = #smlir.fusion<kind = fused, tensor = "b">} : tensor<8x8xf32>
   return %s : tensor<8x8xf32>
 }
+
+// -----
+
+/// What convert-smlir-to-nvgpu leaves on the device arguments of a 2:4
+/// weight: #smlir.device_buffer (every case) and, on scratch buffers,
+/// #smlir.kernel_operand (every case).
+// CHECK-LABEL: func.func @device_arguments(
+// CHECK-SAME:      memref<4x512xf16> {smlir.device = #smlir.device_buffer<nm24_values>, smlir.tensor_name = "fc.weight"}
+// CHECK-SAME:      memref<4x32xi32> {smlir.device = #smlir.device_buffer<nm24_metadata>, smlir.mma_k = 16 : i64, smlir.tensor_name = "fc.weight"}
+// CHECK-SAME:      memref<64x64xf16> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<x>, smlir.tensor_name = "fc.weight"}
+// CHECK-SAME:      memref<64x64xf32> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<y>, smlir.tensor_name = "fc.weight"}
+// CHECK-SAME:      memref<64xf32> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<bias>, smlir.tensor_name = "fc.weight"}
+func.func @device_arguments(
+    %v: memref<4x512xf16> {smlir.device = #smlir.device_buffer<nm24_values>, smlir.tensor_name = "fc.weight"},
+    %m: memref<4x32xi32> {smlir.device = #smlir.device_buffer<nm24_metadata>, smlir.mma_k = 16 : i64, smlir.tensor_name = "fc.weight"},
+    %dx: memref<64x64xf16> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<x>, smlir.tensor_name = "fc.weight"},
+    %dy: memref<64x64xf32> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<y>, smlir.tensor_name = "fc.weight"},
+    %db: memref<64xf32> {smlir.device = #smlir.device_buffer<scratch>, smlir.kernel_operand = #smlir.kernel_operand<bias>, smlir.tensor_name = "fc.weight"}) {
+  return
+}
+
+/// The attributes are ordinary attributes too: usable outside an argument's
+/// dictionary (as an op's discardable attribute here).
+// CHECK-LABEL: func.func @device_attrs_elsewhere(
+// CHECK:         arith.constant {a = #smlir.device_buffer<scratch>, b = #smlir.kernel_operand<bias>} 0 : index
+func.func @device_attrs_elsewhere() -> index {
+  %c0 = arith.constant {a = #smlir.device_buffer<scratch>, b = #smlir.kernel_operand<bias>} 0 : index
+  return %c0 : index
+}
