@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import logging
 import time
 import warnings
@@ -133,7 +135,8 @@ def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], 
         # With conv regions the model runs channels-last: torch's own convs
         # may run it faster still that way (MobileNetV3-S's few regions).
         # Losing to that, every region goes back but the layout stays.
-        eagers = [eager, _on_torch(regions, module, example_args, example_kwargs)] if convs else [eager]
+        eagers = [eager, _eager_channels_last(model, regions, module, effective, example_args, example_kwargs)] \
+            if convs else [eager]
         lost_to = _warm_up(module, regions, lambda: swap.hand_back(copied, regions, paths, readers), eagers,
                            example_args, example_kwargs, cost_model)
         if convs and all(region.handed_back for region in convs) and lost_to != 1:
@@ -171,7 +174,10 @@ def _warm_up(module: torch.nn.Module, regions: Mapping[int, Region], hand_back: 
     if not cost_model:
         return None
     for index, eager in enumerate(eagers):
-        if not _keep_if_faster(module, eager, regions, example_args, example_kwargs, max(first_call_ms, 0.0)):
+        # Against torch's channels-last convs the regions' own timings are
+        # no guide (MobileNetV3-S's won alone, lost in the model): timed.
+        if not _keep_if_faster(module, eager, regions, example_args, example_kwargs, max(first_call_ms, 0.0),
+                               trust_prediction=index == 0):
             _all_to_torch(regions, "the whole model was not faster with our kernels" if index == 0 else
                           "torch's own ops ran the channels-last model faster")
             hand_back()
@@ -190,11 +196,12 @@ CLEAR_WIN = 0.25
 
 
 def _keep_if_faster(module: torch.nn.Module, eager: Any, regions: Mapping[int, Region],
-                    example_args: Sequence[Any], example_kwargs: Mapping[str, Any], ours_once_ms: float) -> bool:
-    """Times the compiled model against the eager one on the example (only
-    where the regions' own timings predict a small gain over `ours_once_ms`,
-    one call's time); False when it is not faster: the caller then hands
-    every region back."""
+                    example_args: Sequence[Any], example_kwargs: Mapping[str, Any], ours_once_ms: float,
+                    trust_prediction: bool = True) -> bool:
+    """Times the compiled model against the eager one on the example (with
+    `trust_prediction`, only where the regions' own timings predict a small
+    gain over `ours_once_ms`, one call's time); False when it is not faster:
+    the caller then hands every region back."""
     live = [r for r in regions.values() if not r.handed_back]
     if not live:
         return True
@@ -204,7 +211,7 @@ def _keep_if_faster(module: torch.nn.Module, eager: Any, regions: Mapping[int, R
     with torch.no_grad():
         # Eager's time estimated as ours plus the predicted saving: no call
         # of eager (nor a second of ours) for a clear win.
-        if predicted_ms > CLEAR_WIN * (ours_once_ms + predicted_ms):
+        if trust_prediction and predicted_ms > CLEAR_WIN * (ours_once_ms + predicted_ms):
             return True   # a clear win: not worth the compile time
         eager_times, our_times = [], []
         for _ in range(5):
@@ -224,6 +231,23 @@ def _eager_call(model: torch.nn.Module, regions: Mapping[int, Region], module: t
     if not model.training:
         return lambda: model(*example_args, **example_kwargs)
     return _on_torch(regions, module, example_args, example_kwargs)
+
+
+def _eager_channels_last(model: torch.nn.Module, regions: Mapping[int, Region], module: torch.nn.Module,
+                         effective: Mapping[str, torch.Tensor], example_args: Sequence[Any],
+                         example_kwargs: Mapping[str, Any]) -> Callable[[], Any]:
+    """Eager torch on the pruned weights, channels-last: a twin of the
+    user's model (eval mode; freed after the check), else the compiled
+    module with every region on torch's op."""
+    if model.training:
+        return _on_torch(regions, module, example_args, example_kwargs)
+    twin = copy.deepcopy(model).to(memory_format=torch.channels_last)
+    with torch.no_grad():
+        named = dict(twin.named_parameters())
+        for name, weight in effective.items():
+            if name in named:
+                named[name].copy_(weight)
+    return lambda: twin(*example_args, **example_kwargs)
 
 
 def _on_torch(regions: Mapping[int, Region], module: torch.nn.Module, example_args: Sequence[Any],
