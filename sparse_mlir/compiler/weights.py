@@ -42,7 +42,7 @@ def apply_sparsifier(sparsifier: Sparsifier, w: np.ndarray, name: str = "tensor"
     if isinstance(sparsifier, BlockFraction):
         return _block_fraction(w, sparsifier.fraction, sparsifier.block, name)
     if isinstance(sparsifier, NMMagnitude):
-        return _nm_magnitude(w, sparsifier, name)
+        return _nm_magnitude(w, sparsifier)
     if isinstance(sparsifier, RandomFraction):
         return np.where(keep_mask(w.shape, sparsifier.fraction, sparsifier.seed, call), w, 0).astype(w.dtype)
     raise SpecError(f"{name}: unknown sparsifier {sparsifier!r}")
@@ -179,12 +179,12 @@ def _block_fraction(w: np.ndarray, fraction: float, block: tuple[int, ...], name
     return np.where(keep, tiles, 0).reshape(w.shape).astype(w.dtype)
 
 
-def _nm_magnitude(w: np.ndarray, s: NMMagnitude, name: str) -> np.ndarray:
+def _nm_magnitude(w: np.ndarray, s: NMMagnitude) -> np.ndarray:
     if s.transposable:
-        return _transposable_nm(w, s.n, s.m, name)
+        return _transposable_nm(w, s.n, s.m)
     dim = s.dim % w.ndim
     if s.rows != 1:
-        return _grouped_nm(w, s, name)
+        return _grouped_nm(w, s)
     moved = np.moveaxis(w, dim, -1)
     groups = moved.reshape(*moved.shape[:-1], -1, s.m)
     mask = _keep_largest(np.abs(groups), s.n)
@@ -192,7 +192,7 @@ def _nm_magnitude(w: np.ndarray, s: NMMagnitude, name: str) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(kept, -1, dim))
 
 
-def _grouped_nm(w: np.ndarray, s: NMMagnitude, name: str) -> np.ndarray:
+def _grouped_nm(w: np.ndarray, s: NMMagnitude) -> np.ndarray:
     """n:m with one pattern per `s.rows` rows: a group of m keeps the n
     positions with the largest sum of |x| over the row group (ties -> lower
     index, NaN last), in every row of the group. Where `s.rows` does not
@@ -226,7 +226,7 @@ def _ungroup_rows(tiles: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return flat[..., :shape[-2], :]
 
 
-def _transposable_nm(w: np.ndarray, n: int, m: int, name: str) -> np.ndarray:
+def _transposable_nm(w: np.ndarray, n: int, m: int) -> np.ndarray:
     """At most n kept per row and per column of every m x m tile (so W and W^T are n:m).
 
     Greedy, as PyTorch's 2:4 sparse training kernel: visit a tile's elements
