@@ -24,6 +24,7 @@ _LAZY_NAMES = {
     "runtime.threads": ("get_num_threads", "set_num_threads"),
     "compiler.driver": ("compile", "CompiledModule", "PlanEntry"),
     "context": ("make_context",),
+    "training": ("MaskUpdate",),
     "encodings": ("BSR", "COO", "CSC", "CSR", "NM", "Dense", "Encoding"),
     "sparsifiers": ("BlockFraction", "KeepAll", "NMMagnitude", "RandomFraction", "ScalarFraction", "Sparsifier",
                     "Threshold"),

@@ -89,7 +89,8 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
             example_args: Sequence[torch.Tensor] = (), *, on_fallback: str = "warn",
             opt_level: int = 2, fuse_sparsifiers: bool = True, cost_model: bool = True,
             target: str = "cpu", vector_lanes: int | None = None, mode: str | None = None,
-            example_kwargs: Mapping[str, Any] | None = None, dynamic: bool = True, capture_by: str = "auto") -> Any:
+            example_kwargs: Mapping[str, Any] | None = None, dynamic: bool = True, capture_by: str = "auto",
+            mask_update: Any = None) -> Any:
     """Compiles `model` with the weights named in `encodings` stored sparsely.
 
     `mode=None` (the default) picks "regions" where the call allows it (the
@@ -107,6 +108,10 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     (default) swaps where every holder of an encoded weight allows it.
     `mode="graph"`: the whole model is one compiled function of static
     shapes (what `export()` ships; sparsifiers on intermediates need it).
+    Training (regions, module swap): the returned module trains with the
+    masks fixed at compile time; `mask_update=MaskUpdate(every=k)` (or a
+    dict of them by weight name) re-prunes those weights from a dense master
+    weight as they train (sparse_mlir.training).
 
     `on_fallback="warn"` computes readers without a sparse lowering densely
     with one `SparseFallbackWarning` per (op, format); "error" raises instead.
@@ -132,7 +137,9 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         from sparse_mlir.compiler.regions.driver import compile_regions
         return compile_regions(model, dict(encodings or {}), example_args, dict(example_kwargs or {}),
                                cost_model=cost_model, dynamic=dynamic, opt_level=opt_level,
-                               vector_lanes=vector_lanes, capture_by=capture_by)
+                               vector_lanes=vector_lanes, capture_by=capture_by, mask_update=mask_update)
+    if mask_update is not None:
+        raise SpecError("mask_update trains a compiled model: it needs mode='regions' (mode='graph' is inference)")
     if example_kwargs:
         raise SpecError("example_kwargs needs mode='regions' (mode='graph' compiles positional tensor inputs)")
     if target == "cuda":

@@ -278,6 +278,47 @@ def pack(encoding: Encoding, w: np.ndarray, name: str = "tensor") -> list[np.nda
     raise SpecError(f"{name}: cannot pack encoding {encoding!r}")
 
 
+def stored_coordinates(encoding: Encoding, packed: list[np.ndarray], shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, cols), int64: where each stored value of `pack(encoding, w)`'s
+    values buffer (its last) sits in the [N, K] matrix `w`, in stored order:
+    what scatters trained values back into a dense weight and what a sampled
+    product (a weight's gradient) computes at."""
+    rows_n, cols_k = shape
+    if isinstance(encoding, (CSR, CSC)):
+        outer = rows_n if isinstance(encoding, CSR) else cols_k
+        positions = _unsigned(packed[0], encoding.pos_width)
+        majors = np.repeat(np.arange(outer, dtype=np.int64), np.diff(positions))
+        minors = _unsigned(packed[1], encoding.crd_width)
+        return (majors, minors) if isinstance(encoding, CSR) else (minors, majors)
+    if isinstance(encoding, COO):
+        return _unsigned(packed[1], encoding.crd_width), _unsigned(packed[2], encoding.crd_width)
+    if isinstance(encoding, BSR):
+        r, c = encoding.block
+        positions = _unsigned(packed[0], encoding.pos_width)
+        block_rows = np.repeat(np.arange(rows_n // r, dtype=np.int64), np.diff(positions))
+        block_cols = _unsigned(packed[1], encoding.crd_width)
+        inner_r, inner_c = np.meshgrid(np.arange(r), np.arange(c), indexing="ij")
+        return ((block_rows[:, None, None] * r + inner_r).reshape(-1),
+                (block_cols[:, None, None] * c + inner_c).reshape(-1))
+    if isinstance(encoding, NM):
+        n, m = encoding.n, encoding.m
+        in_group = _unsigned(packed[0], encoding.crd_width).reshape(rows_n, cols_k // m, n)
+        groups = np.arange(cols_k // m, dtype=np.int64)[None, :, None] * m
+        return (np.repeat(np.arange(rows_n, dtype=np.int64), (cols_k // m) * n),
+                (groups + in_group).reshape(-1))
+    if isinstance(encoding, Dense):
+        rows, cols = np.meshgrid(np.arange(rows_n), np.arange(cols_k), indexing="ij")
+        return rows.reshape(-1), cols.reshape(-1)
+    raise SpecError(f"no stored coordinates for encoding {encoding!r}")
+
+
+def _unsigned(index: np.ndarray, width: int) -> np.ndarray:
+    """An index buffer's values as int64 (narrow ones hold unsigned bits)."""
+    if width in _UNSIGNED_DTYPES:
+        return index.view(_UNSIGNED_DTYPES[width]).astype(np.int64)
+    return index.astype(np.int64)
+
+
 def index_limit(width: int) -> int:
     """The largest position or coordinate a `width`-bit index holds.
 

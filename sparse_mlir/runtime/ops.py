@@ -10,6 +10,12 @@ builds on first use) the kernel for the call's token count.
 stride, padding, dilation, region)` is F.conv2d (groups 1) the same way.
 The fake implementations give torch.export / torch.compile the output's
 shape and dtype without running anything.
+
+Both ops are differentiable (`torch.library.register_autograd`): their
+backward is a custom op too (`linear_backward`, `conv2d_backward`, with
+fake implementations, so torch.compile traces training), computing dx and
+the gradient of the stored values (the last of `buffers`: a weight's
+gradient only at its stored positions) and of the bias, by the region.
 """
 
 from __future__ import annotations
@@ -22,10 +28,15 @@ import torch
 
 
 class RegionKernel(Protocol):
-    """What a region handle stands for: y[T, N] = x[T, K] W^T (+ bias)."""
+    """What a region handle stands for: y[T, N] = x[T, K] W^T (+ bias), and
+    its backward: (dx, d values, d bias) for the gradients `needs` asks
+    (x, values, bias; the others may be empty)."""
 
     def __call__(self, x: torch.Tensor, buffers: Sequence[torch.Tensor],
                  bias: torch.Tensor | None) -> torch.Tensor: ...
+
+    def backward(self, dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor,
+                 needs: Sequence[bool]) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]: ...
 
 
 class _Registry:
@@ -72,9 +83,12 @@ def _(x: torch.Tensor, buffers: list[torch.Tensor], bias: torch.Tensor | None, o
 
 
 class ConvRegionKernel(Protocol):
-    """What a conv region handle stands for: F.conv2d(x, W, bias, stride, padding, dilation)."""
+    """What a conv region handle stands for: F.conv2d(x, W, bias, stride, padding, dilation) (and its backward)."""
 
     def __call__(self, x: torch.Tensor, buffers: Sequence[torch.Tensor], bias: torch.Tensor | None) -> torch.Tensor: ...
+
+    def backward(self, dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor,
+                 needs: Sequence[bool]) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]: ...
 
 
 @torch.library.custom_op("sparse_mlir::conv2d", mutates_args=())
@@ -94,6 +108,77 @@ def _(x: torch.Tensor, buffers: list[torch.Tensor], bias: torch.Tensor | None, o
     return x.new_empty((*x.shape[:-3], out_channels, *spatial))
 
 
+def _gradients(region: int, dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor,
+               needs: list[bool]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    dx, dvalues, dbias = REGIONS.get(region).backward(dy, x, values, needs)
+    # Outputs must not alias each other: one empty tensor each.
+    return (dx if dx is not None else dy.new_empty(0), dvalues if dvalues is not None else dy.new_empty(0),
+            dbias if dbias is not None else dy.new_empty(0))
+
+
+def _fake_gradients(dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor, needs: list[bool],
+                    bias_shape: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return (x.new_empty(x.shape) if needs[0] else dy.new_empty(0),
+            values.new_empty(values.shape) if needs[1] else dy.new_empty(0),
+            dy.new_empty(bias_shape) if needs[2] else dy.new_empty(0))
+
+
+@torch.library.custom_op("sparse_mlir::linear_backward", mutates_args=())
+def linear_backward(dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor, needs: list[bool],
+                    region: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, d values, d bias) of `linear` (empty where `needs` is False)."""
+    return _gradients(region, dy, x, values, needs)
+
+
+@linear_backward.register_fake
+def _(dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor, needs: list[bool],
+      region: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _fake_gradients(dy, x, values, needs, [dy.shape[-1]])
+
+
+@torch.library.custom_op("sparse_mlir::conv2d_backward", mutates_args=())
+def conv2d_backward(dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor, needs: list[bool],
+                    region: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, d values, d bias) of `conv2d` (empty where `needs` is False)."""
+    return _gradients(region, dy, x, values, needs)
+
+
+@conv2d_backward.register_fake
+def _(dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor, needs: list[bool],
+      region: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _fake_gradients(dy, x, values, needs, [dy.shape[1]])
+
+
+def _save(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+    x, buffers, bias = inputs[:3]
+    ctx.region, ctx.count = inputs[-1], len(buffers)
+    ctx.save_for_backward(x, buffers[-1])
+
+
+def _backward_of(op: Any) -> Any:
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple:
+        x, values = ctx.saved_tensors
+        need_x, need_buffers, need_bias = ctx.needs_input_grad[:3]
+        needs = [bool(need_x), bool(need_buffers[-1]), bool(need_bias)]
+        dx, dvalues, dbias = op(dy.contiguous(), x, values, needs, ctx.region)
+        rest = [None] * (len(ctx.needs_input_grad) - 3)
+        return (dx if needs[0] else None, [None] * (ctx.count - 1) + [dvalues if needs[1] else None],
+                dbias if needs[2] else None, *rest)
+    return backward
+
+
+torch.library.register_autograd("sparse_mlir::linear", _backward_of(torch.ops.sparse_mlir.linear_backward),
+                                setup_context=_save)
+torch.library.register_autograd("sparse_mlir::conv2d", _backward_of(torch.ops.sparse_mlir.conv2d_backward),
+                                setup_context=_save)
+
+
+def _records_grad(x: torch.Tensor, buffers: Sequence[torch.Tensor], bias: torch.Tensor | None) -> bool:
+    """True where autograd must see the call (then it goes through torch's dispatcher)."""
+    return torch.is_grad_enabled() and (x.requires_grad or buffers[-1].requires_grad
+                                        or (bias is not None and bias.requires_grad))
+
+
 def _traced(x: torch.Tensor) -> bool:
     """True under torch.compile / torch.export (or any tensor subclass, such as
     fake tensors): the custom op must appear in the traced graph."""
@@ -104,8 +189,9 @@ def sparse_mlir_linear(x: torch.Tensor, buffers: list[torch.Tensor], bias: torch
                        region: int) -> torch.Tensor:
     """torch.ops.sparse_mlir.linear, calling the region directly in eager
     mode: torch's dispatcher costs ~18 us a call (a 4-token decode step of a
-    small LLaMA makes 15 such calls in 18 ms)."""
-    if _traced(x):
+    small LLaMA makes 15 such calls in 18 ms). Calls autograd must record
+    (training) go through the dispatcher."""
+    if _traced(x) or _records_grad(x, buffers, bias):
         return torch.ops.sparse_mlir.linear(x, buffers, bias, out_features, region)
     return REGIONS.get(region)(x, buffers, bias)
 
@@ -114,7 +200,7 @@ def sparse_mlir_conv2d(x: torch.Tensor, buffers: list[torch.Tensor], bias: torch
                        kernel_size: list[int], stride: list[int], padding: list[int], dilation: list[int],
                        region: int) -> torch.Tensor:
     """torch.ops.sparse_mlir.conv2d, calling the region directly in eager mode."""
-    if _traced(x):
+    if _traced(x) or _records_grad(x, buffers, bias):
         return torch.ops.sparse_mlir.conv2d(x, buffers, bias, out_channels, kernel_size, stride, padding, dilation,
                                             region)
     return REGIONS.get(region)(x, buffers, bias)

@@ -16,8 +16,9 @@ import torch
 
 from sparse_mlir.runtime.memref import Kernel
 from sparse_mlir.encodings import Encoding
-from sparse_mlir.errors import CompileError, SparseFallbackWarning
+from sparse_mlir.errors import CompileError, SparseFallbackWarning, SpecError
 from sparse_mlir.runtime.threads import get_num_threads, shares_torch_threads, single_threaded
+from sparse_mlir.compiler.weights import stored_coordinates
 from sparse_mlir.compiler.regions.kernels import KERNELS, CompiledLinear, KernelOptions, LinearSignature, median_seconds
 from sparse_mlir.compiler.regions.token_plan import Piece, plan
 
@@ -42,6 +43,10 @@ class Choice:
     torch_ms: float | None
     reason: str
     compiled: CompiledLinear | None = None
+    # The kernel reads the region's own stored values (or its dense weight)
+    # in place: it stays right when training changes them (else the choice
+    # is made again after such a change).
+    live: bool = True
 
 
 # (signature, token plan, density, options, op parameters, torch threads, our threads)
@@ -120,7 +125,14 @@ class Region:
     (`_torch`). The kernel for an input shape is built on the first call
     with it (shared by every weight of the same signature) and, with the
     cost model on, timed against torch's op on that call's input: the faster
-    one runs every later call with that shape."""
+    one runs every later call with that shape.
+
+    Training: the stored values are a parameter (`values`, the packed
+    values buffer itself, which the kernels read in place). An optimizer
+    updates them in place; the region's dense copies (torch's side, dense
+    stored kernels) follow on the next call (`sync`, by the parameter's
+    version counter). Gradients (`backward`) are dx and the values'
+    gradient at the stored positions (`_rows`, `_cols`)."""
 
     op_name = "op"
 
@@ -133,6 +145,13 @@ class Region:
         self._weight = effective          # what torch's op reads
         self._matrix = matrix             # W2 [N, K]: what the kernel reads when stored densely
         self._packed = [np.ascontiguousarray(a) for a in packed]
+        tensors = [torch.from_numpy(a) for a in self._packed] or [torch.empty(0)]   # [] in unit tests
+        self._indices = tensors[:-1]
+        self.values = torch.nn.Parameter(tensors[-1], requires_grad=False)
+        rows, cols = (stored_coordinates(encoding, self._packed, (out_features, in_features)) if self._packed
+                      else (np.empty(0, np.int64), np.empty(0, np.int64)))
+        self._rows, self._cols = torch.from_numpy(rows), torch.from_numpy(cols)
+        self._synced = self.values._version
         self._options = options
         self._cost_model = cost_model
         self._lock = threading.Lock()
@@ -151,11 +170,80 @@ class Region:
 
     @property
     def buffers(self) -> list[torch.Tensor]:
-        """The packed weight as tensors (zero-copy views of the kernel's arguments)."""
-        return [torch.from_numpy(a) for a in self._packed]
+        """The packed weight as tensors (zero-copy views of the kernel's
+        arguments), the stored values (`values`, a parameter) last."""
+        return [*self._indices, self.values]
+
+    def sync(self) -> None:
+        """The dense copies follow stored values that changed in place
+        (an optimizer step, load_state_dict); kernels reading copies made
+        before are chosen again."""
+        version = self.values._version
+        if version == self._synced:
+            return
+        with self._lock, torch.no_grad():
+            if version != self._synced:
+                self._store_dense(self.values)
+                self.choices = {key: choice for key, choice in self.choices.items()
+                                if choice.kernel is None or choice.live}
+                self._synced = version
+
+    def _store_dense(self, values: torch.Tensor) -> None:
+        """Writes `values` into the dense weight torch's side reads."""
+        self._matrix[self._rows, self._cols] = values
+
+    def dense_matrix(self, values: torch.Tensor) -> torch.Tensor:
+        """W2 [N, K] holding `values` at the stored positions (differentiable)."""
+        matrix = values.new_zeros(self._matrix.shape)
+        return matrix.index_put((self._rows, self._cols), values)
+
+    def load_matrix(self, matrix: torch.Tensor) -> int:
+        """Sets the stored values from a dense W2 [N, K] (the mask stays);
+        returns how many nonzeros of `matrix` lie outside it (dropped)."""
+        if tuple(matrix.shape) != tuple(self._matrix.shape):
+            raise SpecError(f"{self.name} ({self.encoding.format_name}): expected a weight of shape "
+                            f"{list(self._matrix.shape)}, got {list(matrix.shape)}")
+        with torch.no_grad():
+            kept = matrix[self._rows, self._cols]
+            self.values.copy_(kept)
+            return int(torch.count_nonzero(matrix)) - int(torch.count_nonzero(kept))
+
+    def _own(self, values: torch.Tensor) -> bool:
+        """True when `values` is the region's own stored values (what its kernels read)."""
+        if values.data_ptr() == self.values.data_ptr() and values.dtype == self.values.dtype:
+            return True
+        if tuple(values.shape) != tuple(self.values.shape) or not values.is_floating_point():
+            raise SpecError(f"{self.name} ({self.encoding.format_name}): its stored values are "
+                            f"{self.values.dtype} {list(self.values.shape)} (the mask is fixed at compile time), "
+                            f"got {values.dtype} {list(values.shape)}; update them in place (copy_) or compile "
+                            "again for another mask")
+        return False
+
+    def backward(self, dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor,
+                 needs: Sequence[bool]) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        """(dx, d values, d bias) for the gradients `needs` asks (x, values, bias)."""
+        if self._own(values):
+            self.sync()
+            weight = self._weight
+        else:
+            weight = self._weight_of(self.dense_matrix(values.detach()))
+        dx, dvalues, dbias = self._gradients(dy, x, weight.to(dy.dtype), needs)
+        return dx, (dvalues.to(values.dtype) if dvalues is not None else None), dbias
+
+    def _gradients(self, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+                   needs: Sequence[bool]) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        raise NotImplementedError
+
+    def _weight_of(self, matrix: torch.Tensor) -> torch.Tensor:
+        """The op's weight (torch's layout) for a dense W2."""
+        return matrix
 
     def __call__(self, x: torch.Tensor, buffers: Sequence[torch.Tensor], bias: torch.Tensor | None) -> torch.Tensor:
         self._check(x)
+        if buffers and not self._own(buffers[-1]):
+            # Another tensor than the kernels' (gradcheck's, a copy): torch's op on it.
+            return self._torch(x, bias, self._weight_of(self.dense_matrix(buffers[-1])))
+        self.sync()
         # Which side is faster depends on the threads each may use.
         key = (tuple(x.shape), self._layout(x), torch.get_num_threads(), get_num_threads())
         choice = self.choices.get(key)
@@ -186,7 +274,8 @@ class Region:
     def _ours(self, kernel: PieceKernels, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         raise NotImplementedError
 
-    def _torch(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    def _torch(self, x: torch.Tensor, bias: torch.Tensor | None, weight: torch.Tensor | None = None) -> torch.Tensor:
+        """Torch's op on the region's pruned weight (or on `weight`)."""
         raise NotImplementedError
 
     def _linear(self, kernels: PieceKernels, columns: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -243,10 +332,14 @@ class Region:
         for message in dict.fromkeys(m for c in built.values() for m in c.fallbacks):
             self._warn(message.replace("tensor 'weight'", f"tensor '{self.name}'"))
         bound = self._bound(x, compiled.stored_sparse)
+        in_place = {a.ctypes.data for a in self._packed}
+        if self._matrix.is_contiguous():
+            in_place.add(self._matrix.data_ptr())
+        live = all(a.ctypes.data in in_place for a in bound)
         kernel = PieceKernels(pieces, {size: Kernel(c.function, bound, 2, np.float32, owner=c)
                                        for size, c in built.items()})
         if not self._cost_model:
-            return Choice(tokens, kernel, None, None, "ours (cost_model=False)", compiled)
+            return Choice(tokens, kernel, None, None, "ours (cost_model=False)", compiled, live)
         # Weights of one signature and density run alike: measured once.
         key = (self.signature, tuple((p.rows, p.size) for p in pieces), round(self.density, 2), self._options,
                self._measure_key(x), torch.get_num_threads(), get_num_threads())
@@ -262,7 +355,8 @@ class Region:
         else:
             shared = ", measured on a weight of the same shape, format and density"
         ours, theirs, reason = _DECISIONS[key]
-        return Choice(tokens, kernel if _ours_wins(ours, theirs) else None, ours, theirs, reason + shared, compiled)
+        return Choice(tokens, kernel if _ours_wins(ours, theirs) else None, ours, theirs, reason + shared, compiled,
+                      live)
 
     def _layout(self, x: torch.Tensor) -> Hashable:
         """What of x's memory layout the kernel path depends on."""

@@ -155,7 +155,45 @@ class ConvRegion(Region):
         nchw = y.view(x.shape[0], height, width, -1).permute(0, 3, 1, 2)
         return nchw if self.channels_last or self._is_channels_last(x) else nchw.contiguous()
 
-    def _torch(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    def _store_dense(self, values: torch.Tensor) -> None:
+        if isinstance(self.encoding, NM):   # stored in (kh, kw, C) order
+            matrix = hwc_matrix(self._weight)
+            matrix[self._rows, self._cols] = values
+            self._weight.copy_(from_hwc_matrix(matrix, self._weight.shape))
+        else:
+            self._weight.view(self._weight.shape[0], -1)[self._rows, self._cols] = values
+        self._packed_hwc = None   # packed again from the new weight when a kernel needs it
+        self._weight_cl = None
+
+    def _weight_of(self, matrix: torch.Tensor) -> torch.Tensor:
+        if isinstance(self.encoding, NM):
+            return from_hwc_matrix(matrix, self._weight.shape)
+        return matrix.reshape(self._weight.shape)
+
+    def _gradients(self, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+                   needs: Sequence[bool]) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        parameters = (self.stride, self.padding, self.dilation)
+        x = x.to(dy.dtype)
+        dx = torch.nn.grad.conv2d_input(x.shape, weight, dy, *parameters) if needs[0] else None
+        dvalues = None
+        if needs[1]:
+            self._warn(f"no sparse backward for conv2d reading '{self.name}' stored as {self.encoding.format_name}: "
+                       "torch's conv2d backward computes its weight gradient densely (then gathered at the stored "
+                       "positions)")
+            grad = torch.nn.grad.conv2d_weight(x, weight.shape, dy, *parameters)
+            matrix = hwc_matrix(grad) if isinstance(self.encoding, NM) else grad.reshape(grad.shape[0], -1)
+            dvalues = matrix[self._rows, self._cols]
+        dbias = dy.sum((0, 2, 3)) if needs[2] else None
+        return dx, dvalues, dbias
+
+    def torch_conv2d(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """Torch's conv2d on the pruned weight (a handed-back region's call)."""
+        return self._torch(x, bias)
+
+    def _torch(self, x: torch.Tensor, bias: torch.Tensor | None, weight: torch.Tensor | None = None) -> torch.Tensor:
+        if weight is not None:
+            return F.conv2d(x, weight.to(x.dtype), bias.to(x.dtype) if bias is not None else None, self.stride,
+                            self.padding, self.dilation)
         weight = self._weight
         if self.channels_last:
             if self._weight_cl is None:

@@ -19,6 +19,7 @@ from sparse_mlir.compiler.importers.torch_fx import capture_lock
 from sparse_mlir.compiler.specs import check_cpu_dtypes, parameters, tied_aliases, verify_specs
 from sparse_mlir.encodings import NM, Dense, Encoding
 from sparse_mlir.errors import SpecError
+from sparse_mlir.training import MaskUpdate
 from sparse_mlir.runtime import ops  # noqa: F401  (registers torch.ops.sparse_mlir.linear)
 from sparse_mlir.runtime.ops import REGIONS
 from sparse_mlir.compiler.weights import apply_sparsifier, is_aligned, pack
@@ -47,7 +48,7 @@ ORIGINAL = "sparse_mlir_replaced"
 def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], example_args: Sequence[Any],
                     example_kwargs: Mapping[str, Any], *, cost_model: bool = True, dynamic: bool = True,
                     opt_level: int = 2, vector_lanes: int | None = None, warm_up: bool = True,
-                    capture_by: str = "auto") -> RegionModule | SwappedModule:
+                    capture_by: str = "auto", mask_update: Any = None) -> RegionModule | SwappedModule:
     """capture_by="modules": swap the modules reading encoded weights (the
     model then runs eagerly, swap.py); "graph": torch.export the model and
     replace the ops reading them; "auto": modules where every holder of an
@@ -61,6 +62,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     for name, encoding in encodings.items():
         if not isinstance(encoding, Encoding):
             raise SpecError(f"{name}: expected a sparse_mlir encoding (CSR(), NM(2, 4), ...), got {encoding!r}")
+    updates = _mask_updates(mask_update, encodings)
     params = parameters(model, encodings)
     unknown = [name for name in encodings if name not in params]
     if unknown:
@@ -91,7 +93,10 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
                             "HF Conv1D, nn.Conv2d or nn.Embedding; use capture_by='graph' (or 'auto')")
         if found is not None:
             return _compile_swapped(model, encodings, params, found, aliases, example_args, example_kwargs,
-                                    options, cost_model, warm_up, start)
+                                    options, cost_model, warm_up, start, updates)
+    if updates:
+        raise SpecError("mask_update trains the model, which needs every encoded weight held as `weight` by an "
+                        "nn.Linear or HF Conv1D (module swap); this model is compiled by graph capture")
     captured = capture(model, example_args, example_kwargs, dynamic)
     graph_module = captured.program.module()
     in_out = _nm_read_as_in_out(graph_module, encodings, aliases)
@@ -116,17 +121,18 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
 def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], params: Mapping[str, torch.Tensor],
                      found: Mapping[str, list[swap.Owner]], aliases: Mapping[str, str], example_args: Sequence[Any],
                      example_kwargs: Mapping[str, Any], options: KernelOptions, cost_model: bool, warm_up: bool,
-                     start: float) -> SwappedModule:
+                     start: float, updates: Mapping[str, MaskUpdate]) -> SwappedModule:
     in_out = swap.in_out_nm(found, encodings)
     effective = {name: _sparsified(encoding, params[name], name, name in in_out)
                  for name, encoding in encodings.items()}
-    copied, regions, readers, paths = swap.swap(model, found, encodings, effective, options, cost_model)
+    copied, regions, readers, paths = swap.swap(model, found, encodings, effective, options, cost_model, updates)
     _warn_other_readers(readers, encodings)
     effective.update({alias: effective[name] for alias, name in aliases.items()})
     convs = [region for region in regions.values() if isinstance(region, ConvRegion)]
     if convs:
         _channels_last(copied, convs, True)
     module = SwappedModule(copied, regions, effective, encodings, example_args, example_kwargs)
+    module._readers = readers
     if regions and warm_up:
         # Eager as the user runs it (their layout); their model where calling
         # it changes nothing (eval mode).
@@ -146,6 +152,20 @@ def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], 
     log.info("compiled %s (modules swapped) with %d sparse regions in %.2f s", type(model).__name__, len(regions),
              module.compile_seconds)
     return module
+
+
+def _mask_updates(mask_update: Any, encodings: Mapping[str, Encoding]) -> dict[str, MaskUpdate]:
+    """`compile`'s mask_update by weight name (one MaskUpdate: every encoded weight)."""
+    if mask_update is None:
+        return {}
+    if isinstance(mask_update, MaskUpdate):
+        return {name: mask_update for name in encodings}
+    if not isinstance(mask_update, Mapping) or not all(isinstance(v, MaskUpdate) for v in mask_update.values()):
+        raise SpecError(f"mask_update must be a MaskUpdate or a dict of them by weight name, got {mask_update!r}")
+    unknown = [name for name in mask_update if name not in encodings]
+    if unknown:
+        raise SpecError(f"mask_update names {unknown}, which are not in encodings")
+    return dict(mask_update)
 
 
 def _channels_last(model: torch.nn.Module, convs: Sequence[ConvRegion], on: bool) -> None:

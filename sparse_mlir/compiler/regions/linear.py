@@ -7,10 +7,12 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from sparse_mlir.encodings import Encoding
+from sparse_mlir.encodings import CSR, Encoding
 from sparse_mlir.errors import SpecError
 from sparse_mlir.compiler.regions.base import Choice, PieceKernels, Region
 from sparse_mlir.compiler.regions.kernels import KernelOptions
+from sparse_mlir.compiler.regions.reprune import prune_and_pack
+from sparse_mlir.compiler.weights import stored_coordinates
 
 __all__ = ["Choice", "LinearRegion"]
 
@@ -24,6 +26,11 @@ class LinearRegion(Region):
     def __init__(self, name: str, encoding: Encoding, effective: torch.Tensor, packed: Sequence[np.ndarray],
                  bias: bool, options: KernelOptions, cost_model: bool) -> None:
         super().__init__(name, encoding, effective, effective, packed, bias, options, cost_model)
+        self._transposed: tuple[LinearRegion, torch.Tensor] | None = None   # dx's region, made on first use
+        # Set for a weight pruned again each training step (MaskUpdate(every=1)): dx then runs on
+        # torch (a W^T region would be rebuilt every step).
+        self.prunes_every_step = False
+        self.synced_from = 0   # (dx's region) the version of the values it last gathered its own from
 
     def _check(self, x: torch.Tensor) -> None:
         if x.dim() == 0 or x.shape[-1] != self.signature.in_features:
@@ -38,5 +45,75 @@ class LinearRegion(Region):
         y = self._linear(kernel, x.reshape(-1, self.signature.in_features), bias)
         return y.reshape(*x.shape[:-1], self.signature.out_features)
 
-    def _torch(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        return torch.nn.functional.linear(x, self._weight.to(x.dtype), bias)
+    def _torch(self, x: torch.Tensor, bias: torch.Tensor | None, weight: torch.Tensor | None = None) -> torch.Tensor:
+        weight = self._weight if weight is None else weight
+        return torch.nn.functional.linear(x, weight.to(x.dtype), bias.to(x.dtype) if bias is not None else None)
+
+    def _gradients(self, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+                   needs: Sequence[bool]) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        out_features, in_features = self.signature.out_features, self.signature.in_features
+        dy2, x2 = dy.reshape(-1, out_features), x.reshape(-1, in_features).to(dy.dtype)
+        dx = None
+        if needs[0]:
+            own = weight is self._weight and dy.dtype == torch.float32 and not self.prunes_every_step
+            dx = (self._input_gradient(dy2) if own else dy2 @ weight).reshape(x.shape).to(x.dtype)
+        dvalues = self._sampled(dy2, x2) if needs[1] else None
+        dbias = dy2.sum(0) if needs[2] else None
+        return dx, dvalues, dbias
+
+    def reprune(self, matrix: torch.Tensor) -> None:
+        """Prunes the dense master W2 `matrix` [N, K] with the encoding's
+        sparsifier and stores the result (MaskUpdate): in place where the
+        buffers keep their sizes (the kernels stay bound), else the kernels
+        are bound again on the next call."""
+        packed, pruned = prune_and_pack(self.encoding, matrix, self.name)
+        with self._lock, torch.no_grad():
+            if [(a.shape, a.dtype) for a in packed] == [(a.shape, a.dtype) for a in self._packed]:
+                for old, new in zip(self._packed, packed):
+                    np.copyto(old, new)
+            else:
+                self._packed = [np.ascontiguousarray(a) for a in packed]
+                tensors = [torch.from_numpy(a) for a in self._packed]
+                self._indices = tensors[:-1]
+                self.values.data = tensors[-1]
+                self.choices = {}
+            rows, cols = stored_coordinates(self.encoding, self._packed, tuple(self._matrix.shape))
+            self._rows, self._cols = torch.from_numpy(rows), torch.from_numpy(cols)
+            self._matrix.copy_(pruned)
+            self._synced = self.values._version
+            self._transposed = None
+
+    def _input_gradient(self, dy: torch.Tensor) -> torch.Tensor:
+        """dx = dy W2, as the linear dy (W2^T)^T: W2^T stored as CSR (its
+        values gathered from the stored ones after each change), a region of
+        its own, so the cost model picks our kernel or torch's per token count."""
+        if self._transposed is None:
+            self._transposed = _transposed_region(self)
+        region, order = self._transposed
+        if region.synced_from != self.values._version:
+            with torch.no_grad():
+                region.values.copy_(self.values[order])
+            region.synced_from = self.values._version
+        dx = region(dy, region.buffers, None)
+        region.freeze()   # other token counts: bucket kernels, no compile per training shape
+        return dx
+
+    def _sampled(self, dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """dW2 = dy^T x at the stored positions only."""
+        return (dy.t() @ x)[self._rows, self._cols]
+
+
+def _transposed_region(region: LinearRegion) -> tuple[LinearRegion, torch.Tensor]:
+    """The region reading W2^T [K, N] (CSR) for `region`'s W2, and the order
+    of its stored values in `region`'s."""
+    rows, cols = region._rows.numpy(), region._cols.numpy()
+    in_features = region.signature.in_features
+    order = np.lexsort((rows, cols))   # by column, then row: W2^T's rows
+    positions = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=in_features))])
+    encoding = CSR(pos_width=32 if positions[-1] < 2 ** 31 else 64)
+    packed = [positions.astype(np.int64 if encoding.pos_width == 64 else np.int32), rows[order].astype(np.int32),
+              region.values.detach().numpy()[order].copy()]
+    transposed = LinearRegion(f"{region.name} (transposed, for dx)", encoding, region._matrix.t(), packed, False,
+                              region._options, region._cost_model)
+    transposed.synced_from = region.values._version
+    return transposed, torch.from_numpy(order)

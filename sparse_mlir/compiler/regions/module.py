@@ -8,7 +8,7 @@ import os
 import warnings
 import weakref
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 from torch.utils import _pytree as pytree
@@ -46,8 +46,21 @@ class RegionModule(CompileReports, torch.nn.Module):
         self._stats = stats
         self._plan = plan
         self.compile_seconds = compile_seconds
+        self.training = False   # the graph was captured in eval mode
         for handle in regions:
             weakref.finalize(self, REGIONS.remove, handle)
+
+    def train(self, mode: bool = True) -> "RegionModule":
+        """Eval only: the captured graph is an inference graph (captured in
+        eval mode). Models whose encoded weights are held by modules train
+        when compiled with capture_by="modules" (or "auto")."""
+        if mode:
+            raise SpecError("this model was compiled by graph capture (an encoded weight is read functionally, "
+                            "e.g. x @ W, or held by a module sparse_mlir cannot swap), whose graph is an inference "
+                            "graph: it cannot train. Training needs every encoded weight held as `weight` by an "
+                            "nn.Linear, HF Conv1D or nn.Conv2d (capture_by='modules')")
+        self.training = False
+        return self
 
     def export(self, path: str | os.PathLike) -> Path:
         """A self-contained artifact (`sparse_mlir.load`, the C loader; no torch
@@ -131,9 +144,21 @@ class SwappedModule(CompileReports, torch.nn.Module):
     encoded weights swapped for our custom ops (see swap.py): the dense
     parts are eager torch, as written; any input the model takes works.
 
-    Same rules as RegionModule: parameters are a compile-time snapshot,
-    inference only, usable from several threads and under torch.compile,
-    not picklable (its kernels live in this process)."""
+    Parameters are a compile-time snapshot (encoded weights pruned). It
+    trains like any module: `named_parameters()` are the model's, under its
+    names, with each encoded weight's stored values as `<module>.weight_values`
+    (the mask fixed at compile time, the values trained in place; the
+    gradient computed at the stored positions only) and frozen where the
+    model's weight was frozen (`requires_grad=False`); with `MaskUpdate` an
+    encoded weight is its dense master `<module>.weight`, pruned again as it
+    trains (mask_update.py). In eval mode (as
+    compiled) a call runs inference, without an autograd graph, unless an
+    input requires grad; after `train()` calls record gradients as eager
+    torch does (dropout as the model has it). `state_dict()` is the model's
+    (encoded weights dense, as they are now) and `load_state_dict()` takes
+    one (a loaded encoded weight keeps the compiled mask). Usable from
+    several threads and under torch.compile, not picklable (its kernels live
+    in this process)."""
 
     def __init__(self, model: torch.nn.Module, regions: dict[int, Region], effective: dict[str, torch.Tensor],
                  encodings: Mapping[str, Encoding], example_args: Sequence[Any],
@@ -148,6 +173,7 @@ class SwappedModule(CompileReports, torch.nn.Module):
         self._example = (tuple(pytree.tree_map(_clone, tuple(example_args))),
                          dict(pytree.tree_map(_clone, dict(example_kwargs))))
         self.compile_seconds = 0.0
+        self.training = False   # as compiled: the copy runs in eval mode
         for handle in regions:
             weakref.finalize(self, REGIONS.remove, handle)
 
@@ -156,12 +182,74 @@ class SwappedModule(CompileReports, torch.nn.Module):
         return list(self._regions.values())
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        for index, leaf in enumerate(pytree.tree_leaves((args, kwargs))):
+        leaves = pytree.tree_leaves((args, kwargs))
+        for index, leaf in enumerate(leaves):
             if isinstance(leaf, torch.Tensor) and leaf.layout != torch.strided:
                 raise SpecError(f"input tensor {index}: expected a dense (strided) tensor, got a {leaf.layout} "
                                 "tensor (pass .to_dense(); sparsity belongs in `encodings`)")
+        if self.training or any(isinstance(leaf, torch.Tensor) and leaf.requires_grad for leaf in leaves):
+            return self.model(*args, **kwargs)
         with torch.no_grad():
             return self.model(*args, **kwargs)
+
+    def train(self, mode: bool = True) -> "SwappedModule":
+        """Training mode (dropout etc. as the model has it; calls record
+        gradients); refused where a trained encoded weight cannot train."""
+        if mode:
+            self._check_trainable()
+        return torch.nn.Module.train(self, mode)
+
+    def _check_trainable(self) -> None:
+        by_weight: dict[str, list[int]] = {}
+        for handle, region in self._regions.items():
+            by_weight.setdefault(region.name, []).append(handle)
+        for name, handles in by_weight.items():
+            region = self._regions[handles[0]]
+            if len(handles) > 1 and region.values.requires_grad:
+                raise SpecError(f"{name} ({region.encoding.format_name}) is read by modules of different kinds "
+                                f"(regions {handles}: with and without a bias, or linear and conv): training it "
+                                "would train separate copies; freeze it (requires_grad=False before compiling) "
+                                "or give each module its own weight")
+        for name, readers in getattr(self, "_readers", {}).items():
+            trained = any(r.name == name and r.values.requires_grad for r in self._regions.values())
+            torch_readers = [r for r in readers if not r.startswith(("sparse_mlir::", "torch's"))]
+            if trained and torch_readers:
+                raise SpecError(f"{name} is also read by {', '.join(torch_readers)} on torch, which cannot "
+                                "train its stored values yet; freeze it (requires_grad=False before compiling)")
+
+    def effective_state_dict(self) -> dict[str, torch.Tensor]:
+        """Dense-equivalent encoded weights as they are now (zeros where pruned)."""
+        from sparse_mlir.compiler.regions.mask_update import PrunedLinear
+        for region in self._regions.values():
+            region.sync()
+        for module in self.model.modules():
+            if isinstance(module, PrunedLinear):
+                module.sync()
+        return CompileReports.effective_state_dict(self)
+
+    def _user_model(self) -> torch.nn.Module:
+        from sparse_mlir.compiler.regions.swap import Root
+        return self.model.model if isinstance(self.model, Root) else self.model
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, torch.nn.Parameter]]:
+        """The model's parameters under its own names (an encoded weight: `<module>.weight_values`)."""
+        if not recurse:
+            return torch.nn.Module.named_parameters(self, prefix, recurse, remove_duplicate)
+        return self._user_model().named_parameters(prefix, recurse, remove_duplicate)
+
+    def state_dict(self, *args: Any, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> Any:
+        """The model's state_dict: its keys, encoded weights dense (as trained so far)."""
+        return self._user_model().state_dict(*args, destination=destination, prefix=prefix, keep_vars=keep_vars)
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
+        """Loads a state_dict of the model (or of this module); encoded
+        weights keep their compiled masks (nonzeros outside are dropped, with
+        a warning)."""
+        if assign:
+            raise SpecError("load_state_dict(assign=True) would replace tensors the compiled kernels read in "
+                            "place; load with assign=False (values are copied into them)")
+        return self._user_model().load_state_dict(state_dict, strict=strict)
 
     def export(self, path: str | os.PathLike) -> Path:
         """The whole-graph artifact (as RegionModule.export) of the model at

@@ -14,6 +14,7 @@ gathers from the pruned weight on torch); otherwise the graph capture
 from __future__ import annotations
 
 import copy
+import warnings
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -27,6 +28,9 @@ from sparse_mlir.compiler.regions.base import Region, mark_handed_back, torch_wo
 from sparse_mlir.compiler.regions.conv import ConvRegion, packed_matrix
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.linear import LinearRegion
+from sparse_mlir.compiler.regions.mask_update import PrunedLinear
+from sparse_mlir.errors import SpecError
+from sparse_mlir.training import MaskUpdate
 
 # Modules whose own forward is the only reader of their weight, which has
 # no region: they read the pruned weight on torch (one warning).
@@ -88,24 +92,90 @@ def in_out_nm(found: Mapping[str, list[Owner]], encodings: Mapping[str, Encoding
 
 
 class SparseLinear(torch.nn.Module):
-    """Stands for an nn.Linear / Conv1D whose weight is encoded: F.linear on our op."""
+    """Stands for an nn.Linear / Conv1D whose weight is encoded: F.linear on our op.
 
-    def __init__(self, handle: int, region: Region, bias: torch.nn.Parameter | None, original: torch.nn.Module):
+    Its trainable tensors are `weight_values` (the stored values, the
+    region's own: the kernels read them in place) and `bias`; `weight` is
+    the dense-equivalent weight as the original module held it (models read
+    `module.weight.dtype`), current after training steps. Its state_dict
+    entries are the original module's (`weight` dense, `bias`): a compiled
+    model's state_dict loads into the eager model and back (a loaded weight
+    keeps the compiled mask)."""
+
+    def __init__(self, handle: int, region: Region, bias: torch.nn.Parameter | None, original: torch.nn.Module,
+                 in_out: bool = False):
         super().__init__()
+        self._in_out = in_out   # the original holds W as [in, out] (HF Conv1D)
         self.handle, self.out_features = handle, region.signature.out_features
         self.in_features = region.signature.in_features
-        # The pruned dense weight, as the original module held it (models
-        # read `module.weight.dtype`); torch's side of the region reads it.
-        self.weight = original.weight
+        self.weight_values = region.values   # shared by every stand-in of the region
         self._count = len(region.buffers)
-        for index, buffer in enumerate(region.buffers):
-            self.register_buffer(f"packed_{index}", buffer)
+        for index, buffer in enumerate(region.buffers[:-1]):
+            self.register_buffer(f"packed_{index}", buffer, persistent=False)
         self.bias = bias
         self._original = [original]   # a list: not a submodule (its weight is not ours to list)
+        # Set where torch won every shape at compile time: the original module runs.
+        self.handed_back = False
+
+    def _on_torch(self) -> bool:
+        """Handed back, and no gradient of the stored values asked: the original module runs the call."""
+        if not self.handed_back or (torch.is_grad_enabled() and self.weight_values.requires_grad):
+            return False
+        region = REGIONS.get(self.handle)
+        if self.weight_values is not region.values:   # replaced: the region checks it
+            return False
+        region.sync()
+        return True
+
+    @property
+    def weight(self) -> torch.Tensor:
+        REGIONS.get(self.handle).sync()
+        return self._original[0].weight
+
+    def _buffers_in_order(self) -> list[torch.Tensor]:
+        return [*(getattr(self, f"packed_{i}") for i in range(self._count - 1)), self.weight_values]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        buffers = [getattr(self, f"packed_{i}") for i in range(self._count)]
-        return sparse_mlir_linear(x, buffers, self.bias, self.out_features, self.handle)
+        if self._on_torch():
+            return self._original[0](x)
+        return sparse_mlir_linear(x, self._buffers_in_order(), self.bias, self.out_features, self.handle)
+
+    def _matrix(self, weight: torch.Tensor) -> torch.Tensor:
+        """The region's W2 [out, in] for a weight in the original module's layout."""
+        return weight.t() if self._in_out else weight
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        destination[prefix + "weight"] = self.weight.detach()
+        if self.bias is not None:
+            destination[prefix + "bias"] = self.bias if keep_vars else self.bias.detach()
+
+    def _load_from_state_dict(self, state_dict: Mapping, prefix: str, local_metadata: dict, strict: bool,
+                              missing_keys: list, unexpected_keys: list, error_msgs: list) -> None:
+        region = REGIONS.get(self.handle)
+        expected = ["weight"] + (["bias"] if self.bias is not None else [])
+        for key in state_dict:
+            if key.startswith(prefix) and "." not in key[len(prefix):] and key[len(prefix):] not in expected:
+                unexpected_keys.append(key)
+        for leaf in expected:
+            key = prefix + leaf
+            if key not in state_dict:
+                missing_keys.append(key)
+                continue
+            value = state_dict[key]
+            current = self.weight if leaf == "weight" else self.bias
+            if tuple(value.shape) != tuple(current.shape):
+                error_msgs.append(f"size mismatch for {key}: copying a param with shape {tuple(value.shape)}, "
+                                  f"the compiled model's is {tuple(current.shape)}")
+                continue
+            if leaf == "bias":
+                with torch.no_grad():
+                    self.bias.copy_(value)
+                continue
+            dropped = region.load_matrix(self._matrix(value.to(region.values.dtype)))
+            if dropped:
+                warnings.warn(f"load_state_dict: {key} has {dropped} nonzeros outside the mask it was compiled "
+                              f"with ({region.encoding.format_name}); they were dropped (compile again to prune "
+                              "it anew)", stacklevel=4)
 
 
 class SparseConv2d(SparseLinear):
@@ -118,9 +188,15 @@ class SparseConv2d(SparseLinear):
         self.padding, self.dilation = list(region.padding), list(region.dilation)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        buffers = [getattr(self, f"packed_{i}") for i in range(self._count)]
-        return sparse_mlir_conv2d(x, buffers, self.bias, self.out_features, self.kernel_size, self.stride,
-                                  self.padding, self.dilation, self.handle)
+        if self._on_torch():
+            # torch's conv2d on the region's weight: channels-last where the model runs so (the
+            # original module's weight is not converted with the model).
+            return REGIONS.get(self.handle).torch_conv2d(x, self.bias)
+        return sparse_mlir_conv2d(x, self._buffers_in_order(), self.bias, self.out_features, self.kernel_size,
+                                  self.stride, self.padding, self.dilation, self.handle)
+
+    def _matrix(self, weight: torch.Tensor) -> torch.Tensor:
+        return packed_matrix(weight, REGIONS.get(self.handle).encoding)
 
 
 class Root(torch.nn.Module):
@@ -141,8 +217,9 @@ def _set(model: torch.nn.Module, path: str, module: torch.nn.Module) -> None:
 
 
 def swap(model: torch.nn.Module, found: Mapping[str, list[Owner]], encodings: Mapping[str, Encoding],
-         effective: Mapping[str, torch.Tensor], options: KernelOptions,
-         cost_model: bool) -> tuple[torch.nn.Module, dict[int, Region], dict[str, list[str]], dict[int, list[str]]]:
+         effective: Mapping[str, torch.Tensor], options: KernelOptions, cost_model: bool,
+         updates: Mapping[str, MaskUpdate] | None = None,
+         ) -> tuple[torch.nn.Module, dict[int, Region], dict[str, list[str]], dict[int, list[str]]]:
     """A copy of `model` (parameters a snapshot, encoded ones pruned) with
     its encoded modules swapped. Returns it, the regions by handle, each
     weight's readers (for the plan) and each region's module paths."""
@@ -152,6 +229,13 @@ def swap(model: torch.nn.Module, found: Mapping[str, list[Owner]], encodings: Ma
         copied = Root(copied)
         found = {name: [Owner("model" + ("." + o.path if o.path else ""), o.module) for o in held]
                  for name, held in found.items()}
+    updates = dict(updates or {})
+    with capture_lock():
+        originals = {name: p for name, p in model.named_parameters() if name in encodings}
+    trainable = {name: p.requires_grad for name, p in originals.items()}
+    # A weight trained with MaskUpdate: its dense master, as the model held it (not pruned).
+    masters = {name: torch.nn.Parameter(originals[name].detach().clone(), requires_grad=trainable[name])
+               for name in updates}
     pruned: dict[str, torch.nn.Parameter] = {}
     for name in encodings:   # shares effective's storage (effective_state_dict() returns clones)
         pruned[name] = torch.nn.Parameter(effective[name], requires_grad=False)
@@ -167,16 +251,30 @@ def swap(model: torch.nn.Module, found: Mapping[str, list[Owner]], encodings: Ma
             kind = owner.kind
             eligible = not isinstance(encoding, Dense) and effective[name].dtype == torch.float32
             if kind == "torch" or not eligible:
+                if name in updates:
+                    raise SpecError(f"{name}: mask_update trains weights read by nn.Linear or HF Conv1D; it is read "
+                                    f"by {type(module).__name__} ({owner.path})")
                 readers.setdefault(name, []).append(f"{type(module).__name__} ({owner.path})")
                 continue
+            if name in updates and kind not in ("linear", "conv1d"):
+                raise SpecError(f"{name}: mask_update trains weights read by nn.Linear or HF Conv1D; it is read by "
+                                f"{type(module).__name__} ({owner.path})")
             bias = module.bias if getattr(module, "bias", None) is not None else None
             key = (name, bias is not None, kind, *(_conv_key(module) if kind == "conv2d" else ()))
             if key not in by_key:
                 by_key[key] = REGIONS.add(region := _region(name, encoding, effective[name], kind, module,
                                                             bias is not None, options, cost_model))
                 regions[by_key[key]] = region
+                # (With MaskUpdate the master weight trains, not the stored values.)
+                region.values.requires_grad_(trainable.get(name, False) and name not in updates)
             handle = by_key[key]
-            stand_in = (SparseConv2d if kind == "conv2d" else SparseLinear)(handle, regions[handle], bias, module)
+            if name in updates:
+                stand_in = PrunedLinear(handle, regions[handle], bias, module, kind == "conv1d", updates[name],
+                                        masters[name])
+            elif kind == "conv2d":
+                stand_in = SparseConv2d(handle, regions[handle], bias, module)
+            else:
+                stand_in = SparseLinear(handle, regions[handle], bias, module, in_out=kind == "conv1d")
             _set(copied, owner.path, stand_in)
             paths.setdefault(handle, []).append(owner.path)
             op = "conv2d" if kind == "conv2d" else "linear"
@@ -219,10 +317,10 @@ def eager_call(model: torch.nn.Module, paths: Mapping[int, list[str]], example_a
 
 def hand_back(model: torch.nn.Module, regions: Mapping[int, Region], paths: Mapping[int, list[str]],
               readers: dict[str, list[str]]) -> None:
-    """Regions torch won everywhere at compile time: their original modules
-    (with the pruned weight) go back in place of the stand-ins."""
+    """Regions torch won everywhere at compile time: their stand-ins call
+    the original modules (with the pruned weight) from now on, unless a
+    call trains the stored values (the region's op then records it)."""
     for handle in torch_won_everywhere(regions):
         for path in paths.get(handle, []):
-            stand_in = model.get_submodule(path)
-            _set(model, path, stand_in._original[0])
+            model.get_submodule(path).handed_back = True
         mark_handed_back(handle, regions[handle], readers)
