@@ -2,12 +2,15 @@
 
 The generic path is the compile-time one (`apply_sparsifier` then `pack`,
 numpy). n:m magnitude pruning into NM storage, what runtime 2:4 training
-does every step, has a torch path ranking each group's |x| (ties keep the
-lower index, as the numpy sparsifier does): faster than the numpy path on a
-BERT FFN weight (measured in the module's test; numpy: 125 ms for [3072, 768]).
+does every step, has a torch path ranking each group's |x| by pairwise
+comparisons (ties keep the lower index, as the numpy sparsifier does) and
+looking the kept positions up by pattern: a BERT FFN weight [3072, 768] in
+~19 ms at 1 thread on a loaded machine, against 125 ms for the numpy path.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import torch
@@ -30,6 +33,7 @@ def prune_and_pack(encoding: Encoding, matrix: torch.Tensor, name: str) -> tuple
 
 def _fast_nm(encoding: Encoding, sparsifier: object) -> bool:
     return (isinstance(encoding, NM) and isinstance(sparsifier, NMMagnitude) and encoding.rows == 1
+            and encoding.m <= 16
             and sparsifier.rows == 1 and not sparsifier.transposable and sparsifier.dim in (-1, 1)
             and (sparsifier.n, sparsifier.m) == (encoding.n, encoding.m))
 
@@ -37,27 +41,39 @@ def _fast_nm(encoding: Encoding, sparsifier: object) -> bool:
 def _prune_nm(matrix: torch.Tensor, encoding: NM) -> tuple[list[np.ndarray], torch.Tensor]:
     rows, cols = matrix.shape
     n, m = encoding.n, encoding.m
-    groups = matrix.detach().reshape(-1, m).t().contiguous()   # [m, groups]: one row per in-group position
+    groups = matrix.detach().reshape(-1, m)
     # An entry's rank in its group: how many entries beat it (a larger |x|,
-    # or an equal one at a lower index); NaN ranks last, as in numpy's.
-    scores = torch.nan_to_num(groups.abs(), nan=-1.0)
-    rank = torch.zeros(scores.shape, dtype=torch.int8)
+    # or an equal one at a lower index; NaN ranks last, as in numpy's), from
+    # the m (m - 1) / 2 pairwise comparisons of (strided) columns.
+    scores = torch.nan_to_num_(groups.abs(), nan=-1.0)
+    columns = [scores[:, j] for j in range(m)]
+    rank = [torch.zeros(scores.shape[0], dtype=torch.uint8) for _ in range(m)]
     for j in range(m):
-        for k in range(m):
-            if k != j:
-                rank[j] += (scores[k] >= scores[j]) if k < j else (scores[k] > scores[j])
-    kept = rank < n   # exactly n per group
-    seen = kept.to(torch.int8).cumsum(0, dtype=torch.int8)   # kept entries up to each position
-    positions = torch.zeros(n, groups.shape[1], dtype=torch.int64)
-    values = torch.zeros(n, groups.shape[1], dtype=groups.dtype)
-    for i in range(n):   # the i-th kept entry of each group, in ascending position
-        is_ith = kept & (seen == i + 1)
-        for j in range(m):
-            positions[i] += is_ith[j] * j
-            values[i] += torch.where(is_ith[j], groups[j], 0.0)
-    pruned = torch.where(kept, groups, 0.0).t().reshape(rows, cols)
-    positions, values = positions.t().reshape(rows, cols // m, n), values.t().reshape(rows, cols // m, n)
+        for k in range(j + 1, m):
+            later_wins = columns[k] > columns[j]
+            rank[j] += later_wins
+            rank[k] += ~later_wins
+    # The kept pattern as a code (bit j: position j kept), then its n
+    # positions in ascending order from a table.
+    code = torch.zeros(scores.shape[0], dtype=torch.int32)
+    for j in range(m):
+        code += (rank[j] < n).to(torch.int32) * (1 << j)
+    positions = torch.embedding(_position_table(n, m), code)
+    values = groups.gather(1, positions)
+    pruned = torch.zeros_like(groups).scatter_(1, positions, values).reshape(rows, cols)
+    positions, values = positions.reshape(rows, cols // m, n), values.reshape(rows, cols // m, n)
     coordinates = positions.to(_CRD_DTYPES[encoding.crd_width]).reshape(-1)
     if encoding.crd_width == 8:
         coordinates = coordinates.view(torch.int8)   # index buffers hold unsigned bits in signed dtypes
     return [coordinates.numpy(), values.reshape(-1).contiguous().numpy()], pruned
+
+
+@functools.cache
+def _position_table(n: int, m: int) -> torch.Tensor:
+    """For each m-bit pattern with n bits set, its set bits in ascending order."""
+    table = torch.zeros(1 << m, n, dtype=torch.int64)
+    for code in range(1 << m):
+        bits = [j for j in range(m) if code >> j & 1]
+        if len(bits) == n:
+            table[code] = torch.tensor(bits)
+    return table

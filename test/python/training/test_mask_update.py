@@ -80,7 +80,7 @@ def test_training_follows_eager_masked_training_with_ste(encoding, every):
     torch.testing.assert_close(fn(x), reference, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("n,m,width", [(2, 4, 8), (1, 4, 16), (2, 8, 32), (4, 8, 8)])
+@pytest.mark.parametrize("n,m,width", [(2, 4, 8), (1, 4, 16), (2, 8, 32), (4, 8, 8), (4, 16, 16)])
 def test_torch_nm_pruning_matches_the_numpy_sparsifier(n, m, width):
     torch.manual_seed(0)
     weight = torch.randn(24, 64)
