@@ -7,12 +7,12 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from sparse_mlir.encodings import CSR, Encoding
+from sparse_mlir.encodings import CSR, NM, Encoding
 from sparse_mlir.errors import SpecError
 from sparse_mlir.compiler.regions.base import Choice, PieceKernels, Region
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.reprune import prune_and_pack
-from sparse_mlir.compiler.weights import stored_coordinates
+from sparse_mlir.compiler.weights import pack, stored_coordinates
 
 __all__ = ["Choice", "LinearRegion"]
 
@@ -91,8 +91,8 @@ class LinearRegion(Region):
             self._transposed = _transposed_region(self)
         region, order = self._transposed
         if region.synced_from != self.values._version:
-            with torch.no_grad():
-                region.values.copy_(self.values[order])
+            with torch.no_grad():   # (order's last index: a stored zero of W2^T's n:m padding)
+                region.values.copy_(torch.cat([self.values.detach(), self.values.new_zeros(1)])[order])
             region.synced_from = self.values._version
         dx = region(dy, region.buffers, None)
         region.freeze()   # other token counts: bucket kernels, no compile per training shape
@@ -104,16 +104,44 @@ class LinearRegion(Region):
 
 
 def _transposed_region(region: LinearRegion) -> tuple[LinearRegion, torch.Tensor]:
-    """The region reading W2^T [K, N] (CSR) for `region`'s W2, and the order
-    of its stored values in `region`'s."""
+    """The region reading W2^T [K, N] for `region`'s W2, and where each of
+    its stored values is in `region`'s (its count: a zero). W2^T is stored
+    as n:m where an n:m W2's pattern is transposable (at most n per group
+    along its columns too: NMMagnitude(..., transposable=True)), else CSR."""
     rows, cols = region._rows.numpy(), region._cols.numpy()
-    in_features = region.signature.in_features
-    order = np.lexsort((rows, cols))   # by column, then row: W2^T's rows
-    positions = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=in_features))])
-    encoding = CSR(pos_width=32 if positions[-1] < 2 ** 31 else 64)
-    packed = [positions.astype(np.int64 if encoding.pos_width == 64 else np.int32), rows[order].astype(np.int32),
-              region.values.detach().numpy()[order].copy()]
-    transposed = LinearRegion(f"{region.name} (transposed, for dx)", encoding, region._matrix.t(), packed, False,
-                              region._options, region._cost_model)
-    transposed.synced_from = region.values._version
-    return transposed, torch.from_numpy(order)
+    out_features, in_features = region.signature.out_features, region.signature.in_features
+    values = region.values.detach().numpy()
+    transposed = _transposed_nm(region)
+    if transposed is not None:
+        encoding, packed = transposed
+        rows_t, cols_t = stored_coordinates(encoding, packed, (in_features, out_features))
+        index = np.full(out_features * in_features, values.size, dtype=np.int64)
+        index[rows * in_features + cols] = np.arange(values.size)
+        order = index[cols_t * in_features + rows_t]   # W2^T[a, b] is W2[b, a]
+        packed[-1] = np.append(values, np.float32(0))[order].astype(np.float32)
+    else:
+        order = np.lexsort((rows, cols))   # by column, then row: W2^T's rows
+        positions = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=in_features))])
+        encoding = CSR(pos_width=32 if positions[-1] < 2 ** 31 else 64)
+        packed = [positions.astype(np.int64 if encoding.pos_width == 64 else np.int32),
+                  rows[order].astype(np.int32), values[order].copy()]
+    region_t = LinearRegion(f"{region.name} (transposed, for dx)", encoding, region._matrix.t(), packed, False,
+                            region._options, region._cost_model)
+    region_t.synced_from = region.values._version
+    return region_t, torch.from_numpy(order)
+
+
+def _transposed_nm(region: LinearRegion) -> tuple[NM, list[np.ndarray]] | None:
+    """W2^T's layout as n:m, where its mask fits (the values are gathered by
+    the caller). Packed from the mask, not the values: a stored value that is
+    zero now (and may not be after a step) keeps its place in W2^T."""
+    encoding = region.encoding
+    if not isinstance(encoding, NM) or encoding.rows != 1 or region.signature.out_features % encoding.m:
+        return None
+    transposed = NM(encoding.n, encoding.m, crd_width=encoding.crd_width)
+    mask = np.zeros((region.signature.in_features, region.signature.out_features), dtype=np.float32)
+    mask[region._cols.numpy(), region._rows.numpy()] = 1.0
+    try:
+        return transposed, pack(transposed, mask, region.name)
+    except SpecError:
+        return None
