@@ -34,9 +34,9 @@ from sparse_mlir.compiler.jit import jit, kernel as jit_kernel
 from sparse_mlir.sparsifiers import RandomFraction
 from sparse_mlir.runtime.threads import openmp_available, runtime_library
 from sparse_mlir.compiler.weights import apply_sparsifier, check_index_width, pack
-from sparse_mlir.compiler.pipeline import (MLIR_VERSION, Diagnostics, annotate, attach_sparsifier, error_text,
-                                          main_function, pipeline_for, pipeline_pieces, result_spec, run_passes,
-                                          sparse_arguments, verify_annotated)
+from sparse_mlir.compiler.pipeline import (MLIR_VERSION, Diagnostics, add_call_number, annotate, attach_sparsifier,
+                                          error_text, main_function, pipeline_for, pipeline_pieces, result_spec,
+                                          run_passes, sparse_arguments, verify_annotated)
 from sparse_mlir.compiler.reports import CompileReports, PlanEntry, TensorStats
 from sparse_mlir.dialects.smlir import ATTR, fusion_decision
 from sparse_mlir.compiler.specs import check_cpu_dtypes, default_mode, parameters, verify_specs
@@ -204,7 +204,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         annotate(module, imported.param_names,
                   {name: e for name, e in encodings.items() if name not in dense_by_cost})
         _annotate_intermediates(module, imported.nodes, intermediates)
-        counts_calls = _add_call_number(module, intermediates)
+        counts_calls = add_call_number(module, intermediates)
         stages["annotated"] = str(module)
         frontend, convert, lowering = pipeline_pieces(on_fallback, fuse_sparsifiers, openmp, vector_lanes)
         with Diagnostics(context) as diagnostics:
@@ -320,21 +320,6 @@ def _inferred_plan(node_name: str, source: str, type_text: str, nodes: Mapping[s
                      kind="-", applied=f"every call: computed on the stored entries of {source!r} only "
                                        f"(f(0) = 0), read sparsely by its readers ({type_text})",
                      origin=f"inferred from {source!r}", fallbacks=())
-
-
-def _add_call_number(module: ir.Module, intermediates: Mapping[str, Encoding]) -> bool:
-    """Appends `%call: i64 {smlir.call_number}` to @main when a sparsifier draws a new mask per call."""
-    if not any(isinstance(e.effective_sparsifier, RandomFraction) for e in intermediates.values()):
-        return False
-    main = main_function(module)
-    entry = main.regions[0].blocks[0]
-    i64 = ir.IntegerType.get_signless(64)
-    entry.add_argument(i64, ir.Location.unknown())
-    function_type = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
-    main.attributes["function_type"] = ir.TypeAttr.get(
-        ir.FunctionType.get([*function_type.inputs, i64], function_type.results))
-    main.arg_attrs = ir.ArrayAttr.get([*main.arg_attrs, ir.DictAttr.get({ATTR.call_number: ir.UnitAttr.get()})])
-    return True
 
 
 def _check_names(encodings: Mapping[str, Encoding], params: Mapping[str, torch.Tensor],

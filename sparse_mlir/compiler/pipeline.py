@@ -17,6 +17,7 @@ from sparse_mlir.dialects import smlir
 from sparse_mlir.dialects.smlir import ATTR, storage_decision
 from sparse_mlir.encodings import Encoding
 from sparse_mlir.errors import CompileError, SpecError
+from sparse_mlir.sparsifiers import RandomFraction
 from sparse_mlir.runtime.cpu import vector_lanes as host_vector_lanes
 
 
@@ -61,6 +62,22 @@ def attach_sparsifier(value: ir.Value, encoding: Encoding, name: str) -> None:
             with ir.InsertionPoint(use.owner):
                 dense = ir.Operation.create("sparse_tensor.convert", results=[value.type], operands=[sparse]).result
             use.owner.operands[use.operand_number] = dense
+
+
+def add_call_number(module: ir.Module, intermediates: Mapping[str, Encoding]) -> bool:
+    """Appends `%call: i64 {smlir.call_number}` to @main when a sparsifier
+    draws a new mask per call (random fraction); True where it did."""
+    if not any(isinstance(e.effective_sparsifier, RandomFraction) for e in intermediates.values()):
+        return False
+    main = main_function(module)
+    entry = main.regions[0].blocks[0]
+    i64 = ir.IntegerType.get_signless(64)
+    entry.add_argument(i64, ir.Location.unknown())
+    function_type = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+    main.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get([*function_type.inputs, i64], function_type.results))
+    main.arg_attrs = ir.ArrayAttr.get([*main.arg_attrs, ir.DictAttr.get({ATTR.call_number: ir.UnitAttr.get()})])
+    return True
 
 
 def verify_annotated(module: ir.Module) -> None:

@@ -8,6 +8,8 @@ handle into `REGIONS`, filled by the compiler: the region object picks (and
 builds on first use) the kernel for the call's token count.
 `torch.ops.sparse_mlir.conv2d(x, buffers, bias, out_channels, kernel_size,
 stride, padding, dilation, region)` is F.conv2d (groups 1) the same way.
+`torch.ops.sparse_mlir.sparsify(x, region)` applies a sparsifier to an
+intermediate tensor (the dropped values zeroed; straight-through gradient).
 The fake implementations give torch.export / torch.compile the output's
 shape and dtype without running anything.
 
@@ -204,3 +206,29 @@ def sparse_mlir_conv2d(x: torch.Tensor, buffers: list[torch.Tensor], bias: torch
         return torch.ops.sparse_mlir.conv2d(x, buffers, bias, out_channels, kernel_size, stride, padding, dilation,
                                             region)
     return REGIONS.get(region)(x, buffers, bias)
+
+
+@torch.library.custom_op("sparse_mlir::sparsify", mutates_args=())
+def sparsify(x: torch.Tensor, region: int) -> torch.Tensor:
+    """x with region `region`'s sparsifier applied (the dropped values zeroed):
+    a sparsifier on an intermediate tensor of the graph."""
+    return REGIONS.get(region)(x)
+
+
+@sparsify.register_fake
+def _(x: torch.Tensor, region: int) -> torch.Tensor:
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def _save_sparsified(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+    ctx.save_for_backward(output)
+
+
+def _sparsify_backward(ctx: Any, dy: torch.Tensor) -> tuple:
+    # Straight-through: the gradient passes where a value was kept (a kept
+    # zero, exactly 0 before and after, counts as dropped).
+    (y,) = ctx.saved_tensors
+    return dy * (y != 0), None
+
+
+torch.library.register_autograd("sparse_mlir::sparsify", _sparsify_backward, setup_context=_save_sparsified)

@@ -29,6 +29,7 @@ from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.base import Choice, Region, mark_handed_back, torch_won_everywhere
 from sparse_mlir.compiler.regions.conv import ConvRegion, from_hwc_matrix, hwc_matrix, packed_matrix
 from sparse_mlir.compiler.regions.linear import LinearRegion
+from sparse_mlir.compiler.regions.activation import ActivationRegion, insert_sparsifiers
 from sparse_mlir.compiler.regions.module import RegionModule, SwappedModule
 
 log = logging.getLogger("sparse_mlir.compiler.regions")
@@ -62,13 +63,17 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     for name, encoding in encodings.items():
         if not isinstance(encoding, Encoding):
             raise SpecError(f"{name}: expected a sparse_mlir encoding (CSR(), NM(2, 4), ...), got {encoding!r}")
+    # Names that are not parameters are intermediates: torch.fx nodes of the
+    # captured graph, whose sparsifiers run as sparse_mlir::sparsify.
+    with capture_lock():
+        names = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    activations = {name: e for name, e in encodings.items() if name not in names}
+    all_encodings, encodings = dict(encodings), {name: e for name, e in encodings.items() if name in names}
+    if activations and capture_by == "modules":
+        raise SpecError(f"{', '.join(map(repr, activations))}: not parameters of {type(model).__name__}; sparsifiers "
+                        "on intermediates (torch.fx nodes) need the graph: capture_by='graph' (or 'auto')")
     updates = _mask_updates(mask_update, encodings)
     params = parameters(model, encodings)
-    unknown = [name for name in encodings if name not in params]
-    if unknown:
-        raise SpecError(f"mode='regions' encodes weights (parameters) only; {', '.join(map(repr, unknown))} "
-                        f"{'is' if len(unknown) == 1 else 'are'} not a parameter of {type(model).__name__} "
-                        "(sparsifiers on intermediates run with mode='graph')")
     check_cpu_dtypes(params, [a for a in example_args if isinstance(a, torch.Tensor)])
     # An n:m conv weight is pruned and stored as its (kh, kw, C) matrix.
     nm_convs = {name: (p.shape[0], p[0].numel()) for name, p in params.items()
@@ -84,7 +89,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     # graph may read it under another (GPT-2's LM head: `lm_head.weight`).
     aliases = {alias: name for alias, name in tied_aliases(model).items() if name in encodings}
     options = KernelOptions(opt_level=opt_level, vector_lanes=vector_lanes)
-    if capture_by != "graph":
+    if capture_by != "graph" and not activations:
         with capture_lock():
             named = dict(model.named_parameters())
         found = swap.owners(model, {name: named[name] for name in encodings})
@@ -96,9 +101,11 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
                                     options, cost_model, warm_up, start, updates)
     if updates:
         raise SpecError("mask_update trains the model, which needs every encoded weight held as `weight` by an "
-                        "nn.Linear or HF Conv1D (module swap); this model is compiled by graph capture")
+                        "nn.Linear or HF Conv1D (module swap); this model is compiled by graph capture"
+                        + (" (it has sparsifiers on intermediates)" if activations else ""))
     captured = capture(model, example_args, example_kwargs, dynamic)
     graph_module = captured.program.module()
+    sparsifiers = insert_sparsifiers(graph_module, activations, options, torch.ops.sparse_mlir.sparsify.default)
     in_out = _nm_read_as_in_out(graph_module, encodings, aliases)
     effective = {name: _sparsified(encoding, params[name], name, name in in_out)
                  for name, encoding in encodings.items()}
@@ -106,12 +113,18 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     snapshot(graph_module, effective)
     regions, readers = _replace_linears(graph_module, encodings, aliases, in_out, effective, options, cost_model)
     _warn_other_readers(readers, encodings)
-    module = RegionModule(graph_module, captured, regions, effective, {}, [], 0.0, encodings)
+    module = RegionModule(graph_module, captured, regions, effective, {}, [], 0.0, all_encodings, sparsifiers)
     if regions and warm_up:
-        _warm_up(module, regions, lambda: _hand_back(graph_module, regions, readers),
-                 [_eager_call(model, regions, module, example_args, example_kwargs)], example_args, example_kwargs,
-                 cost_model)
+        # With sparsifiers on intermediates the user's model computes
+        # something else: the comparison runs the graph with torch's ops.
+        eager = (_on_torch(regions, module, example_args, example_kwargs) if sparsifiers
+                 else _eager_call(model, regions, module, example_args, example_kwargs))
+        _warm_up(module, regions, lambda: _hand_back(graph_module, regions, readers), [eager], example_args,
+                 example_kwargs, cost_model)
+    elif sparsifiers and warm_up:
+        module(*example_args, **example_kwargs)   # the sparsifiers' kernels for the example's shapes
     _finish(module, regions, encodings, effective, readers, in_out)
+    module._plan += [_activation_plan(region) for region in sparsifiers.values()]
     module.compile_seconds = time.perf_counter() - start
     log.info("compiled %s with %d sparse regions in %.2f s", type(model).__name__, len(regions),
              module.compile_seconds)
@@ -619,3 +632,14 @@ def _plan(name: str, encoding: Encoding, stats: TensorStats, readers: list[str],
                      stored_as=stats.format, sparsifier=sparsifier.attr_text(), kind=sparsifier.kind,
                      applied=f"{applied}; {where}", origin="user",
                      fallbacks=tuple(f"'{op}' runs on torch (pruned dense weight)" for op in others))
+
+
+def _activation_plan(region: ActivationRegion) -> PlanEntry:
+    sparsifier = region.encoding.effective_sparsifier
+    stored = "dense" if isinstance(region.encoding, Dense) else \
+        f"dense (requested {region.encoding.format_name}: its readers are torch's ops)"
+    return PlanEntry(name=region.name, role="intermediate", shape=region.example_shape,
+                     format=region.encoding.format_name, stored_as=stored, sparsifier=sparsifier.attr_text(), kind=sparsifier.kind,
+                     applied=f"every call, by sparse_mlir::sparsify after torch.fx node {region.name!r} (compiled "
+                             "smlir.sparsify, a kernel per input shape; gradient straight-through)",
+                     origin="user", fallbacks=())

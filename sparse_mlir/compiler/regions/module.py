@@ -18,6 +18,7 @@ from sparse_mlir.encodings import Encoding
 from sparse_mlir.errors import SpecError
 from sparse_mlir.runtime.ops import REGIONS
 from sparse_mlir.compiler.regions.capture import Captured
+from sparse_mlir.compiler.regions.activation import ActivationRegion
 from sparse_mlir.compiler.regions.base import Region
 
 
@@ -36,7 +37,8 @@ class RegionModule(CompileReports, torch.nn.Module):
 
     def __init__(self, graph: torch.fx.GraphModule, captured: Captured, regions: dict[int, Region],
                  effective: dict[str, torch.Tensor], stats: dict[str, TensorStats], plan: list[PlanEntry],
-                 compile_seconds: float, encodings: Mapping[str, Encoding]) -> None:
+                 compile_seconds: float, encodings: Mapping[str, Encoding],
+                 sparsifiers: Mapping[int, ActivationRegion] | None = None) -> None:
         torch.nn.Module.__init__(self)
         self._encodings = dict(encodings)
         self.graph_module = graph
@@ -47,8 +49,18 @@ class RegionModule(CompileReports, torch.nn.Module):
         self._plan = plan
         self.compile_seconds = compile_seconds
         self.training = False   # the graph was captured in eval mode
-        for handle in regions:
+        self._sparsifiers = dict(sparsifiers or {})
+        for handle in [*regions, *self._sparsifiers]:
             weakref.finalize(self, REGIONS.remove, handle)
+
+    def sparsifiers(self) -> list[ActivationRegion]:
+        """The sparsifiers on intermediate tensors (fx nodes), with the input shapes they have kernels for."""
+        return list(self._sparsifiers.values())
+
+    def reset_call_number(self, call: int = 0) -> None:
+        """The next call draws call `call`'s masks (random-fraction sparsifiers replay)."""
+        for region in self._sparsifiers.values():
+            region.reset_call_number(call)
 
     def train(self, mode: bool = True) -> "RegionModule":
         """Eval only: the captured graph is an inference graph (captured in

@@ -127,9 +127,14 @@ def test_wrong_inputs_name_the_input() -> None:
         fn(torch.randn(2, 32).to_sparse())
 
 
-def test_intermediates_need_graph_mode() -> None:
-    with pytest.raises(sm.SpecError, match="mode='regions' encodes weights .* 'gelu' is not a parameter"):
-        sm.compile(MLP().eval(), {"gelu": sm.CSR()}, example_args=(torch.randn(4, 32),), mode="regions")
+def test_intermediate_with_keep_all_is_the_identity_stored_dense() -> None:
+    """(Sparsifiers on intermediates: test_activation_sparsifiers.py.)"""
+    model = MLP().eval()
+    fn = sm.compile(model, {"gelu": sm.CSR()}, example_args=(torch.randn(4, 32),), mode="regions")
+    x = torch.randn(7, 32)
+    torch.testing.assert_close(fn(x), model(x).detach(), rtol=0, atol=0)
+    (entry,) = fn.sparsity_plan()
+    assert entry.role == "intermediate" and entry.stored_as.startswith("dense (requested csr")
 
 
 def test_weight_read_by_another_op_warns_once_naming_the_torch_op() -> None:

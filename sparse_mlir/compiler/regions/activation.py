@@ -1,0 +1,194 @@
+"""A sparsifier on an intermediate tensor (a torch.fx node of the captured
+graph) as a region: `torch.ops.sparse_mlir.sparsify(x, region)` after the
+node, running `smlir.sparsify` lowered by `smlir-sparse-cpu-pipeline` for
+x's shape (the same code the whole-graph compile runs for that node).
+
+The result is dense with the dropped values zeroed: its readers are
+torch's ops or dense-input kernels. Sparsifiers that rank the whole tensor
+(scalar / block fraction) or row groups need the exact shape, so a kernel
+is built per input shape (once: a new shape costs one compile, ~0.1-0.3 s;
+in-process cache)."""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import logging
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from sparse_mlir import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
+
+from mlir import ir
+
+from sparse_mlir.compiler.jit import jit
+from sparse_mlir.compiler.pipeline import (Diagnostics, add_call_number, attach_sparsifier, main_function,
+                                          pipeline_pieces, run_passes)
+from sparse_mlir.compiler.regions.kernels import KernelOptions
+from sparse_mlir.context import make_context
+from sparse_mlir.encodings import Dense, Encoding
+from sparse_mlir.errors import SpecError
+from sparse_mlir.runtime.memref import Kernel
+from sparse_mlir.runtime.threads import openmp_available, runtime_library
+from sparse_mlir.sparsifiers import RandomFraction
+
+log = logging.getLogger("sparse_mlir.compiler.regions")
+
+
+@dataclass
+class CompiledSparsifier:
+    """`@main(x[shape] (, call: i64)) -> x sparsified` for one shape."""
+
+    kernel: Kernel
+    counts_calls: bool
+    annotated: str
+    pipeline: str
+    seconds: float
+    keep_alive: tuple
+
+
+def compile_sparsifier(encoding: Encoding, name: str, shape: tuple[int, ...],
+                       options: KernelOptions) -> CompiledSparsifier:
+    """The kernel applying `encoding`'s sparsifier to a float32 tensor of `shape`."""
+    start = time.perf_counter()
+    openmp = openmp_available()
+    tensor_type = f"tensor<{'x'.join(map(str, shape))}xf32>"
+    frontend, convert, lowering = pipeline_pieces("warn", True, openmp, options.vector_lanes)
+    pipeline = f"{frontend} -> {convert} -> {lowering}"
+    with make_context() as context, ir.Location.unknown():
+        module = ir.Module.parse(f"func.func @main(%x: {tensor_type}) -> {tensor_type} "
+                                 f"attributes {{llvm.emit_c_interface}} {{\n  return %x : {tensor_type}\n}}")
+        main = main_function(module)
+        main.arg_attrs = ir.ArrayAttr.get([ir.DictAttr.get({})])   # x: an input, not a weight
+        entry = main.regions[0].blocks[0]
+        with ir.InsertionPoint(entry.operations[0]):
+            # Stored densely: the readers are torch's ops (the values are the same).
+            attach_sparsifier(entry.arguments[0], Dense(sparsifier=encoding.effective_sparsifier), name)
+        counts_calls = add_call_number(module, {name: encoding})
+        annotated = str(module)
+        with Diagnostics(context) as diagnostics:
+            for passes in (frontend, convert, lowering):
+                run_passes(passes, module, annotated, pipeline, diagnostics)
+        engine = jit(module, opt_level=options.opt_level, shared_libs=[runtime_library()] if openmp else [])
+        kernel = Kernel(engine.lookup("main"), [], len(shape), np.float32, owner=engine)
+    seconds = time.perf_counter() - start
+    log.info("compiled the sparsifier of %s for %s in %.2f s", name, list(shape), seconds)
+    return CompiledSparsifier(kernel, counts_calls, annotated, pipeline, seconds, (engine, context, module))
+
+
+class ActivationRegion:
+    """`encoding`'s sparsifier on the fx node `name`'s value, per input shape."""
+
+    op_name = "sparsify"
+
+    def __init__(self, name: str, encoding: Encoding, options: KernelOptions, capacity: int = 64) -> None:
+        self.name = name
+        self.encoding = encoding
+        self._options = options
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self._kernels: OrderedDict[tuple[int, ...], CompiledSparsifier] = OrderedDict()
+        self._calls = itertools.count()
+        self.compile_seconds = 0.0
+        self._first_shape: tuple[int, ...] = ()
+
+    @property
+    def draws_per_call(self) -> bool:
+        """True where each call draws a new mask (random fraction)."""
+        return isinstance(self.encoding.effective_sparsifier, RandomFraction)
+
+    def reset_call_number(self, call: int = 0) -> None:
+        """The next call draws call `call`'s mask (a random fraction's masks replay)."""
+        self._calls = itertools.count(call)
+
+    def shapes(self) -> list[tuple[int, ...]]:
+        """The input shapes with a kernel built."""
+        return list(self._kernels)
+
+    @property
+    def example_shape(self) -> tuple[int, ...]:
+        """The first shape it ran at (the example's), () before any call."""
+        return self._first_shape
+
+    def _remember(self, shape: tuple[int, ...]) -> None:
+        if not self._first_shape:
+            self._first_shape = shape
+
+    def kernel(self, shape: tuple[int, ...]) -> CompiledSparsifier:
+        with self._lock:
+            compiled = self._kernels.get(shape)
+            if compiled is None:
+                compiled = compile_sparsifier(self.encoding, self.name, shape, self._options)
+                self._remember(shape)
+                self.compile_seconds += compiled.seconds
+                self._kernels[shape] = compiled
+                while len(self._kernels) > self._capacity:
+                    self._kernels.popitem(last=False)
+            else:
+                self._kernels.move_to_end(shape)
+            return compiled
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != torch.float32 or x.device.type != "cpu" or x.dim() == 0:
+            raise SpecError(f"{self.name} ({self.encoding.format_name}, sparsifier "
+                            f"{self.encoding.effective_sparsifier.attr_text()}): expected a float32 CPU tensor of "
+                            f"rank >= 1, got {x.dtype} on {x.device.type} of shape {tuple(x.shape)}")
+        if x.numel() == 0:
+            return x.clone()
+        shape = tuple(x.shape)
+        if shape not in self._kernels:
+            try:   # the attributes' own shape rules (C++ verifyShape), before any compile
+                self.encoding.check_shape(shape, self.name)
+                self.encoding.effective_sparsifier.check_shape(shape, self.name)
+            except SpecError as error:
+                raise SpecError(f"{error} ({self.encoding.format_name} on the torch.fx node's value at this "
+                                "call)") from None
+        compiled = self.kernel(shape)
+        x = x.contiguous()
+        signature = ((shape, tuple(x.stride()), np.dtype(np.float32)),)
+        scalars = (next(self._calls),) if compiled.counts_calls else ()
+        return torch.from_numpy(compiled.kernel.call_addresses(signature, [x.data_ptr()], scalars))
+
+
+def find_nodes(graph: torch.fx.Graph, names: list[str]) -> dict[str, torch.fx.Node]:
+    """The call_function nodes named `names` (SpecError naming the missing ones and the graph's nodes)."""
+    nodes = {node.name: node for node in graph.nodes if node.op == "call_function"}
+    missing = [name for name in names if name not in nodes]
+    if missing:
+        close = sorted({c for name in missing for c in difflib.get_close_matches(name, list(nodes), n=3)})
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise SpecError(f"unknown tensor name(s) {', '.join(map(repr, missing))}: neither a parameter of the model "
+                        f"nor a torch.fx node of its captured graph{hint} Intermediate tensors (torch.fx nodes): "
+                        f"{', '.join(nodes)}")
+    for name in names:
+        value = nodes[name].meta.get("val")
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+            raise SpecError(f"{name}: torch.fx node {name} ({nodes[name].target}) does not produce a floating-point "
+                            f"tensor (got {type(value).__name__ if not isinstance(value, torch.Tensor) else value.dtype}"
+                            "); a sparsifier needs one")
+    return {name: nodes[name] for name in names}
+
+
+def insert_sparsifiers(graph_module: torch.fx.GraphModule, encodings: dict[str, Encoding],
+                       options: KernelOptions, call: Any) -> dict[int, ActivationRegion]:
+    """After each named node, `call(x, handle)` (the sparsify op) read by all the node's readers."""
+    from sparse_mlir.runtime.ops import REGIONS
+    graph = graph_module.graph
+    regions: dict[int, ActivationRegion] = {}
+    for name, node in find_nodes(graph, list(encodings)).items():
+        region = ActivationRegion(name, encodings[name], options)
+        handle = REGIONS.add(region)
+        regions[handle] = region
+        with graph.inserting_after(node):
+            sparsified = graph.call_function(call, (node, handle))
+        sparsified.meta.update({k: v for k, v in node.meta.items() if k in ("val", "tensor_meta", "stack_trace")})
+        node.replace_all_uses_with(sparsified, delete_user_cb=lambda user: user is not sparsified)
+    graph.lint()
+    graph_module.recompile()
+    return regions
+

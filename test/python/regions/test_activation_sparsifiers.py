@@ -1,0 +1,175 @@
+"""mode="regions" with sparsifiers on intermediates (torch.fx nodes): each
+runs as `sparse_mlir::sparsify` after its node (compiled smlir.sparsify, a
+kernel per input shape), against the numpy sparsifiers the weights use, at
+the example's shape and others; straight-through gradients; bad names."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import sparse_mlir as sm
+from sparse_mlir.compiler.weights import apply_sparsifier
+
+
+class MLP(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(32, 64)
+        self.down = torch.nn.Linear(64, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(torch.nn.functional.gelu(self.up(x)))
+
+    def reference(self, x: torch.Tensor, sparsifier: sm.Sparsifier) -> torch.Tensor:
+        """Eager, with `sparsifier` applied to gelu's output by the numpy sparsifier."""
+        with torch.no_grad():
+            hidden = torch.nn.functional.gelu(self.up(x))
+            pruned = torch.from_numpy(apply_sparsifier(sparsifier, hidden.numpy().copy(), "gelu"))
+            return self.down(pruned)
+
+
+def _compile(model: torch.nn.Module, encodings: dict, *args: torch.Tensor, **options) -> torch.nn.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sm.SparseFallbackWarning)
+        fn = sm.compile(model, encodings, example_args=args, mode="regions", **options)
+    model.load_state_dict(fn.effective_state_dict(), strict=False)   # eager now computes what fn should
+    return fn
+
+
+SPARSIFIERS = {
+    "nm": sm.Dense(sparsifier=sm.NMMagnitude(2, 4)),
+    "nm-rows2": sm.Dense(sparsifier=sm.NMMagnitude(2, 4, rows=2)),
+    "fraction-csr": sm.CSR(sparsifier=sm.ScalarFraction(0.6)),
+    "threshold": sm.Dense(sparsifier=sm.Threshold(0.2)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SPARSIFIERS))
+@pytest.mark.parametrize("weights", [False, True], ids=["dense-weights", "csr-weights"])
+def test_sparsifier_matches_numpy_at_several_shapes(kind: str, weights: bool) -> None:
+    torch.manual_seed(0)
+    model = MLP().eval()
+    encoding = SPARSIFIERS[kind]
+    encodings = {"gelu": encoding}
+    if weights:
+        encodings |= {"up.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8)),
+                      "down.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8))}
+    fn = _compile(model, encodings, torch.randn(2, 8, 32), cost_model=False)
+    for shape in [(2, 8, 32), (3, 6, 32), (1, 2, 32)]:
+        x = torch.randn(*shape)
+        torch.testing.assert_close(fn(x), model.reference(x, encoding.effective_sparsifier), rtol=1e-5, atol=1e-5)
+    (region,) = fn.sparsifiers()
+    assert region.shapes() == [(2, 8, 64), (3, 6, 64), (1, 2, 64)]
+    plan = {entry.name: entry for entry in fn.sparsity_plan()}
+    assert plan["gelu"].role == "intermediate" and "sparse_mlir::sparsify" in plan["gelu"].applied
+    assert plan["gelu"].shape == (2, 8, 64)
+
+
+def test_the_sparsifier_really_prunes() -> None:
+    """Guards the reference: 2:4 keeps exactly half of every group."""
+    torch.manual_seed(0)
+    model = MLP().eval()
+    fn = _compile(model, {"gelu": SPARSIFIERS["nm"]}, torch.randn(2, 8, 32))
+    (region,) = fn.sparsifiers()
+    hidden = torch.randn(5, 64)
+    pruned = region(hidden)
+    assert int((pruned.reshape(5, 16, 4) != 0).sum(-1).max()) == 2
+    torch.testing.assert_close(pruned, torch.from_numpy(apply_sparsifier(sm.NMMagnitude(2, 4), hidden.numpy())))
+
+
+def test_random_fraction_draws_per_call_and_replays() -> None:
+    torch.manual_seed(0)
+    model = MLP().eval()
+    fn = _compile(model, {"gelu": sm.Dense(sparsifier=sm.RandomFraction(0.5, seed=3))}, torch.randn(2, 8, 32))
+    x = torch.randn(2, 8, 32)
+    fn.reset_call_number(0)
+    first, second = fn(x), fn(x)
+    assert not torch.equal(first, second)
+    fn.reset_call_number(0)
+    torch.testing.assert_close(fn(x), first, rtol=0, atol=0)
+
+
+def test_straight_through_gradient() -> None:
+    torch.manual_seed(0)
+    model = MLP().eval()
+    fn = _compile(model, {"gelu": SPARSIFIERS["nm"]}, torch.randn(2, 8, 32))
+    handle = next(iter(fn._sparsifiers))
+    x = torch.randn(6, 64, dtype=torch.float32, requires_grad=True)
+    y = torch.ops.sparse_mlir.sparsify(x, handle)
+    upstream = torch.randn(6, 64)
+    y.backward(upstream)
+    torch.testing.assert_close(x.grad, upstream * (y.detach() != 0), rtol=0, atol=0)
+    assert int((x.grad != 0).sum()) == 6 * 64 // 2
+
+
+def test_torch_compile_traces_the_sparsify_op() -> None:
+    torch.manual_seed(0)
+    model = MLP().eval()
+    fn = _compile(model, {"gelu": SPARSIFIERS["nm"]}, torch.randn(2, 8, 32))
+    compiled = torch.compile(fn)
+    x = torch.randn(2, 8, 32)
+    torch.testing.assert_close(compiled(x), model.reference(x, sm.NMMagnitude(2, 4)), rtol=1e-5, atol=1e-5)
+
+
+def test_unknown_node_names_the_graphs_nodes() -> None:
+    model = MLP().eval()
+    with pytest.raises(sm.SpecError, match=r"'gleu'.*did you mean 'gelu'.*torch\.fx nodes\): .*linear"):
+        _compile(model, {"gleu": SPARSIFIERS["nm"]}, torch.randn(2, 8, 32))
+
+
+def test_module_swap_cannot_sparsify_intermediates() -> None:
+    model = MLP().eval()
+    with pytest.raises(sm.SpecError, match="'gelu'.*capture_by='graph'"):
+        _compile(model, {"gelu": SPARSIFIERS["nm"]}, torch.randn(2, 8, 32), capture_by="modules")
+
+
+def test_shape_the_sparsifier_cannot_take_is_a_spec_error() -> None:
+    """n:m groups of 4 along the last dim: a node whose last dim is 6 is refused by name."""
+
+    class Odd(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(8, 6)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.proj(x))
+
+    with pytest.raises(sm.SpecError, match="relu"):
+        _compile(Odd().eval(), {"relu": SPARSIFIERS["nm"]}, torch.randn(3, 8))
+
+
+def test_integer_node_is_refused() -> None:
+    class Ids(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(10, 8)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.embed(ids + 1)
+
+    with pytest.raises(sm.SpecError, match="add.*floating-point"):
+        _compile(Ids().eval(), {"add": SPARSIFIERS["nm"]}, torch.randint(0, 8, (2, 3)))
+
+
+def test_numpy_reference_is_not_identity() -> None:
+    """The sparsifiers above change the model's output (the tests compare something)."""
+    torch.manual_seed(0)
+    model = MLP().eval()
+    x = torch.randn(2, 8, 32)
+    for encoding in SPARSIFIERS.values():
+        assert not np.allclose(model.reference(x, encoding.effective_sparsifier).numpy(), model(x).detach().numpy())
+
+
+def test_export_compiles_the_whole_graph_with_the_sparsifier(tmp_path) -> None:
+    torch.manual_seed(0)
+    model = MLP().eval()
+    x = torch.randn(2, 8, 32)
+    fn = _compile(model, {"gelu": SPARSIFIERS["nm"], "up.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8))}, x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sm.SparseFallbackWarning)
+        loaded = sm.load(fn.export(tmp_path / "model.smlir"))
+    torch.testing.assert_close(loaded(x), fn(x), rtol=1e-5, atol=1e-5)
