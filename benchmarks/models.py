@@ -172,15 +172,18 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int)
                     error = float((got - want).abs().max())
                     if error > 1e-2 * max(1.0, float(want.abs().max())):
                         raise AssertionError(f"{name} {fmt} {phase}: max error {error}")
+                    with torch.no_grad():   # eager and ours alternate: drift hits both alike
+                        eager, ours = _paired_medians_ms(lambda: pruned(*args, **kwargs),
+                                                         lambda: fn(*args, **kwargs), repeats)
+                    # Inductor after the pair: right after its compile (worker
+                    # processes, freed memory) the next timings ran up to 1.5x
+                    # slower (MobileNetV3-S, 1 thread: eager 15.7 vs 10.9 ms).
                     if (t, phase) not in baseline:
                         with torch.no_grad():
                             inductor_fn = torch.compile(pruned)
                             inductor_fn(*args, **kwargs)
                             baseline[(t, phase)] = median_ms(lambda: inductor_fn(*args, **kwargs), repeats, warmup=2)
                     inductor = baseline[(t, phase)]
-                    with torch.no_grad():   # eager and ours alternate: drift hits both alike
-                        eager, ours = _paired_medians_ms(lambda: pruned(*args, **kwargs),
-                                                         lambda: fn(*args, **kwargs), repeats)
                     eager_cl = None
                     if name.startswith(CONV_MODELS):   # ours runs CNNs channels-last: eager that way too
                         channels_last = copy.deepcopy(pruned).to(memory_format=torch.channels_last)
