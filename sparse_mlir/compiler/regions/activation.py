@@ -168,9 +168,9 @@ def find_nodes(graph: torch.fx.Graph, names: list[str]) -> dict[str, torch.fx.No
     for name in names:
         value = nodes[name].meta.get("val")
         if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+            got = value.dtype if isinstance(value, torch.Tensor) else type(value).__name__
             raise SpecError(f"{name}: torch.fx node {name} ({nodes[name].target}) does not produce a floating-point "
-                            f"tensor (got {type(value).__name__ if not isinstance(value, torch.Tensor) else value.dtype}"
-                            "); a sparsifier needs one")
+                            f"tensor (got {got}); a sparsifier needs one")
     return {name: nodes[name] for name in names}
 
 

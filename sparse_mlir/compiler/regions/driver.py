@@ -639,7 +639,8 @@ def _activation_plan(region: ActivationRegion) -> PlanEntry:
     stored = "dense" if isinstance(region.encoding, Dense) else \
         f"dense (requested {region.encoding.format_name}: its readers are torch's ops)"
     return PlanEntry(name=region.name, role="intermediate", shape=region.example_shape,
-                     format=region.encoding.format_name, stored_as=stored, sparsifier=sparsifier.attr_text(), kind=sparsifier.kind,
+                     format=region.encoding.format_name, stored_as=stored, sparsifier=sparsifier.attr_text(),
+                     kind=sparsifier.kind,
                      applied=f"every call, by sparse_mlir::sparsify after torch.fx node {region.name!r} (compiled "
                              "smlir.sparsify, a kernel per input shape; gradient straight-through)",
                      origin="user", fallbacks=())

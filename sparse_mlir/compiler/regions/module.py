@@ -265,12 +265,10 @@ class SwappedModule(CompileReports, torch.nn.Module):
 
     def export(self, path: str | os.PathLike) -> Path:
         """The whole-graph artifact (as RegionModule.export) of the model at
-        the example's shapes, from its pruned weights."""
-        if getattr(self, "_in_out_nm", None):
-            raise SpecError(f"export() compiles the whole graph, whose n:m sparsifier groups a weight's last dim; "
-                            f"{sorted(self._in_out_nm)} were pruned along dim 0 (read as x @ W): an artifact would "
-                            "compute with other weights. Keep the module in a Python service, or encode them "
-                            "with CSR for export")
+        the example's shapes, from its pruned weights. An HF Conv1D whose
+        n:m weight was pruned along dim 0 (its reduction dim) is exported as
+        the nn.Linear holding W^T: the groups then run along the last dim,
+        where the whole-graph compile's n:m storage has them (same values)."""
         args, kwargs = self._example
         if kwargs:
             raise SpecError(f"export() compiles the whole graph, which takes positional tensor inputs only; this "
@@ -279,16 +277,38 @@ class SwappedModule(CompileReports, torch.nn.Module):
         from sparse_mlir.compiler.driver import compile as compile_graph
         from sparse_mlir.compiler.regions.swap import Root
         model = copy.deepcopy(self.model)
+        in_out = set(getattr(self, "_in_out_nm", ()))
         for name, module in list(model.named_modules()):
             if hasattr(module, "_original") and name:
                 owner, _, leaf = name.rpartition(".")
-                setattr(model.get_submodule(owner) if owner else model, leaf, module._original[0])
+                original = module._original[0]
+                weight_name = f"{name}.weight".removeprefix("model.") if isinstance(model, Root) else f"{name}.weight"
+                if module._in_out and weight_name in in_out:
+                    original = _linear_of_conv1d(original)
+                    in_out.discard(weight_name)
+                setattr(model.get_submodule(owner) if owner else model, leaf, original)
+        if in_out:
+            raise SpecError(f"export() compiles the whole graph, whose n:m sparsifier groups a weight's last dim; "
+                            f"{sorted(in_out)} were pruned along dim 0 (read as x @ W): an artifact would "
+                            "compute with other weights. Keep the module in a Python service, or encode them "
+                            "with CSR for export")
         if isinstance(model, Root):   # the user's model was the encoded module itself
             model = model.model
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             whole = compile_graph(model.eval(), self._encodings, args, mode="graph")
         return whole.export(path)
+
+
+def _linear_of_conv1d(conv1d: torch.nn.Module) -> torch.nn.Linear:
+    """HF's Conv1D (y = x @ W + b, W [in, out]) as the nn.Linear holding W^T."""
+    weight = conv1d.weight.detach()
+    linear = torch.nn.Linear(weight.shape[0], weight.shape[1], bias=conv1d.bias is not None)
+    with torch.no_grad():
+        linear.weight.copy_(weight.t())
+        if conv1d.bias is not None:
+            linear.bias.copy_(conv1d.bias.detach())
+    return linear
 
 
 def _clone(value: Any) -> Any:

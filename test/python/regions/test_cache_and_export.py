@@ -155,3 +155,29 @@ def test_export_refuses_nm_pruned_along_dim_0(tmp_path) -> None:
     fn = sm.compile(XW().eval(), {"w": sm.NM(2, 4)}, example_args=(torch.randn(3, 16),), cost_model=False)
     with pytest.raises(sm.SpecError, match=r"\['w'\] were pruned along dim 0 \(read as x @ W\)"):
         fn.export(tmp_path / "artifact")
+
+
+def test_export_of_hf_conv1d_nm_pruned_along_dim_0(tmp_path) -> None:
+    """A module-swapped HF Conv1D (GPT-2's) with an n:m weight: pruned along
+    dim 0 (its reduction dim), exported as the nn.Linear holding W^T, whose
+    groups the whole-graph compile stores along its last dim: same values."""
+    conv1d = pytest.importorskip("transformers.pytorch_utils").Conv1D
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c_fc, self.c_proj = conv1d(64, 32), conv1d(32, 64)   # Conv1D(nf=out, nx=in)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.c_proj(torch.relu(self.c_fc(x)))
+
+    torch.manual_seed(0)
+    model, x = Block().eval(), torch.randn(2, 5, 32)
+    encodings = {"c_fc.weight": sm.NM(2, 4), "c_proj.weight": sm.NM(2, 4, rows=4)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sm.SparseFallbackWarning)
+        fn = sm.compile(model, encodings, example_args=(x,), cost_model=False)
+        loaded = sm.load(fn.export(tmp_path / "artifact"))
+    effective = fn.effective_state_dict()["c_fc.weight"]   # [in, out]: 2 of every 4 along dim 0
+    assert int((effective.reshape(8, 4, 64) != 0).sum(1).max()) == 2
+    torch.testing.assert_close(loaded(x), fn(x), rtol=1e-5, atol=1e-5)
