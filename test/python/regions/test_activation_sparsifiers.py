@@ -14,30 +14,15 @@ import torch
 import sparse_mlir as sm
 from sparse_mlir.compiler.weights import apply_sparsifier
 
-
-class MLP(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.up = torch.nn.Linear(32, 64)
-        self.down = torch.nn.Linear(64, 16)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(torch.nn.functional.gelu(self.up(x)))
-
-    def reference(self, x: torch.Tensor, sparsifier: sm.Sparsifier) -> torch.Tensor:
-        """Eager, with `sparsifier` applied to gelu's output by the numpy sparsifier."""
-        with torch.no_grad():
-            hidden = torch.nn.functional.gelu(self.up(x))
-            pruned = torch.from_numpy(apply_sparsifier(sparsifier, hidden.numpy().copy(), "gelu"))
-            return self.down(pruned)
+from .modules import MLP, compile_pruned
 
 
-def _compile(model: torch.nn.Module, encodings: dict, *args: torch.Tensor, **options) -> torch.nn.Module:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", sm.SparseFallbackWarning)
-        fn = sm.compile(model, encodings, example_args=args, mode="regions", **options)
-    model.load_state_dict(fn.effective_state_dict(), strict=False)   # eager now computes what fn should
-    return fn
+def reference(model: MLP, x: torch.Tensor, sparsifier: sm.Sparsifier) -> torch.Tensor:
+    """Eager, with `sparsifier` applied to gelu's output by the numpy sparsifier."""
+    with torch.no_grad():
+        hidden = torch.nn.functional.gelu(model.up(x))
+        pruned = torch.from_numpy(apply_sparsifier(sparsifier, hidden.numpy().copy(), "gelu"))
+        return model.down(pruned)
 
 
 SPARSIFIERS = {
@@ -58,10 +43,10 @@ def test_sparsifier_matches_numpy_at_several_shapes(kind: str, weights: bool) ->
     if weights:
         encodings |= {"up.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8)),
                       "down.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8))}
-    fn = _compile(model, encodings, torch.randn(2, 8, 32), cost_model=False)
+    fn = compile_pruned(model, encodings, torch.randn(2, 8, 32), cost_model=False)
     for shape in [(2, 8, 32), (3, 6, 32), (1, 2, 32)]:
         x = torch.randn(*shape)
-        torch.testing.assert_close(fn(x), model.reference(x, encoding.effective_sparsifier), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(fn(x), reference(model, x, encoding.effective_sparsifier), rtol=1e-5, atol=1e-5)
     (region,) = fn.sparsifiers()
     assert region.shapes() == [(2, 8, 64), (3, 6, 64), (1, 2, 64)]
     plan = {entry.name: entry for entry in fn.sparsity_plan()}
@@ -73,7 +58,7 @@ def test_the_sparsifier_really_prunes() -> None:
     """Guards the reference: 2:4 keeps exactly half of every group."""
     torch.manual_seed(0)
     model = MLP().eval()
-    fn = _compile(model, {"gelu": SPARSIFIERS["nm"]}, torch.randn(2, 8, 32))
+    fn = compile_pruned(model, {"gelu": SPARSIFIERS["nm"]}, torch.randn(2, 8, 32))
     (region,) = fn.sparsifiers()
     hidden = torch.randn(5, 64)
     pruned = region(hidden)
@@ -84,7 +69,7 @@ def test_the_sparsifier_really_prunes() -> None:
 def test_random_fraction_draws_per_call_and_replays() -> None:
     torch.manual_seed(0)
     model = MLP().eval()
-    fn = _compile(model, {"gelu": sm.Dense(sparsifier=sm.RandomFraction(0.5, seed=3))}, torch.randn(2, 8, 32))
+    fn = compile_pruned(model, {"gelu": sm.Dense(sparsifier=sm.RandomFraction(0.5, seed=3))}, torch.randn(2, 8, 32))
     x = torch.randn(2, 8, 32)
     fn.reset_call_number(0)
     first, second = fn(x), fn(x)
@@ -96,7 +81,7 @@ def test_random_fraction_draws_per_call_and_replays() -> None:
 def test_straight_through_gradient() -> None:
     torch.manual_seed(0)
     model = MLP().eval()
-    fn = _compile(model, {"gelu": SPARSIFIERS["nm"]}, torch.randn(2, 8, 32))
+    fn = compile_pruned(model, {"gelu": SPARSIFIERS["nm"]}, torch.randn(2, 8, 32))
     handle = next(iter(fn._sparsifiers))
     x = torch.randn(6, 64, dtype=torch.float32, requires_grad=True)
     y = torch.ops.sparse_mlir.sparsify(x, handle)
@@ -109,22 +94,22 @@ def test_straight_through_gradient() -> None:
 def test_torch_compile_traces_the_sparsify_op() -> None:
     torch.manual_seed(0)
     model = MLP().eval()
-    fn = _compile(model, {"gelu": SPARSIFIERS["nm"]}, torch.randn(2, 8, 32))
+    fn = compile_pruned(model, {"gelu": SPARSIFIERS["nm"]}, torch.randn(2, 8, 32))
     compiled = torch.compile(fn)
     x = torch.randn(2, 8, 32)
-    torch.testing.assert_close(compiled(x), model.reference(x, sm.NMMagnitude(2, 4)), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(compiled(x), reference(model, x, sm.NMMagnitude(2, 4)), rtol=1e-5, atol=1e-5)
 
 
 def test_unknown_node_names_the_graphs_nodes() -> None:
     model = MLP().eval()
     with pytest.raises(sm.SpecError, match=r"'gleu'.*did you mean 'gelu'.*torch\.fx nodes\): .*linear"):
-        _compile(model, {"gleu": SPARSIFIERS["nm"]}, torch.randn(2, 8, 32))
+        compile_pruned(model, {"gleu": SPARSIFIERS["nm"]}, torch.randn(2, 8, 32))
 
 
 def test_module_swap_cannot_sparsify_intermediates() -> None:
     model = MLP().eval()
     with pytest.raises(sm.SpecError, match="'gelu'.*capture_by='graph'"):
-        _compile(model, {"gelu": SPARSIFIERS["nm"]}, torch.randn(2, 8, 32), capture_by="modules")
+        compile_pruned(model, {"gelu": SPARSIFIERS["nm"]}, torch.randn(2, 8, 32), capture_by="modules")
 
 
 def test_shape_the_sparsifier_cannot_take_is_a_spec_error() -> None:
@@ -139,7 +124,7 @@ def test_shape_the_sparsifier_cannot_take_is_a_spec_error() -> None:
             return torch.relu(self.proj(x))
 
     with pytest.raises(sm.SpecError, match="relu"):
-        _compile(Odd().eval(), {"relu": SPARSIFIERS["nm"]}, torch.randn(3, 8))
+        compile_pruned(Odd().eval(), {"relu": SPARSIFIERS["nm"]}, torch.randn(3, 8))
 
 
 def test_integer_node_is_refused() -> None:
@@ -152,7 +137,7 @@ def test_integer_node_is_refused() -> None:
             return self.embed(ids + 1)
 
     with pytest.raises(sm.SpecError, match="add.*floating-point"):
-        _compile(Ids().eval(), {"add": SPARSIFIERS["nm"]}, torch.randint(0, 8, (2, 3)))
+        compile_pruned(Ids().eval(), {"add": SPARSIFIERS["nm"]}, torch.randint(0, 8, (2, 3)))
 
 
 def test_numpy_reference_is_not_identity() -> None:
@@ -161,14 +146,14 @@ def test_numpy_reference_is_not_identity() -> None:
     model = MLP().eval()
     x = torch.randn(2, 8, 32)
     for encoding in SPARSIFIERS.values():
-        assert not np.allclose(model.reference(x, encoding.effective_sparsifier).numpy(), model(x).detach().numpy())
+        assert not np.allclose(reference(model, x, encoding.effective_sparsifier).numpy(), model(x).detach().numpy())
 
 
 def test_export_compiles_the_whole_graph_with_the_sparsifier(tmp_path) -> None:
     torch.manual_seed(0)
     model = MLP().eval()
     x = torch.randn(2, 8, 32)
-    fn = _compile(model, {"gelu": SPARSIFIERS["nm"], "up.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8))}, x)
+    fn = compile_pruned(model, {"gelu": SPARSIFIERS["nm"], "up.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8))}, x)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sm.SparseFallbackWarning)
         loaded = sm.load(fn.export(tmp_path / "model.smlir"))

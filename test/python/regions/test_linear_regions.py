@@ -15,23 +15,7 @@ import sparse_mlir as sm
 from sparse_mlir.compiler.regions.base import WIN_MARGIN
 from sparse_mlir.runtime.ops import REGIONS
 
-
-class MLP(torch.nn.Module):
-    def __init__(self, bias: bool = True) -> None:
-        super().__init__()
-        self.up = torch.nn.Linear(32, 64, bias=bias)
-        self.down = torch.nn.Linear(64, 16, bias=bias)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(torch.nn.functional.gelu(self.up(x)))
-
-
-def _compile(model: torch.nn.Module, encodings: dict, *args: torch.Tensor, **options) -> torch.nn.Module:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", sm.SparseFallbackWarning)
-        fn = sm.compile(model, encodings, example_args=args, mode="regions", **options)
-    model.load_state_dict(fn.effective_state_dict(), strict=False)   # eager now computes what fn should
-    return fn
+from .modules import MLP, compile_pruned
 
 
 ENCODINGS = {
@@ -50,7 +34,7 @@ ENCODINGS = {
 def test_formats_match_eager_at_several_token_counts(fmt: str, bias: bool) -> None:
     torch.manual_seed(0)
     model = MLP(bias).eval()
-    fn = _compile(model, {"up.weight": ENCODINGS[fmt], "down.weight": ENCODINGS[fmt]}, torch.randn(2, 8, 32),
+    fn = compile_pruned(model, {"up.weight": ENCODINGS[fmt], "down.weight": ENCODINGS[fmt]}, torch.randn(2, 8, 32),
                   cost_model=False)
     assert {r.name for r in fn.regions()} == {"up.weight", "down.weight"}
     for shape in [(2, 8, 32), (1, 1, 32), (3, 5, 32), (5, 40, 32)]:   # decode, odd counts, more tokens
@@ -69,7 +53,7 @@ def test_cost_model_choice_does_not_change_results(monkeypatch, one_thread) -> N
     torch.manual_seed(0)
     model = MLP().eval()
     encodings = {"up.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.9)), "down.weight": sm.CSR()}   # 0% sparse
-    fn = _compile(model, encodings, torch.randn(16, 32))
+    fn = compile_pruned(model, encodings, torch.randn(16, 32))
     x = torch.randn(16, 32)
     torch.testing.assert_close(fn(x), model(x).detach(), rtol=1e-4, atol=1e-5)
     for region in fn.regions():
@@ -116,7 +100,7 @@ def test_kwargs_and_nested_outputs() -> None:
 
 def test_wrong_inputs_name_the_input() -> None:
     torch.manual_seed(0)
-    fn = _compile(MLP().eval(), {"up.weight": sm.NM(2, 4)}, torch.randn(2, 8, 32), cost_model=False,
+    fn = compile_pruned(MLP().eval(), {"up.weight": sm.NM(2, 4)}, torch.randn(2, 8, 32), cost_model=False,
                   capture_by="graph")
     with pytest.raises(sm.SpecError, match=r"input x: expected dtype torch.float32, got torch.float64"):
         fn(torch.randn(2, 8, 32, dtype=torch.float64))
@@ -164,7 +148,7 @@ def test_parameters_are_a_snapshot() -> None:
     torch.manual_seed(0)
     model = MLP().eval()
     x = torch.randn(4, 32)
-    fn = _compile(model, {"up.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, x, cost_model=False)
+    fn = compile_pruned(model, {"up.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, x, cost_model=False)
     before = fn(x).clone()
     with torch.no_grad():
         model.up.weight.mul_(2)
@@ -176,7 +160,7 @@ def test_calls_from_threads_at_new_token_counts() -> None:
     """Kernels for new token counts are built under a lock while other threads call."""
     torch.manual_seed(0)
     model = MLP().eval()
-    fn = _compile(model, {"up.weight": sm.NM(2, 4), "down.weight": sm.CSR()}, torch.randn(4, 32), cost_model=False)
+    fn = compile_pruned(model, {"up.weight": sm.NM(2, 4), "down.weight": sm.CSR()}, torch.randn(4, 32), cost_model=False)
     errors: list[float] = []
 
     def work(tokens: int) -> None:
@@ -193,7 +177,7 @@ def test_calls_from_threads_at_new_token_counts() -> None:
 
 def test_dropping_the_module_releases_its_regions() -> None:
     torch.manual_seed(0)
-    fn = _compile(MLP().eval(), {"up.weight": sm.NM(2, 4)}, torch.randn(4, 32), cost_model=False,
+    fn = compile_pruned(MLP().eval(), {"up.weight": sm.NM(2, 4)}, torch.randn(4, 32), cost_model=False,
                   capture_by="graph")
     handles = [node.args[-1] for node in fn.graph_module.graph.nodes if "sparse_mlir" in str(node.target)]
     assert len(handles) == 1 and REGIONS.get(handles[0]) is fn.regions()[0]
@@ -208,7 +192,7 @@ def test_torch_compile_traces_the_custom_op() -> None:
     codegen) and torch.export capture the compiled module at any token count."""
     torch.manual_seed(0)
     model = MLP().eval()
-    fn = _compile(model, {"up.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8))}, torch.randn(4, 32),
+    fn = compile_pruned(model, {"up.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8))}, torch.randn(4, 32),
                   cost_model=False, capture_by="graph")
     compiled = torch.compile(fn, backend="aot_eager", dynamic=True)
     for tokens in (4, 7):
@@ -221,7 +205,7 @@ def test_torch_compile_traces_the_custom_op() -> None:
 def test_torch_compile_inductor_fuses_around_the_custom_op() -> None:
     torch.manual_seed(0)
     model = MLP().eval()
-    fn = _compile(model, {"up.weight": sm.NM(2, 4)}, torch.randn(4, 32), cost_model=False)
+    fn = compile_pruned(model, {"up.weight": sm.NM(2, 4)}, torch.randn(4, 32), cost_model=False)
     compiled = torch.compile(fn, dynamic=True)
     x = torch.randn(6, 32)
     torch.testing.assert_close(compiled(x), model(x).detach(), rtol=1e-4, atol=1e-5)
