@@ -232,3 +232,11 @@ def _sparsify_backward(ctx: Any, dy: torch.Tensor) -> tuple:
 
 
 torch.library.register_autograd("sparse_mlir::sparsify", _sparsify_backward, setup_context=_save_sparsified)
+
+
+def sparse_mlir_sparsify(x: torch.Tensor, region: int) -> torch.Tensor:
+    """torch.ops.sparse_mlir.sparsify, calling the region directly in eager
+    mode where autograd need not record the call."""
+    if _traced(x) or (torch.is_grad_enabled() and x.requires_grad):
+        return torch.ops.sparse_mlir.sparsify(x, region)
+    return REGIONS.get(region)(x)

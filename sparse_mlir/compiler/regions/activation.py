@@ -18,7 +18,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import torch
@@ -82,13 +82,16 @@ def compile_sparsifier(encoding: Encoding, name: str, shape: tuple[int, ...],
 
 
 class ActivationRegion:
-    """`encoding`'s sparsifier on the fx node `name`'s value, per input shape."""
+    """`encoding`'s sparsifier on the value of `name` (a torch.fx node, or a
+    submodule's output: `of_module`), per input shape."""
 
     op_name = "sparsify"
 
-    def __init__(self, name: str, encoding: Encoding, options: KernelOptions, capacity: int = 64) -> None:
+    def __init__(self, name: str, encoding: Encoding, options: KernelOptions, capacity: int = 64,
+                 of_module: bool = False) -> None:
         self.name = name
         self.encoding = encoding
+        self.of_module = of_module
         self._options = options
         self._capacity = capacity
         self._lock = threading.Lock()
@@ -192,3 +195,32 @@ def insert_sparsifiers(graph_module: torch.fx.GraphModule, encodings: dict[str, 
     graph_module.recompile()
     return regions
 
+
+
+class _OutputSparsifier:
+    """A forward hook: the module's output through sparse_mlir::sparsify."""
+
+    def __init__(self, handle: int, region: ActivationRegion) -> None:
+        self.handle, self.region = handle, region
+
+    def __call__(self, module: torch.nn.Module, inputs: Any, output: Any) -> torch.Tensor:
+        from sparse_mlir.runtime.ops import sparse_mlir_sparsify
+        if not isinstance(output, torch.Tensor) or not output.is_floating_point():
+            got = output.dtype if isinstance(output, torch.Tensor) else type(output).__name__
+            raise SpecError(f"{self.region.name} ({type(module).__name__}): a sparsifier on a module's output needs "
+                            f"a floating-point tensor, got {got}; name the tensor's torch.fx node instead "
+                            "(capture_by='graph')")
+        return sparse_mlir_sparsify(output, self.handle)
+
+
+def sparsify_outputs(model: torch.nn.Module, encodings: Mapping[str, Encoding],
+                     options: KernelOptions) -> dict[int, ActivationRegion]:
+    """Each named submodule's output through sparse_mlir::sparsify (a forward hook)."""
+    from sparse_mlir.runtime.ops import REGIONS
+    regions: dict[int, ActivationRegion] = {}
+    for path, encoding in encodings.items():
+        region = ActivationRegion(path, encoding, options, of_module=True)
+        handle = REGIONS.add(region)
+        regions[handle] = region
+        model.get_submodule(path).register_forward_hook(_OutputSparsifier(handle, region))
+    return regions

@@ -29,7 +29,7 @@ from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.base import Choice, Region, mark_handed_back, torch_won_everywhere
 from sparse_mlir.compiler.regions.conv import ConvRegion, from_hwc_matrix, hwc_matrix, packed_matrix
 from sparse_mlir.compiler.regions.linear import LinearRegion
-from sparse_mlir.compiler.regions.activation import ActivationRegion, insert_sparsifiers
+from sparse_mlir.compiler.regions.activation import ActivationRegion, insert_sparsifiers, sparsify_outputs
 from sparse_mlir.compiler.regions.module import RegionModule, SwappedModule
 
 log = logging.getLogger("sparse_mlir.compiler.regions")
@@ -63,15 +63,20 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     for name, encoding in encodings.items():
         if not isinstance(encoding, Encoding):
             raise SpecError(f"{name}: expected a sparse_mlir encoding (CSR(), NM(2, 4), ...), got {encoding!r}")
-    # Names that are not parameters are intermediates: torch.fx nodes of the
-    # captured graph, whose sparsifiers run as sparse_mlir::sparsify.
+    # Names that are not parameters are intermediates, whose sparsifiers run
+    # as sparse_mlir::sparsify: a submodule's output (its path; module swap)
+    # or a torch.fx node of the captured graph.
     with capture_lock():
         names = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+        paths = {path for path, _ in model.named_modules(remove_duplicate=False) if path}
     activations = {name: e for name, e in encodings.items() if name not in names}
+    outputs = {name: e for name, e in activations.items() if name in paths}
     all_encodings, encodings = dict(encodings), {name: e for name, e in encodings.items() if name in names}
-    if activations and capture_by == "modules":
-        raise SpecError(f"{', '.join(map(repr, activations))}: not parameters of {type(model).__name__}; sparsifiers "
-                        "on intermediates (torch.fx nodes) need the graph: capture_by='graph' (or 'auto')")
+    nodes = [name for name in activations if name not in outputs]
+    if nodes and capture_by == "modules":
+        raise SpecError(f"{', '.join(map(repr, nodes))}: neither parameters nor submodules of {type(model).__name__}; "
+                        "sparsifiers on other intermediates (torch.fx nodes) need the graph: capture_by='graph' "
+                        "(or 'auto')")
     updates = _mask_updates(mask_update, encodings)
     params = parameters(model, encodings)
     check_cpu_dtypes(params, [a for a in example_args if isinstance(a, torch.Tensor)])
@@ -89,7 +94,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     # graph may read it under another (GPT-2's LM head: `lm_head.weight`).
     aliases = {alias: name for alias, name in tied_aliases(model).items() if name in encodings}
     options = KernelOptions(opt_level=opt_level, vector_lanes=vector_lanes)
-    if capture_by != "graph" and not activations:
+    if capture_by != "graph" and not nodes:
         with capture_lock():
             named = dict(model.named_parameters())
         found = swap.owners(model, {name: named[name] for name in encodings})
@@ -98,7 +103,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
                             "HF Conv1D, nn.Conv2d or nn.Embedding; use capture_by='graph' (or 'auto')")
         if found is not None:
             return _compile_swapped(model, encodings, params, found, aliases, example_args, example_kwargs,
-                                    options, cost_model, warm_up, start, updates)
+                                    options, cost_model, warm_up, start, updates, outputs)
     if updates:
         raise SpecError("mask_update trains the model, which needs every encoded weight held as `weight` by an "
                         "nn.Linear or HF Conv1D (module swap); this model is compiled by graph capture"
@@ -134,33 +139,40 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
 def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], params: Mapping[str, torch.Tensor],
                      found: Mapping[str, list[swap.Owner]], aliases: Mapping[str, str], example_args: Sequence[Any],
                      example_kwargs: Mapping[str, Any], options: KernelOptions, cost_model: bool, warm_up: bool,
-                     start: float, updates: Mapping[str, MaskUpdate]) -> SwappedModule:
+                     start: float, updates: Mapping[str, MaskUpdate],
+                     outputs: Mapping[str, Encoding]) -> SwappedModule:
     in_out = swap.in_out_nm(found, encodings)
     effective = {name: _sparsified(encoding, params[name], name, name in in_out)
                  for name, encoding in encodings.items()}
     copied, regions, readers, paths = swap.swap(model, found, encodings, effective, options, cost_model, updates)
+    sparsifiers = sparsify_outputs(copied.model if isinstance(copied, swap.Root) else copied, outputs, options)
     _warn_other_readers(readers, encodings)
     effective.update({alias: effective[name] for alias, name in aliases.items()})
     convs = [region for region in regions.values() if isinstance(region, ConvRegion)]
     if convs:
         _channels_last(copied, convs, True)
-    module = SwappedModule(copied, regions, effective, encodings, example_args, example_kwargs)
+    module = SwappedModule(copied, regions, effective, encodings, example_args, example_kwargs, sparsifiers)
     module._readers = readers
     if regions and warm_up:
         # Eager as the user runs it (their layout); their model where calling
-        # it changes nothing (eval mode).
-        eager = ((lambda: model(*example_args, **example_kwargs)) if not model.training
+        # it changes nothing (eval mode). With sparsifiers on outputs the
+        # user's model computes something else: the copy with torch's ops.
+        eager = (_on_torch(regions, module, example_args, example_kwargs) if sparsifiers
+                 else (lambda: model(*example_args, **example_kwargs)) if not model.training
                  else swap.eager_call(copied, paths, example_args, example_kwargs))
         # With conv regions the model runs channels-last: torch's own convs
         # may run it faster still that way (MobileNetV3-S's few regions).
         # Losing to that, every region goes back but the layout stays.
         eagers = [eager, _eager_channels_last(model, regions, module, effective, example_args, example_kwargs)] \
-            if convs else [eager]
+            if convs and not sparsifiers else [eager]
         lost_to = _warm_up(module, regions, lambda: swap.hand_back(copied, regions, paths, readers), eagers,
                            example_args, example_kwargs, cost_model)
         if convs and all(region.handed_back for region in convs) and lost_to != 1:
             _channels_last(copied, convs, False)
+    elif sparsifiers and warm_up:
+        module(*example_args, **example_kwargs)   # the sparsifiers' kernels for the example's shapes
     _finish(module, regions, encodings, effective, readers, in_out)
+    module._plan += [_activation_plan(region) for region in sparsifiers.values()]
     module.compile_seconds = time.perf_counter() - start
     log.info("compiled %s (modules swapped) with %d sparse regions in %.2f s", type(model).__name__, len(regions),
              module.compile_seconds)
@@ -636,11 +648,12 @@ def _plan(name: str, encoding: Encoding, stats: TensorStats, readers: list[str],
 
 def _activation_plan(region: ActivationRegion) -> PlanEntry:
     sparsifier = region.encoding.effective_sparsifier
+    where = f"the output of module {region.name!r}" if region.of_module else f"torch.fx node {region.name!r}"
     stored = "dense" if isinstance(region.encoding, Dense) else \
         f"dense (requested {region.encoding.format_name}: its readers are torch's ops)"
     return PlanEntry(name=region.name, role="intermediate", shape=region.example_shape,
                      format=region.encoding.format_name, stored_as=stored, sparsifier=sparsifier.attr_text(),
                      kind=sparsifier.kind,
-                     applied=f"every call, by sparse_mlir::sparsify after torch.fx node {region.name!r} (compiled "
-                             "smlir.sparsify, a kernel per input shape; gradient straight-through)",
+                     applied=f"every call, by sparse_mlir::sparsify after {where} (compiled smlir.sparsify, a "
+                             "kernel per input shape; gradient straight-through)",
                      origin="user", fallbacks=())

@@ -174,9 +174,10 @@ class SwappedModule(CompileReports, torch.nn.Module):
 
     def __init__(self, model: torch.nn.Module, regions: dict[int, Region], effective: dict[str, torch.Tensor],
                  encodings: Mapping[str, Encoding], example_args: Sequence[Any],
-                 example_kwargs: Mapping[str, Any]) -> None:
+                 example_kwargs: Mapping[str, Any], sparsifiers: Mapping[int, ActivationRegion] | None = None) -> None:
         torch.nn.Module.__init__(self)
         self.model = model
+        self._sparsifiers = dict(sparsifiers or {})
         self._regions = regions
         self._effective = effective
         self._encodings = dict(encodings)
@@ -186,8 +187,11 @@ class SwappedModule(CompileReports, torch.nn.Module):
                          dict(pytree.tree_map(_clone, dict(example_kwargs))))
         self.compile_seconds = 0.0
         self.training = False   # as compiled: the copy runs in eval mode
-        for handle in regions:
+        for handle in [*regions, *self._sparsifiers]:
             weakref.finalize(self, REGIONS.remove, handle)
+
+    sparsifiers = RegionModule.sparsifiers
+    reset_call_number = RegionModule.reset_call_number
 
     def regions(self) -> list[Region]:
         """The sparse regions (one per encoded weight, module kind and bias presence), with their choices."""
@@ -270,6 +274,10 @@ class SwappedModule(CompileReports, torch.nn.Module):
         the nn.Linear holding W^T: the groups then run along the last dim,
         where the whole-graph compile's n:m storage has them (same values)."""
         args, kwargs = self._example
+        if self._sparsifiers:
+            raise SpecError(f"export() compiles the whole graph, which names intermediates by torch.fx node; this "
+                            f"model sparsifies module outputs {[r.name for r in self._sparsifiers.values()]}: compile "
+                            "it with their nodes' names instead (mode='graph' shows them in its errors) to export")
         if kwargs:
             raise SpecError(f"export() compiles the whole graph, which takes positional tensor inputs only; this "
                             f"model was compiled with keyword inputs {sorted(kwargs)} (keep the module in a "

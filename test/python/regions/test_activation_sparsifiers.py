@@ -158,3 +158,66 @@ def test_export_compiles_the_whole_graph_with_the_sparsifier(tmp_path) -> None:
         warnings.simplefilter("ignore", sm.SparseFallbackWarning)
         loaded = sm.load(fn.export(tmp_path / "model.smlir"))
     torch.testing.assert_close(loaded(x), fn(x), rtol=1e-5, atol=1e-5)
+
+
+class Block(torch.nn.Module):
+    """The activation as a module (HF style): its output is named by its path, "act"."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up, self.act, self.down = torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.act(self.up(x)))
+
+
+def _ste_twin(model: Block, sparsifier: sm.Sparsifier) -> Block:
+    """Eager `model` whose act output is pruned by the numpy sparsifier, straight-through."""
+    twin = Block()
+    twin.load_state_dict(model.state_dict())
+
+    def prune(module: torch.nn.Module, inputs: tuple, output: torch.Tensor) -> torch.Tensor:
+        kept = torch.from_numpy(apply_sparsifier(sparsifier, output.detach().numpy().copy(), "act")) != 0
+        return output * kept
+    twin.act.register_forward_hook(prune)
+    return twin
+
+
+def test_module_output_sparsifier_runs_swapped_and_trains_straight_through() -> None:
+    torch.manual_seed(0)
+    model = Block().eval()
+    encoding = SPARSIFIERS["nm"]
+    fn = compile_pruned(model, {"act": encoding, "up.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8))},
+                        torch.randn(2, 8, 32), cost_model=False)
+    assert type(fn).__name__ == "SwappedModule" and [r.name for r in fn.sparsifiers()] == ["act"]
+    twin = _ste_twin(model, encoding.effective_sparsifier)
+    for shape in [(2, 8, 32), (5, 32)]:
+        x = torch.randn(*shape)
+        torch.testing.assert_close(fn(x), twin(x).detach(), rtol=1e-5, atol=1e-5)
+    fn.train()
+    x = torch.randn(3, 4, 32)
+    ours, eager = x.clone().requires_grad_(), x.clone().requires_grad_()
+    fn(ours).square().sum().backward()
+    twin(eager).square().sum().backward()
+    torch.testing.assert_close(ours.grad, eager.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(fn.model.down.weight.grad, twin.down.weight.grad, rtol=1e-5, atol=1e-5)
+    region = next(r for r in fn.regions() if r.name == "up.weight")
+    torch.testing.assert_close(fn.model.up.weight_values.grad, twin.up.weight.grad[region._rows, region._cols],
+                               rtol=1e-5, atol=1e-5)
+    plan = {entry.name: entry for entry in fn.sparsity_plan()}
+    assert "the output of module 'act'" in plan["act"].applied
+    with pytest.raises(sm.SpecError, match=r"sparsifies module outputs \['act'\]"):
+        fn.export("unused")
+
+
+def test_module_output_that_is_not_a_float_tensor() -> None:
+    class Wrapper(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.split, self.embed = torch.nn.Identity(), torch.nn.Embedding(10, 8)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.embed(self.split(ids))
+
+    with pytest.raises(sm.SpecError, match=r"split \(Identity\): .* floating-point tensor, got torch.int64"):
+        compile_pruned(Wrapper().eval(), {"split": SPARSIFIERS["nm"]}, torch.randint(0, 8, (2, 4)))
