@@ -127,3 +127,31 @@ def test_gpt2_tied_lm_head_runs_on_a_sparse_region() -> None:
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     (plan,) = fn.sparsity_plan()
     assert "sparse_mlir::linear" in plan.applied and "aten.embedding" in plan.applied
+
+
+def test_bert_activation_sparsifier_on_a_module_output() -> None:
+    """2:4 on each layer's GELU output (HF's intermediate_act_fn module),
+    every linear 80% CSR: module swap, kwargs, any shape, against eager with
+    the same pruning of the activation (the numpy sparsifier)."""
+    from sparse_mlir.compiler.weights import apply_sparsifier
+    torch.manual_seed(0)
+    model = _bert().eval()
+    acts = [f"encoder.layer.{i}.intermediate.intermediate_act_fn" for i in range(2)]
+    encodings: dict[str, sm.Encoding] = {name: sm.Dense(sparsifier=sm.NMMagnitude(2, 4)) for name in acts}
+    encodings |= {n: sm.CSR(sparsifier=sm.ScalarFraction(0.8)) for n, p in model.named_parameters()
+                  if ".layer." in n and p.dim() == 2}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sm.SparseFallbackWarning)
+        fn = sm.compile(model, encodings, example_args=(IDS,), example_kwargs={"attention_mask": MASK})
+    assert len(fn.sparsifiers()) == 2 and fn.regions()
+    model.load_state_dict(fn.effective_state_dict(), strict=False)
+
+    def prune(module: torch.nn.Module, inputs: tuple, output: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(apply_sparsifier(sm.NMMagnitude(2, 4), output.detach().numpy().copy()))
+    for name in acts:
+        model.get_submodule(name).register_forward_hook(prune)
+    for ids in (IDS, IDS[:1, :7]):
+        mask = torch.ones_like(ids)
+        got, want = fn(ids, attention_mask=mask), model(ids, attention_mask=mask)
+        assert type(got) is type(want)
+        torch.testing.assert_close(got.last_hidden_state, want.last_hidden_state, rtol=1e-4, atol=1e-4)
