@@ -107,6 +107,8 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     regions, readers = _replace_linears(graph_module, encodings, aliases, in_out, effective, options, cost_model)
     _warn_other_readers(readers, encodings)
     module = RegionModule(graph_module, captured, regions, effective, {}, [], 0.0, encodings)
+    module._captured_because = ("capture_by='graph'" if capture_by == "graph" else
+                                "; ".join(swap.why_not_swapped(model, {n: named[n] for n in encodings}, encodings)))
     if regions and warm_up:
         _warm_up(module, regions, lambda: _hand_back(graph_module, regions, readers),
                  [_eager_call(model, regions, module, example_args, example_kwargs)], example_args, example_kwargs,
