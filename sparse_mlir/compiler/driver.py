@@ -65,6 +65,10 @@ class CompiledModule(CompileReports, ModelCallable):
         self._engine = engine
         self._keep_alive = keep_alive  # the JIT's code lives as long as its context and module
 
+    def _what_has_no_gradient(self) -> str:
+        encoded = [f"{entry.name} ({entry.role}, {entry.format}, {entry.sparsifier})" for entry in self._plan]
+        return f" and sparsifiers: {', '.join(encoded)}" if encoded else ""
+
     def export(self, path: str | os.PathLike) -> Path:
         """Writes a self-contained artifact directory at `path` (native code, packed
         weights, manifest) that `sparse_mlir.load()` runs without the compiler."""

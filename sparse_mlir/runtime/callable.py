@@ -34,7 +34,19 @@ class CheckedCallable(abc.ABC):
         return list(self._input_specs)
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled():
+            for index, tensor in enumerate(inputs):
+                if isinstance(tensor, torch.Tensor) and tensor.requires_grad:
+                    # The result would be a constant to autograd: a silently missing gradient.
+                    raise SpecError(f"input {index} requires grad, but this compiled function runs inference only "
+                                    f"(no gradient rule for its kernels{self._what_has_no_gradient()}); train with "
+                                    "mode='regions' (a module-swapped model trains, see README), or call it under "
+                                    "torch.no_grad() or with the input detached")
         return self._run(self._check_inputs(inputs))  # the checked tensors stay alive during the call
+
+    def _what_has_no_gradient(self) -> str:
+        """What the message above names (a compiled module: its encoded tensors)."""
+        return ""
 
     @abc.abstractmethod
     def _run(self, tensors: list[torch.Tensor]) -> torch.Tensor:

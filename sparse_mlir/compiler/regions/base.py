@@ -178,6 +178,7 @@ class Region:
         """The dense copies follow stored values that changed in place
         (an optimizer step, load_state_dict); kernels reading copies made
         before are chosen again."""
+        self._follow_replaced_values()
         version = self.values._version
         if version == self._synced:
             return
@@ -208,8 +209,31 @@ class Region:
             self.values.copy_(kept)
             return int(torch.count_nonzero(matrix)) - int(torch.count_nonzero(kept))
 
+    def _follow_replaced_values(self) -> None:
+        """The kernels read the values' memory: where the parameter's data
+        was replaced (`values.data = ...`, `fn.to(dtype)`) they are bound to
+        the new memory, which must hold what they read (else a SpecError)."""
+        if not self._packed or not self._packed[-1].size or self.values.data_ptr() == self._packed[-1].ctypes.data:
+            return
+        values, stored = self.values, self._packed[-1]
+        if (values.dtype != torch.float32 or tuple(values.shape) != stored.shape or not values.is_contiguous()
+                or values.device.type != "cpu"):
+            raise SpecError(f"{self.name} ({self.encoding.format_name}): its stored values were replaced (their "
+                            f".data set, or the module converted by .to() / .double() / .half()) by a "
+                            f"{values.dtype} {list(values.shape)} tensor on {values.device}; its kernels read "
+                            f"float32 [{stored.size}] on the CPU, contiguous (the mask is fixed at compile time): "
+                            "update the values in place (copy_) or compile the converted model again")
+        with self._lock:
+            self._packed[-1] = values.detach().numpy()
+            self.choices = {}   # kernels bound to the old memory: bound again on the next call
+        # Dense copies and dx's W^T follow the values by their version counter.
+        torch.autograd.graph.increment_version(values)
+
     def _own(self, values: torch.Tensor) -> bool:
         """True when `values` is the region's own stored values (what its kernels read)."""
+        if values is self.values:
+            self._follow_replaced_values()
+            return True
         if values.data_ptr() == self.values.data_ptr() and values.dtype == self.values.dtype:
             return True
         if tuple(values.shape) != tuple(self.values.shape) or not values.is_floating_point():
@@ -240,6 +264,10 @@ class Region:
 
     def __call__(self, x: torch.Tensor, buffers: Sequence[torch.Tensor], bias: torch.Tensor | None) -> torch.Tensor:
         self._check(x)
+        if not x.is_floating_point():   # torch's op would compute in x's dtype with the weight cast to it
+            raise SpecError(f"{self.name} ({self.encoding.format_name}): {self.op_name} expects a floating-point "
+                            f"input (its weight is float32), got {x.dtype} (integer ids go through an embedding "
+                            "first)")
         if buffers and not self._own(buffers[-1]):
             # Another tensor than the kernels' (gradcheck's, a copy): torch's op on it.
             return self._torch(x, bias, self._weight_of(self.dense_matrix(buffers[-1])))

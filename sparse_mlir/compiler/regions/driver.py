@@ -119,6 +119,15 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     regions, readers = _replace_linears(graph_module, encodings, aliases, in_out, effective, options, cost_model)
     _warn_other_readers(readers, encodings)
     module = RegionModule(graph_module, captured, regions, effective, {}, [], 0.0, all_encodings, sparsifiers)
+    if capture_by == "graph":
+        module._captured_because = "capture_by='graph'"
+    elif nodes:
+        module._captured_because = f"sparsifiers on torch.fx nodes {nodes} (module outputs and weights swap)"
+    else:
+        with capture_lock():
+            named = dict(model.named_parameters())
+        module._captured_because = "; ".join(swap.why_not_swapped(model, {n: named[n] for n in encodings},
+                                                                   encodings))
     if regions and warm_up:
         # With sparsifiers on intermediates the user's model computes
         # something else: the comparison runs the graph with torch's ops.

@@ -67,8 +67,9 @@ class RegionModule(CompileReports, torch.nn.Module):
         eval mode). Models whose encoded weights are held by modules train
         when compiled with capture_by="modules" (or "auto")."""
         if mode:
-            raise SpecError("this model was compiled by graph capture (an encoded weight is read functionally, "
-                            "e.g. x @ W, or held by a module sparse_mlir cannot swap), whose graph is an inference "
+            because = getattr(self, "_captured_because", "") or ("an encoded weight is read functionally, e.g. "
+                                                                  "x @ W, or held by a module sparse_mlir cannot swap")
+            raise SpecError(f"this model was compiled by graph capture ({because}), whose graph is an inference "
                             "graph: it cannot train. Training needs every encoded weight held as `weight` by an "
                             "nn.Linear, HF Conv1D or nn.Conv2d (capture_by='modules')")
         self.training = False
@@ -227,10 +228,10 @@ class SwappedModule(CompileReports, torch.nn.Module):
                                 "would train separate copies; freeze it (requires_grad=False before compiling) "
                                 "or give each module its own weight")
         for name, readers in getattr(self, "_readers", {}).items():
-            trained = any(r.name == name and r.values.requires_grad for r in self._regions.values())
+            trained = [r for r in self._regions.values() if r.name == name and r.values.requires_grad]
             torch_readers = [r for r in readers if not r.startswith(("sparse_mlir::", "torch's"))]
             if trained and torch_readers:
-                raise SpecError(f"{name} is also read by {', '.join(torch_readers)} on torch, which cannot "
+                raise SpecError(f"{name} ({trained[0].encoding.format_name}) is also read by {', '.join(torch_readers)} on torch, which cannot "
                                 "train its stored values yet; freeze it (requires_grad=False before compiling)")
 
     def effective_state_dict(self) -> dict[str, torch.Tensor]:

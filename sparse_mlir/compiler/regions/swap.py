@@ -85,6 +85,27 @@ def owners(model: torch.nn.Module, weights: Mapping[str, torch.Tensor]) -> dict[
     return found
 
 
+def why_not_swapped(model: torch.nn.Module, weights: Mapping[str, torch.Tensor],
+                    encodings: Mapping[str, Encoding]) -> list[str]:
+    """The encoded weights `owners` cannot swap, each with its encoding and holder (a graph capture's reason)."""
+    by_id = {id(tensor): name for name, tensor in weights.items()}
+    reasons: dict[str, str] = {}
+    held: dict[str, list[torch.nn.Module]] = {name: [] for name in weights}
+    for path, module in model.named_modules(remove_duplicate=False):
+        for attribute, parameter in module._parameters.items():
+            name = by_id.get(id(parameter))
+            if name is None:
+                continue
+            held[name].append(module)
+            if attribute != "weight" or Owner(path, module).kind is None:
+                reasons.setdefault(name, f"held as `{attribute}` by {type(module).__name__} ({path or 'the model'})")
+    for name, modules in held.items():
+        if modules and all(isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) for m in modules):
+            reasons.setdefault(name, f"held by {type(modules[0]).__name__} only (a functional reader, such as a "
+                                     "tied LM head, shows in the graph alone)")
+    return [f"{name} ({encodings[name].format_name}: {why})" for name, why in reasons.items()]
+
+
 def in_out_nm(found: Mapping[str, list[Owner]], encodings: Mapping[str, Encoding]) -> set[str]:
     """n:m weights read only by Conv1D (as [in, out]): groups along dim 0."""
     return {name for name, held in found.items() if isinstance(encodings[name], NM)
