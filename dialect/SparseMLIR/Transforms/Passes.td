@@ -150,7 +150,8 @@ def SparseFallback : Pass<"smlir-sparse-fallback", "::mlir::func::FuncOp"> {
   let description = [{
     MXNet's storage fallback. A sparse weight argument is kept sparse only if
     every reader has a sparse lowering that is known to work: an
-    `smlir.linear` (raised by `smlir-raise-linear`), a
+    `smlir.linear` (raised by `smlir-raise-linear`), the pattern of an
+    `smlir.sampled_matmul`, a
     `linalg.matmul` with the sparse operand on the left, a `sparse_tensor`
     op, or `func.return`. Otherwise the argument goes back to its dense type
     (marked `smlir.fallback`, so the caller passes the dense-equivalent
@@ -415,6 +416,54 @@ def LowerSparseLinear
                            "::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::math::MathDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::sparse_tensor::SparseTensorDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def LowerSampledMatmul
+    : Pass<"smlir-lower-sampled-matmul", "::mlir::func::FuncOp"> {
+  let summary = "A CPU micro-kernel for smlir.sampled_matmul with a CSR or n:m pattern";
+  let description = [{
+    Replaces an `smlir.sampled_matmul` whose pattern is f32 CSR or n:m with
+    static rows and columns (T, the contraction, may be dynamic) by loops
+    over the pattern's buffers (`sparse_tensor.positions / coordinates /
+    values`):
+
+    - T is cut into tiles of `tile-tokens` (0: as many as keep the packed B
+      tile, N rows, within 512 KB of L2); per tile, A' and B' are packed
+      feature-major into [M, tile] and [N, tile] blocks (8 x 8 tiles
+      transposed in registers where an operand is stored T-major, zero past
+      T), each an `scf.parallel` over blocks of rows;
+    - an `scf.parallel` over the pattern's rows (threads with
+      `convert-scf-to-openmp`) then takes `entries` stored entries of a row
+      at a time: that many vector accumulators of `lanes` f32 (independent
+      FMA chains) over the tile, `acc[e] += A'[i, t:] * B'[j_e, t:]`, each
+      reduced to one sum and added to the entry's value (written on the
+      first tile, accumulated on the next; scaled by the pattern's value
+      with `scaled`); the row's last entries one at a time.
+
+    No dense product is formed. The result values are a new buffer; the
+    positions and coordinates are the pattern's: `sparse_tensor.values` of
+    the result reads the new buffer directly, other uses get a
+    `sparse_tensor.assemble`. Patterns of other formats, element types or
+    dynamic rows / columns get an error naming the format: there is no
+    generic lowering of the op.
+  }];
+  let options = [
+    Option<"lanes", "lanes", "int64_t", /*default=*/"8",
+           "f32 lanes per vector (8: AVX2, 16: AVX-512)">,
+    Option<"entries", "entries", "int64_t", /*default=*/"8",
+           "Stored entries of a row per iteration (accumulators)">,
+    Option<"tileTokens", "tile-tokens", "int64_t", /*default=*/"0",
+           "Contraction elements per packed tile, a multiple of 8 and of the "
+           "lanes (0: by the L2 budget)">,
+  ];
+  let dependentDialects = ["::mlir::smlir::SparseMLIRDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::sparse_tensor::SparseTensorDialect",

@@ -1,0 +1,390 @@
+//===- SampledMatmul.cpp - the CPU micro-kernel of smlir.sampled_matmul ---===//
+//
+// result(i, j) = A'(i, :) . B'(:, j) at the pattern's stored (i, j):
+//
+//   for each tile of T (tileTokens, the packed B' tile within L2):
+//     pack A' [M, tile] and B' [N, tile] feature-major (parallel over row
+//       blocks; 8 x 8 register transposes where an operand is T-major;
+//       zeros past T, up to the tile's last vector)
+//     parallel over the pattern's rows i:
+//       E stored entries at a time: E vector accumulators over the tile,
+//         acc[e] += A'[i, t:t+V] * B'[j_e, t:t+V]; each reduced to a sum,
+//         written into the entry's value (first tile) or added to it
+//       the row's last entries one at a time
+//
+// A dot product per stored entry: nnz * T FMAs, no dense product. Each
+// row reads its A' row (in L1) and the B' rows of its entries (in L2).
+//
+//===----------------------------------------------------------------------===//
+
+#include "SampledMatmul.h"
+#include "KernelBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
+#include "mlir/Dialect/SparseTensor/IR/SparseTensorType.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::smlir;
+using namespace mlir::smlir::codegen;
+using namespace mlir::sparse_tensor;
+
+FailureOr<SampledMatmul>
+mlir::smlir::codegen::matchSampledMatmul(SampledMatmulOp op, std::string &why) {
+  RankedTensorType patternType = op.getPatternType();
+  SparseTensorType stt(patternType);
+  if (!stt.getElementType().isF32()) {
+    why = "the kernel computes in f32";
+    return failure();
+  }
+  if (!stt.hasStaticDimShape() ||
+      op.getLhsType().isDynamicDim(1 - op.getLhsContractionDim()) ||
+      op.getRhsType().isDynamicDim(1 - op.getRhsContractionDim())) {
+    why = "the pattern's rows and columns must be static";
+    return failure();
+  }
+  SampledMatmul sm{op, SampledMatmul::CSR};
+  sm.M = patternType.getDimSize(0);
+  sm.N = patternType.getDimSize(1);
+  ArrayRef<LevelType> lvls = stt.getLvlTypes();
+  if (stt.isIdentity() && lvls.size() == 2 && isDenseLT(lvls[0]) &&
+      isCompressedLT(lvls[1]) && isUniqueLT(lvls[1]) && isOrderedLT(lvls[1]))
+    return sm;
+  // (d0, d1) -> (d0 : dense, d1 floordiv m : dense, d1 mod m : structured[n, m])
+  if (lvls.size() == 3 && isDenseLT(lvls[0]) && isDenseLT(lvls[1]) &&
+      isNOutOfMLT(lvls[2]) && sm.N % static_cast<int64_t>(getM(lvls[2])) == 0) {
+    sm.kind = SampledMatmul::NOutOfM;
+    sm.n = getN(lvls[2]);
+    sm.m = getM(lvls[2]);
+    return sm;
+  }
+  why = "the pattern must be CSR or n:m (other formats have no lowering)";
+  return failure();
+}
+
+namespace {
+
+class SampledMatmulBuilder : KernelBuilder {
+public:
+  SampledMatmulBuilder(OpBuilder &b, const SampledMatmul &sm, int64_t lanes,
+                       int64_t entries, int64_t tileTokens)
+      : KernelBuilder(b, sm.op->getLoc()), sm(sm), op(sm.op), V(lanes), E(entries),
+        TT(tileTokens), f32(b.getF32Type()),
+        vecType(VectorType::get({lanes}, b.getF32Type())) {}
+
+  SampledMatmulBuffers build() {
+    auto buffer = [&](Value tensor) {
+      auto type = cast<RankedTensorType>(tensor.getType());
+      return bufferization::ToBufferOp::create(
+          b, loc, MemRefType::get(type.getShape(), f32), tensor,
+          /*read_only=*/true);
+    };
+    lhs = buffer(op.getLhs());
+    rhs = buffer(op.getRhs());
+    T = memref::DimOp::create(b, loc, lhs, op.getLhsContractionDim());
+    Value pattern = op.getPattern();
+    SampledMatmulBuffers result;
+    if (sm.kind == SampledMatmul::CSR) {
+      positions = ToPositionsOp::create(b, loc, pattern, 1);
+      coordinates = ToCoordinatesOp::create(b, loc, pattern, 1);
+      result.levels = {positions, coordinates};
+    } else {
+      coordinates = ToCoordinatesOp::create(b, loc, pattern, 2);
+      result.levels = {coordinates};
+    }
+    values = ToValuesOp::create(b, loc, pattern);
+    Value nnz = memref::DimOp::create(b, loc, values, 0);
+    out = memref::AllocOp::create(
+        b, loc, MemRefType::get({ShapedType::kDynamic}, f32), ValueRange{nnz},
+        b.getI64IntegerAttr(64));
+    // Heap, not stack: the tiles of large M or N do not fit a thread's stack
+    // (ownership-based deallocation frees them).
+    lhsTile = memref::AllocOp::create(b, loc, MemRefType::get({sm.M, TT}, f32),
+                                      b.getI64IntegerAttr(64));
+    rhsTile = memref::AllocOp::create(b, loc, MemRefType::get({sm.N, TT}, f32),
+                                      b.getI64IntegerAttr(64));
+    emitKernelRegion(b, loc, kernelName(), [&] {
+      // T = 0: every sum is empty.
+      Value empty = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, T,
+                                          idx(0));
+      scf::IfOp::create(b, loc, empty, [&](OpBuilder &, Location) {
+        Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+        forLoop(idx(0), nnz, 1, [&](Value p) {
+          memref::StoreOp::create(b, loc, zero, out, ValueRange{p});
+        });
+        scf::YieldOp::create(b, loc);
+      });
+      forLoop(idx(0), T, TT, [&](Value t0) { tile(t0); });
+    });
+    result.values = out;
+    return result;
+  }
+
+private:
+  /// scf.for lo .. hi step `step`, no results.
+  void forLoop(Value lo, Value hi, int64_t step,
+               llvm::function_ref<void(Value)> body) {
+    scf::ForOp::create(b, loc, lo, hi, idx(step), ValueRange{},
+                       [&](OpBuilder &, Location, Value iv, ValueRange) {
+                         body(iv);
+                         scf::YieldOp::create(b, loc);
+                       });
+  }
+
+  void parallelLoop(Value hi, llvm::function_ref<void(Value)> body) {
+    scf::ParallelOp::create(b, loc, ValueRange{idx(0)}, ValueRange{hi},
+                            ValueRange{idx(1)},
+                            [&](OpBuilder &, Location, ValueRange ivs) {
+                              body(ivs[0]);
+                            });
+  }
+
+  Value cmp(arith::CmpIPredicate predicate, Value l, Value r) {
+    return arith::CmpIOp::create(b, loc, predicate, l, r);
+  }
+
+  /// One tile of T from t0: pack, then every row's entries.
+  void tile(Value t0) {
+    Value length = arith::MinSIOp::create(
+        b, loc, idx(TT), arith::SubIOp::create(b, loc, T, t0));
+    Value vectors = arith::DivUIOp::create(b, loc, add(length, idx(V - 1)),
+                                           idx(V));
+    Value padded = mul(vectors, idx(V));
+    pack(lhsTile, lhs, sm.M, /*tMajor=*/op.isLhsTransposed(), t0, padded);
+    pack(rhsTile, rhs, sm.N, /*tMajor=*/!op.isRhsTransposed(), t0, padded);
+    Value first = cmp(arith::CmpIPredicate::eq, t0, idx(0));
+    parallelLoop(idx(sm.M), [&](Value i) { row(i, vectors, first); });
+  }
+
+  /// tile[r, t - t0] = the operand's (r, t) for t in [t0, t0 + padded),
+  /// zero past T. `src` is [T, R] when `tMajor`, else [R, T].
+  void pack(Value tile, Value src, int64_t R, bool tMajor, Value t0,
+            Value padded) {
+    auto octType = VectorType::get({8}, f32);
+    auto at = [&](Value r, Value t) {
+      return tMajor ? SmallVector<Value>{t, r} : SmallVector<Value>{r, t};
+    };
+    parallelLoop(idx(llvm::divideCeil(R, 8)), [&](Value rb) {
+      Value r0 = mul(rb, idx(8));
+      Value rowsWhole = cmp(arith::CmpIPredicate::ult, rb, idx(R / 8));
+      forLoop(idx(0), padded, 8, [&](Value tb) {
+        Value t = add(t0, tb);
+        Value whole = arith::AndIOp::create(
+            b, loc, rowsWhole,
+            cmp(arith::CmpIPredicate::ule, add(t, idx(8)), T));
+        scf::IfOp::create(
+            b, loc, whole,
+            [&](OpBuilder &, Location) {
+              if (tMajor) {
+                SmallVector<Value> rows;
+                for (int64_t i = 0; i < 8; ++i)
+                  rows.push_back(vector::LoadOp::create(
+                      b, loc, octType, src, ValueRange{add(t, idx(i)), r0}));
+                SmallVector<Value> columns = transpose8x8(b, loc, rows);
+                for (int64_t c = 0; c < 8; ++c)
+                  vector::StoreOp::create(b, loc, columns[c], tile,
+                                          ValueRange{add(r0, idx(c)), tb});
+              } else {
+                for (int64_t c = 0; c < 8; ++c) {
+                  Value v = vector::LoadOp::create(
+                      b, loc, octType, src, ValueRange{add(r0, idx(c)), t});
+                  vector::StoreOp::create(b, loc, v, tile,
+                                          ValueRange{add(r0, idx(c)), tb});
+                }
+              }
+              scf::YieldOp::create(b, loc);
+            },
+            [&](OpBuilder &, Location) {
+              // A block past R or T: element by element, zeros past T.
+              forLoop(idx(0), idx(8), 1, [&](Value c) {
+                Value r = add(r0, c);
+                scf::IfOp::create(
+                    b, loc, cmp(arith::CmpIPredicate::ult, r, idx(R)),
+                    [&](OpBuilder &, Location) {
+                      forLoop(idx(0), idx(8), 1, [&](Value i) {
+                        Value ti = add(t, i);
+                        auto inside = scf::IfOp::create(
+                            b, loc, TypeRange{f32},
+                            cmp(arith::CmpIPredicate::ult, ti, T),
+                            /*withElseRegion=*/true);
+                        {
+                          OpBuilder::InsertionGuard guard(b);
+                          b.setInsertionPointToStart(inside.thenBlock());
+                          scf::YieldOp::create(b, loc, ValueRange{load(src, at(r, ti))});
+                          b.setInsertionPointToStart(inside.elseBlock());
+                          scf::YieldOp::create(
+                              b, loc,
+                              ValueRange{arith::ConstantOp::create(
+                                  b, loc, b.getF32FloatAttr(0))});
+                        }
+                        memref::StoreOp::create(b, loc, inside.getResult(0),
+                                                tile, ValueRange{r, add(tb, i)});
+                      });
+                      scf::YieldOp::create(b, loc);
+                    });
+              });
+              scf::YieldOp::create(b, loc);
+            });
+      });
+    });
+  }
+
+  /// Where row i's stored entries are: [start, end).
+  void rowExtent(Value i, Value &start, Value &end) {
+    if (sm.kind == SampledMatmul::CSR) {
+      start = toIndex(load(positions, {i}));
+      end = toIndex(load(positions, {add(i, idx(1))}));
+      return;
+    }
+    int64_t perRow = sm.N / sm.m * sm.n;
+    start = mul(i, idx(perRow));
+    end = add(start, idx(perRow));
+  }
+
+  /// The column of stored entry p of row i.
+  Value column(Value i, Value p) {
+    Value crd = toIndex(load(coordinates, {p}));
+    if (sm.kind == SampledMatmul::CSR)
+      return crd;
+    // Entry p is in group p / n of the matrix, group (p / n) - i * N / m of
+    // its row; its coordinate is in-group.
+    Value group = arith::SubIOp::create(
+        b, loc, arith::DivUIOp::create(b, loc, p, idx(sm.n)),
+        mul(i, idx(sm.N / sm.m)));
+    return add(mul(group, idx(sm.m)), crd);
+  }
+
+  void row(Value i, Value vectors, Value first) {
+    Value start, end;
+    rowExtent(i, start, end);
+    Value count = arith::SubIOp::create(b, loc, end, start);
+    Value whole = add(start, mul(arith::DivUIOp::create(b, loc, count, idx(E)),
+                                 idx(E)));
+    forLoop(start, whole, E, [&](Value p) { entries(i, p, E, vectors, first); });
+    forLoop(whole, end, 1, [&](Value p) { entries(i, p, 1, vectors, first); });
+  }
+
+  /// Stored entries p0 .. p0 + count of row i: their dot products over the
+  /// tile's `vectors` vectors, written or added to their values.
+  void entries(Value i, Value p0, int64_t count, Value vectors, Value first) {
+    SmallVector<Value> ps, columns, zeros;
+    Value zero = arith::ConstantOp::create(
+        b, loc, vecType, DenseElementsAttr::get(vecType, 0.0f));
+    for (int64_t e = 0; e < count; ++e) {
+      ps.push_back(add(p0, idx(e)));
+      columns.push_back(column(i, ps.back()));
+      zeros.push_back(zero);
+    }
+    auto loop = scf::ForOp::create(
+        b, loc, idx(0), vectors, idx(1), zeros,
+        [&](OpBuilder &, Location, Value v, ValueRange acc) {
+          Value t = mul(v, idx(V));
+          Value a = vector::LoadOp::create(b, loc, vecType, lhsTile,
+                                           ValueRange{i, t});
+          SmallVector<Value> next;
+          for (int64_t e = 0; e < count; ++e) {
+            Value bv = vector::LoadOp::create(b, loc, vecType, rhsTile,
+                                              ValueRange{columns[e], t});
+            next.push_back(vector::FMAOp::create(b, loc, a, bv, acc[e]));
+          }
+          scf::YieldOp::create(b, loc, next);
+        });
+    if (count == 8 && V >= 8) {
+      // Eight sums in one vector, for eight consecutive values.
+      Value sums = reduce8(loop.getResults());
+      auto octType = VectorType::get({8}, f32);
+      if (op.getScaled())
+        sums = arith::MulFOp::create(
+            b, loc, sums,
+            vector::LoadOp::create(b, loc, octType, values, ValueRange{p0}));
+      Value old = vector::LoadOp::create(b, loc, octType, out, ValueRange{p0});
+      Value total = arith::SelectOp::create(
+          b, loc, first, sums, arith::AddFOp::create(b, loc, old, sums));
+      vector::StoreOp::create(b, loc, total, out, ValueRange{p0});
+      return;
+    }
+    for (int64_t e = 0; e < count; ++e) {
+      Value sum = vector::ReductionOp::create(
+          b, loc, vector::CombiningKind::ADD, loop.getResult(e));
+      if (op.getScaled())
+        sum = arith::MulFOp::create(b, loc, sum, load(values, {ps[e]}));
+      Value old = load(out, {ps[e]});
+      Value total = arith::SelectOp::create(
+          b, loc, first, sum, arith::AddFOp::create(b, loc, old, sum));
+      memref::StoreOp::create(b, loc, total, out, ValueRange{ps[e]});
+    }
+  }
+
+  /// [sum(acc[0]), ..., sum(acc[7])]: each accumulator folded to 8 lanes,
+  /// then pairs, quads and octets of them added lane-wise through shuffles
+  /// (45 vector ops for 8 lanes x 16, against 8 separate reductions' 64
+  /// and 8 scalar read-modify-writes).
+  Value reduce8(ValueRange acc) {
+    SmallVector<Value> level;
+    for (Value a : acc) {
+      for (int64_t w = V; w > 8; w /= 2) {
+        SmallVector<int64_t> low{0}, high{w / 2}, size{w / 2}, unit{1};
+        Value lo = vector::ExtractStridedSliceOp::create(
+            b, loc, a, ArrayRef<int64_t>(low), ArrayRef<int64_t>(size),
+            ArrayRef<int64_t>(unit));
+        Value hi = vector::ExtractStridedSliceOp::create(
+            b, loc, a, ArrayRef<int64_t>(high), ArrayRef<int64_t>(size),
+            ArrayRef<int64_t>(unit));
+        a = arith::AddFOp::create(b, loc, lo, hi);
+      }
+      level.push_back(a);
+    }
+    // Lane masks of each level: after it, lanes hold partial sums of
+    // 2, 4, 8 accumulators in turn (the last: accumulator e in lane e).
+    const int64_t masks[3][2][8] = {
+        {{0, 8, 2, 10, 4, 12, 6, 14}, {1, 9, 3, 11, 5, 13, 7, 15}},
+        {{0, 1, 8, 9, 4, 5, 12, 13}, {2, 3, 10, 11, 6, 7, 14, 15}},
+        {{0, 1, 2, 3, 8, 9, 10, 11}, {4, 5, 6, 7, 12, 13, 14, 15}}};
+    for (const auto &mask : masks) {
+      SmallVector<Value> next;
+      for (size_t i = 0; i < level.size(); i += 2) {
+        Value l = vector::ShuffleOp::create(b, loc, level[i], level[i + 1],
+                                            ArrayRef<int64_t>(mask[0]));
+        Value r = vector::ShuffleOp::create(b, loc, level[i], level[i + 1],
+                                            ArrayRef<int64_t>(mask[1]));
+        next.push_back(arith::AddFOp::create(b, loc, l, r));
+      }
+      level = std::move(next);
+    }
+    return level.front();
+  }
+
+  /// "sampled_matmul_csr_tn_3072x768": the pattern's format, whether A and
+  /// B are read transposed, its shape.
+  std::string kernelName() {
+    std::string format =
+        sm.kind == SampledMatmul::CSR
+            ? std::string("csr")
+            : std::to_string(sm.n) + "of" + std::to_string(sm.m);
+    std::string layouts = std::string(op.isLhsTransposed() ? "t" : "n") +
+                          (op.isRhsTransposed() ? "t" : "n");
+    return llvm::formatv("sampled_matmul_{0}_{1}{2}_{3}x{4}", format, layouts,
+                         op.getScaled() ? "_scaled" : "", sm.M, sm.N)
+        .str();
+  }
+
+  const SampledMatmul &sm;
+  SampledMatmulOp op; // (its accessors are not const)
+  int64_t V, E, TT;
+  Type f32;
+  VectorType vecType;
+  Value lhs, rhs, T, positions, coordinates, values, out, lhsTile, rhsTile;
+};
+
+} // namespace
+
+SampledMatmulBuffers mlir::smlir::codegen::buildSampledMatmulKernel(
+    OpBuilder &b, const SampledMatmul &sm, int64_t lanes, int64_t entries,
+    int64_t tileTokens) {
+  return SampledMatmulBuilder(b, sm, lanes, entries, tileTokens).build();
+}
