@@ -98,7 +98,11 @@ public:
       result.levels = {coordinates};
     }
     values = ToValuesOp::create(b, loc, pattern);
-    Value nnz = memref::DimOp::create(b, loc, values, 0);
+    // The stored entries, from the layout (the values buffer may be longer
+    // than what is stored; an n:m one's size is not its count).
+    Value nnz = sm.kind == SampledMatmul::CSR
+                    ? toIndex(load(positions, {idx(sm.M)}))
+                    : idx(sm.M * (sm.N / sm.m) * sm.n);
     out = memref::AllocOp::create(
         b, loc, MemRefType::get({ShapedType::kDynamic}, f32), ValueRange{nnz},
         b.getI64IntegerAttr(64));

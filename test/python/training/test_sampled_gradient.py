@@ -68,7 +68,9 @@ def test_weight_gradient_matches_eager_autograd(fmt, tokens):
     choice = region.sampled_choices[(tokens, torch.get_num_threads(), get_num_threads())]
     assert choice.kernel is not None, choice.reason   # our kernel computed it
     assert ours.shape == region.values.shape and ours.dtype == torch.float32
-    torch.testing.assert_close(ours, _eager_gradient(region, dy, x), rtol=1e-5, atol=1e-5)
+    # Sums of T products of unit normals: their size (and f32 rounding,
+    # which differs with the summation order) grows as sqrt(T).
+    torch.testing.assert_close(ours, _eager_gradient(region, dy, x), rtol=1e-5, atol=max(1e-5, 2e-6 * tokens ** 0.5))
 
 
 def test_leading_dims_and_non_contiguous_inputs():
