@@ -22,6 +22,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
@@ -61,6 +62,14 @@ mlir::smlir::codegen::matchSampledMatmul(SampledMatmulOp op, std::string &why) {
     sm.kind = SampledMatmul::NOutOfM;
     sm.n = getN(lvls[2]);
     sm.m = getM(lvls[2]);
+    // A pattern argument keeps its smlir encoding (Python's kernels,
+    // hoisted sparsifiers): rows sharing one pattern.
+    if (auto arg = dyn_cast<BlockArgument>(op.getPattern()))
+      if (auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
+        if (auto nm = func.getArgAttrOfType<NMEncodingAttr>(
+                arg.getArgNumber(), kEncodingAttrName);
+            nm && nm.getN() == sm.n && nm.getM() == sm.m)
+          sm.sharedRows = std::max<int64_t>(1, nm.getRows());
     return sm;
   }
   why = "the pattern must be CSR or n:m (other formats have no lowering)";
@@ -162,7 +171,47 @@ private:
     pack(lhsTile, lhs, sm.M, /*tMajor=*/op.isLhsTransposed(), t0, padded);
     pack(rhsTile, rhs, sm.N, /*tMajor=*/!op.isRhsTransposed(), t0, padded);
     Value first = cmp(arith::CmpIPredicate::eq, t0, idx(0));
-    parallelLoop(idx(sm.M), [&](Value i) { row(i, vectors, first); });
+    if (sm.sharedRows <= 1) {
+      parallelLoop(idx(sm.M), [&](Value i) { row(i, vectors, first); });
+      return;
+    }
+    // Whole groups of rows sharing a pattern, then the rows left (a last,
+    // smaller group) one at a time.
+    int64_t groups = sm.M / sm.sharedRows;
+    parallelLoop(idx(groups), [&](Value g) {
+      sharedGroup(mul(g, idx(sm.sharedRows)), vectors, first);
+    });
+    if (groups * sm.sharedRows < sm.M)
+      parallelLoop(idx(sm.M - groups * sm.sharedRows), [&](Value i) {
+        row(add(i, idx(groups * sm.sharedRows)), vectors, first);
+      });
+  }
+
+  /// The rows i0 .. i0 + sharedRows of one pattern (n:m): tiles of
+  /// `sharedTileRows` rows x `sharedEntries` entries.
+  void sharedGroup(Value i0, Value vectors, Value first) {
+    int64_t perRow = sm.N / sm.m * sm.n;
+    int64_t rows = 1;
+    for (int64_t r = std::min<int64_t>(4, sm.sharedRows); r > 1; --r)
+      if (sm.sharedRows % r == 0) {
+        rows = r;
+        break;
+      }
+    // rows x count accumulators, rows A' vectors and a B' vector in the
+    // register file (16 lanes: 32 registers, 8 lanes: 16).
+    int64_t count = std::max<int64_t>(1, (V >= 16 ? 24 : 12) / rows);
+    count = count >= 8 ? 8 : count >= 4 ? 4 : count >= 2 ? 2 : 1;
+    int64_t whole = perRow / count * count;
+    forLoop(idx(0), idx(sm.sharedRows / rows), 1, [&](Value block) {
+      Value first0 = add(i0, mul(block, idx(rows)));
+      Value base = mul(first0, idx(perRow));
+      forLoop(idx(0), idx(whole), count, [&](Value q) {
+        sharedEntries(first0, rows, add(base, q), perRow, count, vectors, first);
+      });
+      forLoop(idx(whole), idx(perRow), 1, [&](Value q) {
+        sharedEntries(first0, rows, add(base, q), perRow, 1, vectors, first);
+      });
+    });
   }
 
   /// tile[r, t - t0] = the operand's (r, t) for t in [t0, t0 + padded),
@@ -276,80 +325,109 @@ private:
   /// Stored entries p0 .. p0 + count of row i: their dot products over the
   /// tile's `vectors` vectors, written or added to their values.
   void entries(Value i, Value p0, int64_t count, Value vectors, Value first) {
-    SmallVector<Value> ps, columns, zeros;
+    sharedEntries(i, 1, p0, 0, count, vectors, first);
+  }
+
+  /// The same for rows i0 .. i0 + rows, which share one pattern: entries
+  /// q .. q + count of each row (at p0 + r * rowStride + q .. for row
+  /// i0 + r), all at row i0's columns. Each B' vector loaded serves the
+  /// `rows` rows.
+  void sharedEntries(Value i0, int64_t rows, Value p0, int64_t rowStride,
+                     int64_t count, Value vectors, Value first) {
+    SmallVector<Value> columns, zeros;
     Value zero = arith::ConstantOp::create(
         b, loc, vecType, DenseElementsAttr::get(vecType, 0.0f));
-    for (int64_t e = 0; e < count; ++e) {
-      ps.push_back(add(p0, idx(e)));
-      columns.push_back(column(i, ps.back()));
+    for (int64_t e = 0; e < count; ++e)
+      columns.push_back(column(i0, add(p0, idx(e))));
+    for (int64_t a = 0; a < rows * count; ++a)
       zeros.push_back(zero);
-    }
     auto loop = scf::ForOp::create(
         b, loc, idx(0), vectors, idx(1), zeros,
         [&](OpBuilder &, Location, Value v, ValueRange acc) {
           Value t = mul(v, idx(V));
-          Value a = vector::LoadOp::create(b, loc, vecType, lhsTile,
-                                           ValueRange{i, t});
-          SmallVector<Value> next;
+          SmallVector<Value> as, next(acc.begin(), acc.end());
+          for (int64_t r = 0; r < rows; ++r)
+            as.push_back(vector::LoadOp::create(b, loc, vecType, lhsTile,
+                                                ValueRange{add(i0, idx(r)), t}));
           for (int64_t e = 0; e < count; ++e) {
             Value bv = vector::LoadOp::create(b, loc, vecType, rhsTile,
                                               ValueRange{columns[e], t});
-            next.push_back(vector::FMAOp::create(b, loc, a, bv, acc[e]));
+            for (int64_t r = 0; r < rows; ++r)
+              next[r * count + e] =
+                  vector::FMAOp::create(b, loc, as[r], bv, next[r * count + e]);
           }
           scf::YieldOp::create(b, loc, next);
         });
-    if (count == 8 && V >= 8) {
-      // Eight sums in one vector, for eight consecutive values.
-      Value sums = reduce8(loop.getResults());
-      auto octType = VectorType::get({8}, f32);
+    for (int64_t r = 0; r < rows; ++r)
+      write(loop.getResults().slice(r * count, count),
+            add(p0, idx(r * rowStride)), first);
+  }
+
+  /// Adds the sums of `acc` to values p .. p + acc.size() (writes them on
+  /// the first tile), scaled by the pattern's values with `scaled`.
+  void write(ValueRange acc, Value p, Value first) {
+    int64_t count = acc.size();
+    if (V >= 8 && (count == 2 || count == 4 || count == 8)) {
+      // All the sums in one vector, for consecutive values.
+      Value sums = reduce(acc);
+      auto sumType = VectorType::get({count}, f32);
       if (op.getScaled())
         sums = arith::MulFOp::create(
             b, loc, sums,
-            vector::LoadOp::create(b, loc, octType, values, ValueRange{p0}));
-      Value old = vector::LoadOp::create(b, loc, octType, out, ValueRange{p0});
+            vector::LoadOp::create(b, loc, sumType, values, ValueRange{p}));
+      Value old = vector::LoadOp::create(b, loc, sumType, out, ValueRange{p});
       Value total = arith::SelectOp::create(
           b, loc, first, sums, arith::AddFOp::create(b, loc, old, sums));
-      vector::StoreOp::create(b, loc, total, out, ValueRange{p0});
+      vector::StoreOp::create(b, loc, total, out, ValueRange{p});
       return;
     }
     for (int64_t e = 0; e < count; ++e) {
+      Value pe = add(p, idx(e));
       Value sum = vector::ReductionOp::create(
-          b, loc, vector::CombiningKind::ADD, loop.getResult(e));
+          b, loc, vector::CombiningKind::ADD, acc[e]);
       if (op.getScaled())
-        sum = arith::MulFOp::create(b, loc, sum, load(values, {ps[e]}));
-      Value old = load(out, {ps[e]});
+        sum = arith::MulFOp::create(b, loc, sum, load(values, {pe}));
+      Value old = load(out, {pe});
       Value total = arith::SelectOp::create(
           b, loc, first, sum, arith::AddFOp::create(b, loc, old, sum));
-      memref::StoreOp::create(b, loc, total, out, ValueRange{ps[e]});
+      memref::StoreOp::create(b, loc, total, out, ValueRange{pe});
     }
   }
 
-  /// [sum(acc[0]), ..., sum(acc[7])]: each accumulator folded to 8 lanes,
-  /// then pairs, quads and octets of them added lane-wise through shuffles
-  /// (45 vector ops for 8 lanes x 16, against 8 separate reductions' 64
-  /// and 8 scalar read-modify-writes).
-  Value reduce8(ValueRange acc) {
+  /// The first `width` lanes of `a` plus the next `width`.
+  Value foldHalves(Value a, int64_t width) {
+    SmallVector<int64_t> low{0}, high{width}, size{width}, unit{1};
+    Value lo = vector::ExtractStridedSliceOp::create(
+        b, loc, a, ArrayRef<int64_t>(low), ArrayRef<int64_t>(size),
+        ArrayRef<int64_t>(unit));
+    Value hi = vector::ExtractStridedSliceOp::create(
+        b, loc, a, ArrayRef<int64_t>(high), ArrayRef<int64_t>(size),
+        ArrayRef<int64_t>(unit));
+    return arith::AddFOp::create(b, loc, lo, hi);
+  }
+
+  /// [sum(acc[0]), ..., sum(acc[c - 1])] for c = 2, 4 or 8 accumulators:
+  /// each folded to 8 lanes, then pairs, quads and octets of them added
+  /// lane-wise through shuffles, then the 8 lanes folded to c (8 x 16
+  /// lanes: 45 vector ops, against 8 separate reductions' 64 and 8 scalar
+  /// read-modify-writes).
+  Value reduce(ValueRange acc) {
     SmallVector<Value> level;
     for (Value a : acc) {
-      for (int64_t w = V; w > 8; w /= 2) {
-        SmallVector<int64_t> low{0}, high{w / 2}, size{w / 2}, unit{1};
-        Value lo = vector::ExtractStridedSliceOp::create(
-            b, loc, a, ArrayRef<int64_t>(low), ArrayRef<int64_t>(size),
-            ArrayRef<int64_t>(unit));
-        Value hi = vector::ExtractStridedSliceOp::create(
-            b, loc, a, ArrayRef<int64_t>(high), ArrayRef<int64_t>(size),
-            ArrayRef<int64_t>(unit));
-        a = arith::AddFOp::create(b, loc, lo, hi);
-      }
+      for (int64_t w = V; w > 8; w /= 2)
+        a = foldHalves(a, w / 2);
       level.push_back(a);
     }
     // Lane masks of each level: after it, lanes hold partial sums of
-    // 2, 4, 8 accumulators in turn (the last: accumulator e in lane e).
+    // 2, 4, 8 accumulators in turn (after the third, accumulator e in
+    // lane e; after fewer, e in lanes e, e + c, ...).
     const int64_t masks[3][2][8] = {
         {{0, 8, 2, 10, 4, 12, 6, 14}, {1, 9, 3, 11, 5, 13, 7, 15}},
         {{0, 1, 8, 9, 4, 5, 12, 13}, {2, 3, 10, 11, 6, 7, 14, 15}},
         {{0, 1, 2, 3, 8, 9, 10, 11}, {4, 5, 6, 7, 12, 13, 14, 15}}};
     for (const auto &mask : masks) {
+      if (level.size() == 1)
+        break;
       SmallVector<Value> next;
       for (size_t i = 0; i < level.size(); i += 2) {
         Value l = vector::ShuffleOp::create(b, loc, level[i], level[i + 1],
@@ -360,7 +438,10 @@ private:
       }
       level = std::move(next);
     }
-    return level.front();
+    Value sums = level.front();
+    for (int64_t w = 8; w > static_cast<int64_t>(acc.size()); w /= 2)
+      sums = foldHalves(sums, w / 2);
+    return sums;
   }
 
   /// "sampled_matmul_csr_tn_3072x768": the pattern's format, whether A and
@@ -369,7 +450,9 @@ private:
     std::string format =
         sm.kind == SampledMatmul::CSR
             ? std::string("csr")
-            : std::to_string(sm.n) + "of" + std::to_string(sm.m);
+            : std::to_string(sm.n) + "of" + std::to_string(sm.m) +
+                  (sm.sharedRows > 1 ? "r" + std::to_string(sm.sharedRows)
+                                     : std::string());
     std::string layouts = std::string(op.isLhsTransposed() ? "t" : "n") +
                           (op.isRhsTransposed() ? "t" : "n");
     return llvm::formatv("sampled_matmul_{0}_{1}{2}_{3}x{4}", format, layouts,

@@ -20,6 +20,9 @@ struct SampledMatmul {
   SampledMatmulOp op;
   enum Kind { CSR, NOutOfM } kind;
   int64_t n = 0, m = 0; // n:m only
+  // n:m whose rows share one pattern in groups of this many (the pattern
+  // argument's #smlir.nm<..., rows = r>): each B' load serves the group.
+  int64_t sharedRows = 1;
   int64_t M = 0, N = 0;
 };
 

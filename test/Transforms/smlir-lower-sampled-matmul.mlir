@@ -115,3 +115,32 @@ func.func @negative_f64(%a: tensor<4x8xf64>, %b: tensor<8x16xf64>, %s: tensor<4x
   %r = smlir.sampled_matmul %a, %b, %s : tensor<4x8xf64>, tensor<8x16xf64>, tensor<4x16xf64, #CSR> -> tensor<4x16xf64, #CSR>
   return %r : tensor<4x16xf64, #CSR>
 }
+
+// -----
+
+#NM24 = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+
+/// Rows sharing one pattern (the argument's #smlir.nm<..., rows = 4>): 4
+/// rows x 2 entries per tile, each B' vector loaded once for the 4 rows'
+/// FMAs; 10 = 2 groups of 4 rows and 2 rows left, one at a time.
+// CHECK-LABEL: func.func @shared_rows(
+// CHECK:         smlir.kernel "sampled_matmul_2of4r4_tn_10x16"
+/// (after the packs of dy and x) the 2 groups:
+// CHECK:           scf.parallel ({{.*}}) = ({{.*}}) to (%c2{{.*}})
+// CHECK:             scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// CHECK-COUNT-4:       vector.load %{{.*}} : memref<10x512xf32>, vector<8xf32>
+// CHECK-NEXT:          %[[B:.*]] = vector.load %{{.*}} : memref<16x512xf32>, vector<8xf32>
+// CHECK-NEXT:          vector.fma %{{.*}}, %[[B]]
+// CHECK-NEXT:          vector.fma %{{.*}}, %[[B]]
+// CHECK-NEXT:          vector.fma %{{.*}}, %[[B]]
+// CHECK-NEXT:          vector.fma %{{.*}}, %[[B]]
+// CHECK-COUNT-4:     vector.store {{.*}} : memref<?xf32>, vector<2xf32>
+/// The 2 rows left.
+// CHECK:           scf.parallel ({{.*}}) = ({{.*}}) to (%c2{{.*}})
+// CHECK:             scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+func.func @shared_rows(%dy: tensor<?x10xf32>, %x: tensor<?x16xf32>, %w: tensor<10x16xf32, #NM24> {smlir.encoding = #smlir.nm<n = 2, m = 4, rows = 4>}) -> tensor<?xf32> {
+  %dw = smlir.sampled_matmul %dy, %x, %w lhs <transposed> : tensor<?x10xf32>, tensor<?x16xf32>, tensor<10x16xf32, #NM24> -> tensor<10x16xf32, #NM24>
+  %v = sparse_tensor.values %dw : tensor<10x16xf32, #NM24> to memref<?xf32>
+  %r = bufferization.to_tensor %v restrict : memref<?xf32> to tensor<?xf32>
+  return %r : tensor<?xf32>
+}

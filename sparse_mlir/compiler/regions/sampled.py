@@ -8,8 +8,8 @@ an `smlir.sampled_matmul` of dy (read transposed) and x at W's pattern,
 lowered by `smlir-sparse-cpu-pipeline` (its `smlir-lower-sampled-matmul`
 micro-kernel) exactly as sparse-mlir-opt reproduces it from `annotated`.
 T is dynamic: one kernel per (shape, format) serves every token count.
-CSR and n:m patterns (rows sharing one pattern read as plain n:m) have the
-kernel; other formats keep torch's product and gather (`supported`).
+CSR and n:m patterns (rows sharing one pattern: each loaded x vector
+serves the group) have the kernel; other formats keep torch's product and gather (`supported`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from sparse_mlir.compiler.pipeline import Diagnostics, pipeline_pieces, run_pass
 from sparse_mlir.compiler.regions import disk_cache
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.context import make_context
+from sparse_mlir.dialects.smlir import ATTR
 from sparse_mlir.encodings import CSR, NM, Encoding
 from sparse_mlir.runtime.memref import Kernel
 from sparse_mlir.runtime.threads import openmp_available, runtime_library, shares_torch_threads, single_threaded
@@ -75,8 +76,11 @@ def sampled_ir(signature: SampledSignature, encoding: Encoding) -> str:
     f32 = ir.F32Type.get()
     pattern = ir.RankedTensorType.get([n, k], f32, encoding.sparse_tensor_encoding(2))
     dy, x = f"tensor<?x{n}xf32>", f"tensor<?x{k}xf32>"
+    # The smlir encoding stays on the argument (as on hoisted weights): n:m
+    # rows sharing one pattern load each B' vector once for the group.
+    keep = f" {{{ATTR.encoding} = {encoding.attr_text()}}}"
     return (
-        f"func.func @main(%w: {pattern}, %dy: {dy}, %x: {x}) -> tensor<?xf32> "
+        f"func.func @main(%w: {pattern}{keep}, %dy: {dy}, %x: {x}) -> tensor<?xf32> "
         "attributes {llvm.emit_c_interface} {\n"
         f"  %dw = smlir.sampled_matmul %dy, %x, %w lhs <transposed> : {dy}, {x}, {pattern} -> {pattern}\n"
         f"  %values = sparse_tensor.values %dw : {pattern} to memref<?xf32>\n"
