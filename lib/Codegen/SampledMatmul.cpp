@@ -2,15 +2,21 @@
 //
 // result(i, j) = A'(i, :) . B'(:, j) at the pattern's stored (i, j):
 //
-//   for each tile of T (tileTokens, the packed B' tile within L2):
-//     pack A' [M, tile] and B' [N, tile] feature-major (parallel over row
-//       blocks; 8 x 8 register transposes where an operand is T-major;
-//       zeros past T, up to the tile's last vector)
-//     parallel over the pattern's rows i:
-//       E stored entries at a time: E vector accumulators over the tile,
-//         acc[e] += A'[i, t:t+V] * B'[j_e, t:t+V]; each reduced to a sum,
-//         written into the entry's value (first tile) or added to it
-//       the row's last entries one at a time
+//   parallel over chunks of rows (groups of rows sharing an n:m pattern
+//   stay in one chunk; 1, 2 or 4 chunks: one parallel region per call):
+//     for each tile of T (tileTokens: the packed B' tile within L2):
+//       pack B' [N, tile] and the chunk's A' rows [rows, tile]
+//         feature-major into the chunk's own buffers (8 x 8 register
+//         transposes where an operand is T-major; zeros past T, up to the
+//         tile's last vector)
+//       for each row i of the chunk:
+//         E stored entries at a time: E vector accumulators over the tile,
+//           acc[e] += A'[i, t:t+V] * B'[j_e, t:t+V]; their sums reduced
+//           into one vector through shuffles, written into the entries'
+//           values (first tile) or added to them
+//         the row's last entries one at a time
+//       (rows sharing a pattern: tiles of up to 4 rows x E entries, each
+//        B' vector loaded once for the rows)
 //
 // A dot product per stored entry: nnz * T FMAs, no dense product. Each
 // row reads its A' row (in L1) and the B' rows of its entries (in L2).
@@ -115,12 +121,24 @@ public:
     out = memref::AllocOp::create(
         b, loc, MemRefType::get({ShapedType::kDynamic}, f32), ValueRange{nnz},
         b.getI64IntegerAttr(64));
+    // Each chunk of rows (one parallel iteration, all of T) packs its own
+    // tiles: one parallel region per call, whose threads meet once (with
+    // a region per tile they met 3 times per tile, and a thread the OS
+    // preempted stalled the others at each meeting), and each thread's
+    // B' tile in its own L2. The B' tile is packed once per chunk: few
+    // chunks (4 for 1024+ rows, the threads of this project's hosts).
+    units = llvm::divideCeil(sm.M, sm.sharedRows);
+    chunks = std::min<int64_t>(units, sm.M >= 1024 ? 4 : sm.M >= 256 ? 2 : 1);
+    unitsPerChunk = llvm::divideCeil(units, chunks);
     // Heap, not stack: the tiles of large M or N do not fit a thread's stack
     // (ownership-based deallocation frees them).
-    lhsTile = memref::AllocOp::create(b, loc, MemRefType::get({sm.M, TT}, f32),
-                                      b.getI64IntegerAttr(64));
-    rhsTile = memref::AllocOp::create(b, loc, MemRefType::get({sm.N, TT}, f32),
-                                      b.getI64IntegerAttr(64));
+    lhsTile = memref::AllocOp::create(
+        b, loc,
+        MemRefType::get({chunks, unitsPerChunk * sm.sharedRows, TT}, f32),
+        b.getI64IntegerAttr(64));
+    rhsTile = memref::AllocOp::create(
+        b, loc, MemRefType::get({chunks, sm.N, TT}, f32),
+        b.getI64IntegerAttr(64));
     emitKernelRegion(b, loc, kernelName(), [&] {
       // T = 0: every sum is empty.
       Value empty = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, T,
@@ -132,7 +150,7 @@ public:
         });
         scf::YieldOp::create(b, loc);
       });
-      forLoop(idx(0), T, TT, [&](Value t0) { tile(t0); });
+      parallelLoop(idx(chunks), [&](Value c) { chunk(c); });
     });
     result.values = out;
     return result;
@@ -161,34 +179,60 @@ private:
     return arith::CmpIOp::create(b, loc, predicate, l, r);
   }
 
-  /// One tile of T from t0: pack, then every row's entries.
-  void tile(Value t0) {
-    Value length = arith::MinSIOp::create(
-        b, loc, idx(TT), arith::SubIOp::create(b, loc, T, t0));
-    Value vectors = arith::DivUIOp::create(b, loc, add(length, idx(V - 1)),
-                                           idx(V));
-    Value padded = mul(vectors, idx(V));
-    pack(lhsTile, lhs, sm.M, /*tMajor=*/op.isLhsTransposed(), t0, padded);
-    pack(rhsTile, rhs, sm.N, /*tMajor=*/!op.isRhsTransposed(), t0, padded);
-    Value first = cmp(arith::CmpIPredicate::eq, t0, idx(0));
-    if (sm.sharedRows <= 1) {
-      parallelLoop(idx(sm.M), [&](Value i) { row(i, vectors, first); });
-      return;
-    }
-    // Whole groups of rows sharing a pattern, then the rows left (a last,
-    // smaller group) one at a time.
-    int64_t groups = sm.M / sm.sharedRows;
-    parallelLoop(idx(groups), [&](Value g) {
-      sharedGroup(mul(g, idx(sm.sharedRows)), vectors, first);
-    });
-    if (groups * sm.sharedRows < sm.M)
-      parallelLoop(idx(sm.M - groups * sm.sharedRows), [&](Value i) {
-        row(add(i, idx(groups * sm.sharedRows)), vectors, first);
-      });
+  Value minIndex(Value l, Value r) {
+    return arith::MinSIOp::create(b, loc, l, r);
   }
 
-  /// The rows i0 .. i0 + sharedRows of one pattern (n:m): tiles of
-  /// `sharedTileRows` rows x `sharedEntries` entries.
+  /// Chunk c: units (rows, or groups of rows sharing a pattern)
+  /// [c * unitsPerChunk, ..), every tile of T.
+  void chunk(Value c) {
+    chunkIndex = c;
+    Value u0 = minIndex(mul(c, idx(unitsPerChunk)), idx(units));
+    Value u1 = minIndex(add(u0, idx(unitsPerChunk)), idx(units));
+    chunkRow0 = mul(u0, idx(sm.sharedRows));
+    Value rowEnd = minIndex(mul(u1, idx(sm.sharedRows)), idx(sm.M));
+    forLoop(idx(0), T, TT, [&](Value t0) {
+      Value length = minIndex(idx(TT), arith::SubIOp::create(b, loc, T, t0));
+      Value vectors = arith::DivUIOp::create(b, loc, add(length, idx(V - 1)),
+                                             idx(V));
+      Value padded = mul(vectors, idx(V));
+      pack(rhsTile, rhs, idx(0), idx(sm.N), idx(0),
+           /*tMajor=*/!op.isRhsTransposed(), t0, padded);
+      pack(lhsTile, lhs, chunkRow0, rowEnd, chunkRow0,
+           /*tMajor=*/op.isLhsTransposed(), t0, padded);
+      Value first = cmp(arith::CmpIPredicate::eq, t0, idx(0));
+      if (sm.sharedRows <= 1) {
+        forLoop(chunkRow0, rowEnd, 1, [&](Value i) { row(i, vectors, first); });
+        return;
+      }
+      // Whole groups of rows sharing a pattern; the rows of a last, smaller
+      // group one at a time.
+      forLoop(u0, u1, 1, [&](Value u) {
+        Value i0 = mul(u, idx(sm.sharedRows));
+        Value end = add(i0, idx(sm.sharedRows));
+        scf::IfOp::create(
+            b, loc, cmp(arith::CmpIPredicate::ule, end, idx(sm.M)),
+            [&](OpBuilder &, Location) {
+              sharedGroup(i0, vectors, first);
+              scf::YieldOp::create(b, loc);
+            },
+            [&](OpBuilder &, Location) {
+              forLoop(i0, idx(sm.M), 1,
+                      [&](Value i) { row(i, vectors, first); });
+              scf::YieldOp::create(b, loc);
+            });
+      });
+    });
+  }
+
+  /// Where A' row i and B' row j of this chunk's tiles are, at t.
+  SmallVector<Value> aAt(Value i, Value t) {
+    return {chunkIndex, arith::SubIOp::create(b, loc, i, chunkRow0), t};
+  }
+  SmallVector<Value> bAt(Value j, Value t) { return {chunkIndex, j, t}; }
+
+  /// The rows i0 .. i0 + sharedRows of one pattern (n:m): tiles of up to
+  /// 4 rows x 2 to 8 entries.
   void sharedGroup(Value i0, Value vectors, Value first) {
     int64_t perRow = sm.N / sm.m * sm.n;
     int64_t rows = 1;
@@ -214,17 +258,20 @@ private:
     });
   }
 
-  /// tile[r, t - t0] = the operand's (r, t) for t in [t0, t0 + padded),
-  /// zero past T. `src` is [T, R] when `tMajor`, else [R, T].
-  void pack(Value tile, Value src, int64_t R, bool tMajor, Value t0,
-            Value padded) {
+  /// tile[chunk, r - tileRow0, t - t0] = the operand's (r, t) for r in
+  /// [rBegin, rEnd), t in [t0, t0 + padded), zero past T. `src` is [T, R]
+  /// when `tMajor`, else [R, T].
+  void pack(Value tile, Value src, Value rBegin, Value rEnd, Value tileRow0,
+            bool tMajor, Value t0, Value padded) {
     auto octType = VectorType::get({8}, f32);
     auto at = [&](Value r, Value t) {
       return tMajor ? SmallVector<Value>{t, r} : SmallVector<Value>{r, t};
     };
-    parallelLoop(idx(llvm::divideCeil(R, 8)), [&](Value rb) {
-      Value r0 = mul(rb, idx(8));
-      Value rowsWhole = cmp(arith::CmpIPredicate::ult, rb, idx(R / 8));
+    auto into = [&](Value r, Value t) -> SmallVector<Value> {
+      return {chunkIndex, arith::SubIOp::create(b, loc, r, tileRow0), t};
+    };
+    forLoop(rBegin, rEnd, 8, [&](Value r0) {
+      Value rowsWhole = cmp(arith::CmpIPredicate::ule, add(r0, idx(8)), rEnd);
       forLoop(idx(0), padded, 8, [&](Value tb) {
         Value t = add(t0, tb);
         Value whole = arith::AndIOp::create(
@@ -241,23 +288,23 @@ private:
                 SmallVector<Value> columns = transpose8x8(b, loc, rows);
                 for (int64_t c = 0; c < 8; ++c)
                   vector::StoreOp::create(b, loc, columns[c], tile,
-                                          ValueRange{add(r0, idx(c)), tb});
+                                          into(add(r0, idx(c)), tb));
               } else {
                 for (int64_t c = 0; c < 8; ++c) {
                   Value v = vector::LoadOp::create(
                       b, loc, octType, src, ValueRange{add(r0, idx(c)), t});
                   vector::StoreOp::create(b, loc, v, tile,
-                                          ValueRange{add(r0, idx(c)), tb});
+                                          into(add(r0, idx(c)), tb));
                 }
               }
               scf::YieldOp::create(b, loc);
             },
             [&](OpBuilder &, Location) {
-              // A block past R or T: element by element, zeros past T.
+              // A block past rEnd or T: element by element, zeros past T.
               forLoop(idx(0), idx(8), 1, [&](Value c) {
                 Value r = add(r0, c);
                 scf::IfOp::create(
-                    b, loc, cmp(arith::CmpIPredicate::ult, r, idx(R)),
+                    b, loc, cmp(arith::CmpIPredicate::ult, r, rEnd),
                     [&](OpBuilder &, Location) {
                       forLoop(idx(0), idx(8), 1, [&](Value i) {
                         Value ti = add(t, i);
@@ -268,7 +315,8 @@ private:
                         {
                           OpBuilder::InsertionGuard guard(b);
                           b.setInsertionPointToStart(inside.thenBlock());
-                          scf::YieldOp::create(b, loc, ValueRange{load(src, at(r, ti))});
+                          scf::YieldOp::create(b, loc,
+                                               ValueRange{load(src, at(r, ti))});
                           b.setInsertionPointToStart(inside.elseBlock());
                           scf::YieldOp::create(
                               b, loc,
@@ -276,7 +324,7 @@ private:
                                   b, loc, b.getF32FloatAttr(0))});
                         }
                         memref::StoreOp::create(b, loc, inside.getResult(0),
-                                                tile, ValueRange{r, add(tb, i)});
+                                                tile, into(r, add(tb, i)));
                       });
                       scf::YieldOp::create(b, loc);
                     });
@@ -348,10 +396,10 @@ private:
           SmallVector<Value> as, next(acc.begin(), acc.end());
           for (int64_t r = 0; r < rows; ++r)
             as.push_back(vector::LoadOp::create(b, loc, vecType, lhsTile,
-                                                ValueRange{add(i0, idx(r)), t}));
+                                                aAt(add(i0, idx(r)), t)));
           for (int64_t e = 0; e < count; ++e) {
             Value bv = vector::LoadOp::create(b, loc, vecType, rhsTile,
-                                              ValueRange{columns[e], t});
+                                              bAt(columns[e], t));
             for (int64_t r = 0; r < rows; ++r)
               next[r * count + e] =
                   vector::FMAOp::create(b, loc, as[r], bv, next[r * count + e]);
@@ -466,6 +514,8 @@ private:
   Type f32;
   VectorType vecType;
   Value lhs, rhs, T, positions, coordinates, values, out, lhsTile, rhsTile;
+  int64_t units = 0, chunks = 1, unitsPerChunk = 0;
+  Value chunkIndex, chunkRow0; // the chunk being built
 };
 
 } // namespace

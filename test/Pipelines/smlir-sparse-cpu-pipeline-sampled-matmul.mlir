@@ -12,16 +12,20 @@
 // CHECK-SAME:      -> !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)> attributes {llvm.emit_c_interface}
 // CHECK-LABEL: llvm.func @_mlir_ciface_main(
 // CHECK-LABEL: llvm.func @_internal_main(
-// CHECK:         llvm.call @smlir_sampled_matmul_csr_tn_48x40(
-/// The outlined kernel: packs of dy and x, then the rows, each on threads.
-// CHECK-LABEL: llvm.func @smlir_sampled_matmul_csr_tn_48x40(
-// CHECK-COUNT-3: omp.parallel
+// CHECK:         llvm.call @smlir_sampled_matmul_csr_tn_256x40(
+/// The outlined kernel: one parallel region (2 chunks of 128 rows, each packing
+/// its own tiles of dy and x).
+// CHECK-LABEL: llvm.func @smlir_sampled_matmul_csr_tn_256x40(
+// CHECK:         omp.parallel
+// CHECK:           omp.wsloop
+// CHECK-NOT:     omp.parallel
+// CHECK:         llvm.return
 // NOLEFT-NOT:  smlir.
 // NOLEFT-NOT:  sparse_tensor.
 // NOLEFT-NOT:  func.func
-func.func @main(%w: tensor<48x40xf32, #CSR>, %dy: tensor<?x48xf32>, %x: tensor<?x40xf32>) -> tensor<?xf32> attributes {llvm.emit_c_interface} {
-  %dw = smlir.sampled_matmul %dy, %x, %w lhs <transposed> : tensor<?x48xf32>, tensor<?x40xf32>, tensor<48x40xf32, #CSR> -> tensor<48x40xf32, #CSR>
-  %values = sparse_tensor.values %dw : tensor<48x40xf32, #CSR> to memref<?xf32>
+func.func @main(%w: tensor<256x40xf32, #CSR>, %dy: tensor<?x256xf32>, %x: tensor<?x40xf32>) -> tensor<?xf32> attributes {llvm.emit_c_interface} {
+  %dw = smlir.sampled_matmul %dy, %x, %w lhs <transposed> : tensor<?x256xf32>, tensor<?x40xf32>, tensor<256x40xf32, #CSR> -> tensor<256x40xf32, #CSR>
+  %values = sparse_tensor.values %dw : tensor<256x40xf32, #CSR> to memref<?xf32>
   %result = bufferization.to_tensor %values restrict : memref<?xf32> to tensor<?xf32>
   return %result : tensor<?xf32>
 }

@@ -7,10 +7,11 @@
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 
-/// A weight's gradient dW = dy^T x at a CSR W's positions, T dynamic: T in
-/// tiles (512 KB / (4 * 64) bytes -> the 512-token cap), dy and x packed
-/// feature-major through 8 x 8 register transposes, then rows in parallel,
-/// 8 entries at a time with 8 accumulators, their sums added in one vector.
+/// A weight's gradient dW = dy^T x at a CSR W's positions, T dynamic: one
+/// chunk of rows for 32 rows (an scf.parallel of 1), whose tiles of T (512
+/// KB / (4 * 64) bytes -> the 512-token cap) pack x and dy feature-major
+/// through 8 x 8 register transposes, then its rows take 8 entries at a
+/// time with 8 accumulators, their sums added to the values in one vector.
 // CHECK-LABEL: func.func @weight_gradient_csr(
 // CHECK-SAME:      %[[DY:.*]]: tensor<?x32xf32>, %[[X:.*]]: tensor<?x64xf32>, %[[W:.*]]: tensor<32x64xf32, #{{.*}}>)
 // CHECK-NOT:     smlir.sampled_matmul
@@ -18,25 +19,29 @@
 // CHECK-DAG:     %[[XB:.*]] = bufferization.to_buffer %[[X]] read_only : tensor<?x64xf32> to memref<?x64xf32>
 // CHECK-DAG:     %[[POS:.*]] = sparse_tensor.positions %[[W]] {level = 1 : index}
 // CHECK-DAG:     %[[CRD:.*]] = sparse_tensor.coordinates %[[W]] {level = 1 : index}
-// CHECK-DAG:     %[[OUT:.*]] = memref.alloc(%{{.*}}) {alignment = 64 : i64} : memref<?xf32>
-// CHECK-DAG:     %[[AT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<32x512xf32>
-// CHECK-DAG:     %[[BT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<64x512xf32>
+/// The stored count is positions[32].
+// CHECK:         %[[NNZ:.*]] = memref.load %[[POS]][%c32]
+// CHECK:         %[[OUT:.*]] = memref.alloc(%{{.*}}) {alignment = 64 : i64} : memref<?xf32>
+// CHECK:         %[[AT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<1x32x512xf32>
+// CHECK:         %[[BT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<1x64x512xf32>
 // CHECK:         smlir.kernel "sampled_matmul_csr_tn_32x64"
-// CHECK:           scf.for %[[T0:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
-// CHECK:             scf.parallel
-// CHECK-COUNT-8:       vector.load %[[DYB]]{{.*}} : memref<?x32xf32>, vector<8xf32>
-// CHECK-COUNT-24:      vector.shuffle
-// CHECK:               vector.store {{.*}}, %[[AT]]
-// CHECK:             scf.parallel
-// CHECK-COUNT-8:       vector.load %[[XB]]{{.*}} : memref<?x64xf32>, vector<8xf32>
-// CHECK:               vector.store {{.*}}, %[[BT]]
-// CHECK:             scf.parallel
+/// T = 0: zeros.
+// CHECK:           scf.if
+// CHECK:           scf.parallel (%[[C:.*]]) = (%{{.*}}) to (%c1{{.*}})
+// CHECK:             scf.for %[[T0:.*]] = %{{.*}} to %{{.*}} step %c512
+// CHECK-COUNT-8:         vector.load %[[XB]]{{.*}} : memref<?x64xf32>, vector<8xf32>
+// CHECK-COUNT-24:        vector.shuffle
+// CHECK:                 vector.store {{.*}}, %[[BT]][%[[C]], {{.*}}] : memref<1x64x512xf32>, vector<8xf32>
+// CHECK-COUNT-8:         vector.load %[[DYB]]{{.*}} : memref<?x32xf32>, vector<8xf32>
+// CHECK-COUNT-24:        vector.shuffle
+// CHECK:                 vector.store {{.*}}, %[[AT]][%[[C]], {{.*}}] : memref<1x32x512xf32>, vector<8xf32>
 // CHECK:               memref.load %[[POS]]
 // CHECK:               scf.for
 // CHECK-COUNT-8:         memref.load %[[CRD]]
 // CHECK:                 scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
 // CHECK:                   vector.load %[[AT]]
 // CHECK-COUNT-8:           vector.fma
+// CHECK-COUNT-12:        vector.shuffle
 // CHECK:                 vector.load %[[OUT]]{{.*}} : memref<?xf32>, vector<8xf32>
 // CHECK:                 arith.select
 // CHECK:                 vector.store {{.*}}, %[[OUT]]
@@ -122,22 +127,25 @@ func.func @negative_f64(%a: tensor<4x8xf64>, %b: tensor<8x16xf64>, %s: tensor<4x
 
 /// Rows sharing one pattern (the argument's #smlir.nm<..., rows = 4>): 4
 /// rows x 2 entries per tile, each B' vector loaded once for the 4 rows'
-/// FMAs; 10 = 2 groups of 4 rows and 2 rows left, one at a time.
+/// FMAs; 10 rows = 2 groups of 4 and a last group of 2 rows, taken one
+/// row at a time.
 // CHECK-LABEL: func.func @shared_rows(
 // CHECK:         smlir.kernel "sampled_matmul_2of4r4_tn_10x16"
-/// (after the packs of dy and x) the 2 groups:
-// CHECK:           scf.parallel ({{.*}}) = ({{.*}}) to (%c2{{.*}})
-// CHECK:             scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
-// CHECK-COUNT-4:       vector.load %{{.*}} : memref<10x512xf32>, vector<8xf32>
-// CHECK-NEXT:          %[[B:.*]] = vector.load %{{.*}} : memref<16x512xf32>, vector<8xf32>
-// CHECK-NEXT:          vector.fma %{{.*}}, %[[B]]
-// CHECK-NEXT:          vector.fma %{{.*}}, %[[B]]
-// CHECK-NEXT:          vector.fma %{{.*}}, %[[B]]
-// CHECK-NEXT:          vector.fma %{{.*}}, %[[B]]
-// CHECK-COUNT-4:     vector.store {{.*}} : memref<?xf32>, vector<2xf32>
-/// The 2 rows left.
-// CHECK:           scf.parallel ({{.*}}) = ({{.*}}) to (%c2{{.*}})
-// CHECK:             scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// CHECK:           scf.parallel
+/// The chunk's groups of rows.
+// CHECK:               scf.for %[[U:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:                 scf.if
+// CHECK:                   scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// CHECK-COUNT-4:             vector.load %{{.*}} : memref<1x12x512xf32>, vector<8xf32>
+// CHECK-NEXT:                %[[B:.*]] = vector.load %{{.*}} : memref<1x16x512xf32>, vector<8xf32>
+// CHECK-NEXT:                vector.fma %{{.*}}, %[[B]]
+// CHECK-NEXT:                vector.fma %{{.*}}, %[[B]]
+// CHECK-NEXT:                vector.fma %{{.*}}, %[[B]]
+// CHECK-NEXT:                vector.fma %{{.*}}, %[[B]]
+// CHECK-COUNT-4:           vector.store {{.*}} : memref<?xf32>, vector<2xf32>
+/// The rows of the last group, one at a time.
+// CHECK:                 } else {
+// CHECK:                   scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
 func.func @shared_rows(%dy: tensor<?x10xf32>, %x: tensor<?x16xf32>, %w: tensor<10x16xf32, #NM24> {smlir.encoding = #smlir.nm<n = 2, m = 4, rows = 4>}) -> tensor<?xf32> {
   %dw = smlir.sampled_matmul %dy, %x, %w lhs <transposed> : tensor<?x10xf32>, tensor<?x16xf32>, tensor<10x16xf32, #NM24> -> tensor<10x16xf32, #NM24>
   %v = sparse_tensor.values %dw : tensor<10x16xf32, #NM24> to memref<?xf32>

@@ -432,18 +432,23 @@ def LowerSampledMatmul
     over the pattern's buffers (`sparse_tensor.positions / coordinates /
     values`):
 
-    - T is cut into tiles of `tile-tokens` (0: as many as keep the packed B
-      tile, N rows, within 512 KB of L2); per tile, A' and B' are packed
-      feature-major into [M, tile] and [N, tile] blocks (8 x 8 tiles
-      transposed in registers where an operand is stored T-major, zero past
-      T), each an `scf.parallel` over blocks of rows;
-    - an `scf.parallel` over the pattern's rows (threads with
-      `convert-scf-to-openmp`) then takes `entries` stored entries of a row
-      at a time: that many vector accumulators of `lanes` f32 (independent
-      FMA chains) over the tile, `acc[e] += A'[i, t:] * B'[j_e, t:]`, each
-      reduced to one sum and added to the entry's value (written on the
-      first tile, accumulated on the next; scaled by the pattern's value
-      with `scaled`); the row's last entries one at a time.
+    - an `scf.parallel` over 1, 2 or 4 chunks of the pattern's rows
+      (threads with `convert-scf-to-openmp`; one parallel region per call:
+      threads meet once, and a thread the OS preempts stalls no barrier
+      per tile) runs, for each tile of `tile-tokens` of T (0: as many as
+      keep the packed B tile, N rows, within 512 KB of L2):
+    - a pack of B' [N, tile] and of the chunk's rows of A' feature-major
+      into the chunk's own buffers (8 x 8 tiles transposed in registers
+      where an operand is stored T-major, zeros past T);
+    - per row, `entries` stored entries at a time: that many vector
+      accumulators of `lanes` f32 (independent FMA chains) over the tile,
+      `acc[e] += A'[i, t:] * B'[j_e, t:]`, their sums reduced into one
+      vector (shuffles) and added to the entries' values (written on the
+      first tile; scaled by the pattern's values with `scaled`); the row's
+      last entries one at a time;
+    - an n:m pattern argument whose `smlir.encoding` says `rows = r`
+      (rows share one pattern) takes tiles of up to 4 rows of a group:
+      each B' vector loaded serves the tile's rows.
 
     No dense product is formed. The result values are a new buffer; the
     positions and coordinates are the pattern's: `sparse_tensor.values` of

@@ -73,6 +73,32 @@ def test_weight_gradient_matches_eager_autograd(fmt, tokens):
     torch.testing.assert_close(ours, _eager_gradient(region, dy, x), rtol=1e-5, atol=max(1e-5, 2e-6 * tokens ** 0.5))
 
 
+class WideLinear(torch.nn.Module):
+    """1030 output rows: the kernel splits them in 4 chunks (the last
+    shorter; with rows = 4 its last group has 2 rows)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(64, 1030)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_row_chunks(fmt):
+    torch.manual_seed(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sm.SparseFallbackWarning)
+        fn = sm.compile(WideLinear(), {"fc.weight": FORMATS[fmt]}, (torch.randn(8, 64),), mode="regions",
+                        cost_model=False)
+    region, = fn.regions()
+    x, dy = torch.randn(130, 64), torch.randn(130, 1030)
+    ours = _weight_gradient(region, dy, x)
+    assert region.sampled_choices[(130, torch.get_num_threads(), get_num_threads())].kernel is not None
+    torch.testing.assert_close(ours, _eager_gradient(region, dy, x), rtol=1e-5, atol=max(1e-5, 2e-6 * 130 ** 0.5))
+
+
 def test_leading_dims_and_non_contiguous_inputs():
     """x [B, S, K] and dy [B, S, N] as a model's backward passes them, dy a transposed view."""
     region = _region("csr")
