@@ -4,12 +4,14 @@ dy^T x followed by a gather.
 
 torch cannot express a sampled product, so the kernel's IR is written here:
 one function, `@main(W's buffers..., dy[T, N], x[T, K]) -> d values[nnz]`,
-an `smlir.sampled_matmul` of dy (read transposed) and x at W's pattern,
+an `smlir.sampled_matmul` of dy (read transposed) and x at W's pattern
+(`SampledSignature` spells the op's other forms: `(A B) .* S` too),
 lowered by `smlir-sparse-cpu-pipeline` (its `smlir-lower-sampled-matmul`
 micro-kernel) exactly as sparse-mlir-opt reproduces it from `annotated`.
 T is dynamic: one kernel per (shape, format) serves every token count.
 CSR and n:m patterns (rows sharing one pattern: each loaded x vector
-serves the group) have the kernel; other formats keep torch's product and gather (`supported`).
+serves the group) have the kernel; other formats keep torch's product and
+gather (`supported`).
 """
 
 from __future__ import annotations
@@ -46,10 +48,15 @@ DYNAMIC_TOKENS = -1
 class SampledSignature:
     """What a weight gradient's kernel depends on (not the pattern itself)."""
 
-    out_features: int
-    in_features: int
+    out_features: int    # the pattern's rows (M)
+    in_features: int     # its columns (N)
     encoding: str        # the storage attribute, e.g. "#smlir.csr"
-    op: str = "sampled_matmul dy^T x"
+    # How A [M, T] and B [T, N] are stored (the gradient's: dy [T, M] read
+    # transposed, x [T, N]), and whether the sums are scaled by the
+    # pattern's values ((A B) .* S): smlir.sampled_matmul's attributes.
+    lhs: str = "transposed"
+    rhs: str = "identity"
+    scaled: bool = False
 
 
 @dataclass
@@ -71,19 +78,23 @@ def supported(encoding: Encoding) -> bool:
 
 
 def sampled_ir(signature: SampledSignature, encoding: Encoding) -> str:
-    """The kernel's function (in the current context) as text."""
-    n, k = signature.out_features, signature.in_features
+    """The kernel's function (in the current context) as text:
+    `@main(S's buffers..., a, b) -> values[nnz]`, T dynamic."""
+    m, n = signature.out_features, signature.in_features
     f32 = ir.F32Type.get()
-    pattern = ir.RankedTensorType.get([n, k], f32, encoding.sparse_tensor_encoding(2))
-    dy, x = f"tensor<?x{n}xf32>", f"tensor<?x{k}xf32>"
+    pattern = ir.RankedTensorType.get([m, n], f32, encoding.sparse_tensor_encoding(2))
+    a = f"tensor<?x{m}xf32>" if signature.lhs == "transposed" else f"tensor<{m}x?xf32>"
+    b = f"tensor<?x{n}xf32>" if signature.rhs == "identity" else f"tensor<{n}x?xf32>"
+    scaled = " scaled" if signature.scaled else ""
     # The smlir encoding stays on the argument (as on hoisted weights): n:m
     # rows sharing one pattern load each B' vector once for the group.
     keep = f" {{{ATTR.encoding} = {encoding.attr_text()}}}"
     return (
-        f"func.func @main(%w: {pattern}{keep}, %dy: {dy}, %x: {x}) -> tensor<?xf32> "
+        f"func.func @main(%s: {pattern}{keep}, %a: {a}, %b: {b}) -> tensor<?xf32> "
         "attributes {llvm.emit_c_interface} {\n"
-        f"  %dw = smlir.sampled_matmul %dy, %x, %w lhs <transposed> : {dy}, {x}, {pattern} -> {pattern}\n"
-        f"  %values = sparse_tensor.values %dw : {pattern} to memref<?xf32>\n"
+        f"  %r = smlir.sampled_matmul %a, %b, %s lhs <{signature.lhs}> rhs <{signature.rhs}>{scaled} "
+        f": {a}, {b}, {pattern} -> {pattern}\n"
+        f"  %values = sparse_tensor.values %r : {pattern} to memref<?xf32>\n"
         "  %result = bufferization.to_tensor %values restrict : memref<?xf32> to tensor<?xf32>\n"
         "  return %result : tensor<?xf32>\n"
         "}\n")
@@ -110,8 +121,9 @@ def compile_sampled(signature: SampledSignature, encoding: Encoding, options: Ke
         engine = jit(module, opt_level=options.opt_level, shared_libs=[runtime_library()] if openmp else [])
     disk_cache.store(entry, engine, dict(annotated=annotated, pipeline=pipeline), openmp)
     seconds = time.perf_counter() - start
-    log.info("compiled the sampled gradient of %dx%d (%s) in %.2f s", signature.out_features,
-             signature.in_features, signature.encoding, seconds)
+    log.info("compiled the sampled product %dx%d (%s, %s / %s%s) in %.2f s", signature.out_features,
+             signature.in_features, signature.encoding, signature.lhs, signature.rhs,
+             " scaled" if signature.scaled else "", seconds)
     return CompiledSampled(signature, engine.lookup("main"), annotated, pipeline, seconds,
                            keep_alive=(engine, context, module))
 
@@ -150,13 +162,14 @@ def bind(compiled: CompiledSampled, packed: list[np.ndarray]) -> Kernel:
     return Kernel(compiled.function, packed, 1, np.float32, owner=compiled)
 
 
-def run(kernel: Kernel, dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """d values [nnz] = (dy^T x) at the bound pattern's stored positions, for
-    f32 dy [T, N] and x [T, K] (made contiguous)."""
-    dy, x = dy.contiguous(), x.contiguous()
-    signature = ((tuple(dy.shape), (dy.shape[1], 1), np.dtype(np.float32)),
-                 (tuple(x.shape), (x.shape[1], 1), np.dtype(np.float32)))
-    addresses = [dy.data_ptr(), x.data_ptr()]
+def run(kernel: Kernel, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """values [nnz] of the bound pattern's sampled product for f32 a and b
+    as the signature stores them (made contiguous); the gradient's: dy [T, N]
+    and x [T, K]."""
+    a, b = a.contiguous(), b.contiguous()
+    signature = ((tuple(a.shape), (a.shape[1], 1), np.dtype(np.float32)),
+                 (tuple(b.shape), (b.shape[1], 1), np.dtype(np.float32)))
+    addresses = [a.data_ptr(), b.data_ptr()]
     if torch.get_num_threads() > 1 and not shares_torch_threads():
         # Two OpenMP runtimes on shared cores slow each other (see Region._call).
         with single_threaded():
