@@ -39,7 +39,7 @@ class LinearRegion(Region):
         # torch (a W^T region would be rebuilt every step).
         self.prunes_every_step = False
         self.synced_from = 0   # (dx's region) the version of the values it last gathered its own from
-        # The weight gradient's choice (our SDDMM or torch's) by (tokens, torch threads, our threads).
+        # The weight gradient's choice (our SDDMM or torch's) by (token bucket, torch threads, our threads).
         self.sampled_choices: dict[tuple, SampledChoice] = {}
 
     def _check(self, x: torch.Tensor) -> None:
@@ -112,8 +112,8 @@ class LinearRegion(Region):
     def _sampled(self, dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """dW2 = dy^T x at the stored positions only: our SDDMM kernel
         (sampled.py) where it has one (CSR, n:m) and, with the cost model,
-        beats torch's dense product and gather at this shape (timed once
-        per shape, format, density and threads); else torch's."""
+        beats torch's dense product and gather at this size (timed once
+        per shape, format, density, token range and threads); else torch's."""
         kernel = self._sampled_kernel(dy, x)
         if kernel is None:
             return self._sampled_torch(dy, x)
@@ -127,7 +127,7 @@ class LinearRegion(Region):
         if (not sampled.supported(self.encoding) or dy.dtype != torch.float32 or x.dtype != torch.float32
                 or dy.device.type != "cpu" or not self._packed):
             return None
-        key = (dy.shape[0], torch.get_num_threads(), get_num_threads())
+        key = _sampled_key(dy.shape[0])
         choice = self.sampled_choices.get(key)
         if choice is None:
             with self._lock:
@@ -135,10 +135,15 @@ class LinearRegion(Region):
                     start = time.perf_counter()
                     self.sampled_choices[key] = self._decide_sampled(dy, x)
                     self.decide_ms += (time.perf_counter() - start) * 1e3
-                    log.info("%s, weight gradient, %d tokens, threads %d / %d: %s", self.name, key[0], key[1],
-                             key[2], self.sampled_choices[key].reason)
+                    log.info("%s, weight gradient, %d tokens, threads %d / %d: %s", self.name, dy.shape[0],
+                             key[1], key[2], self.sampled_choices[key].reason)
                 choice = self.sampled_choices[key]
         return choice.kernel
+
+    def sampled_choice(self, tokens: int) -> "SampledChoice | None":
+        """The weight gradient's choice for `tokens` tokens at the current
+        thread counts (None: not made yet)."""
+        return self.sampled_choices.get(_sampled_key(tokens))
 
     def _decide_sampled(self, dy: torch.Tensor, x: torch.Tensor) -> "SampledChoice":
         signature = sampled.SampledSignature(self.signature.out_features, self.signature.in_features,
@@ -152,8 +157,7 @@ class LinearRegion(Region):
         kernel = sampled.bind(compiled, self._packed)
         if not self._cost_model:
             return SampledChoice(kernel, "ours (cost_model=False)")
-        key = ("sampled", signature, dy.shape[0], round(self.density, 2), self._options, torch.get_num_threads(),
-               get_num_threads())
+        key = ("sampled", signature, round(self.density, 2), self._options, *_sampled_key(dy.shape[0]))
         if key not in _DECISIONS:
             dy, x = dy.contiguous(), x.contiguous()
             ours, theirs = _timed_pair(lambda: sampled.run(kernel, dy, x), lambda: self._sampled_torch(dy, x), 0.0)
@@ -161,6 +165,14 @@ class LinearRegion(Region):
                                              f"(ours {ours:.3f} ms, torch's dense dy^T x and gather {theirs:.3f} ms)")
         ours, theirs, reason = _DECISIONS[key]
         return SampledChoice(kernel if _ours_wins(ours, theirs) else None, reason)
+
+
+def _sampled_key(tokens: int) -> tuple[int, int, int]:
+    """What the weight gradient's choice depends on: token counts within a
+    factor of 2 share it (one kernel serves every count, and its time's
+    ratio to torch's barely moves in such a range: a model with varying
+    sequence lengths times log2 of them, not each), and the threads."""
+    return tokens.bit_length(), torch.get_num_threads(), get_num_threads()
 
 
 @dataclass
