@@ -128,7 +128,8 @@ public:
     // B' tile in its own L2. The B' tile is packed once per chunk: few
     // chunks (4 for 1024+ rows, the threads of this project's hosts).
     units = llvm::divideCeil(sm.M, sm.sharedRows);
-    chunks = std::min<int64_t>(units, sm.M >= 1024 ? 4 : sm.M >= 256 ? 2 : 1);
+    chunks = std::max<int64_t>(
+        1, std::min<int64_t>(units, sm.M >= 1024 ? 4 : sm.M >= 256 ? 2 : 1));
     unitsPerChunk = llvm::divideCeil(units, chunks);
     // Heap, not stack: the tiles of large M or N do not fit a thread's stack
     // (ownership-based deallocation frees them).

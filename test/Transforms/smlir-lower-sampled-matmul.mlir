@@ -152,3 +152,16 @@ func.func @shared_rows(%dy: tensor<?x10xf32>, %x: tensor<?x16xf32>, %w: tensor<1
   %r = bufferization.to_tensor %v restrict : memref<?xf32> to tensor<?xf32>
   return %r : tensor<?xf32>
 }
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed) }>
+
+/// An empty pattern (0 rows) still lowers: one chunk of no rows.
+// CHECK-LABEL: func.func @empty_pattern(
+// CHECK:         smlir.kernel "sampled_matmul_csr_tn_0x16"
+// CHECK-NOT:     smlir.sampled_matmul
+func.func @empty_pattern(%dy: tensor<?x0xf32>, %x: tensor<?x16xf32>, %w: tensor<0x16xf32, #CSR>) -> tensor<0x16xf32, #CSR> {
+  %dw = smlir.sampled_matmul %dy, %x, %w lhs <transposed> : tensor<?x0xf32>, tensor<?x16xf32>, tensor<0x16xf32, #CSR> -> tensor<0x16xf32, #CSR>
+  return %dw : tensor<0x16xf32, #CSR>
+}
