@@ -126,3 +126,51 @@ LogicalResult LinearOp::verify() {
   }
   return success();
 }
+
+LogicalResult SampledMatmulOp::verify() {
+  RankedTensorType lhs = getLhsType(), rhs = getRhsType(),
+                   pattern = getPatternType();
+  auto result = cast<RankedTensorType>(getResult().getType());
+  if (lhs.getRank() != 2 || rhs.getRank() != 2 || pattern.getRank() != 2)
+    return emitOpError() << "expects 2-d operands and pattern, got " << lhs
+                         << ", " << rhs << " and " << pattern;
+  if (sparse_tensor::getSparseTensorEncoding(lhs) ||
+      sparse_tensor::getSparseTensorEncoding(rhs))
+    return emitOpError() << "expects dense operands (only the pattern is "
+                            "sparse), got "
+                         << lhs << " and " << rhs;
+  if (!sparse_tensor::getSparseTensorEncoding(pattern))
+    return emitOpError() << "expects a pattern with a #sparse_tensor.encoding "
+                            "(its stored positions are the sampled ones), got "
+                         << pattern;
+  auto element = dyn_cast<FloatType>(lhs.getElementType());
+  if (!element || rhs.getElementType() != element ||
+      pattern.getElementType() != element)
+    return emitOpError() << "expects operands and pattern of one "
+                            "floating-point element type, got "
+                         << lhs.getElementType() << ", "
+                         << rhs.getElementType() << " and "
+                         << pattern.getElementType();
+  if (result != pattern)
+    return emitOpError() << "result must have the pattern's type " << pattern
+                         << " (the same stored positions), got " << result;
+  auto mismatch = [](int64_t a, int64_t b) {
+    return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
+  };
+  int64_t lhsT = lhs.getDimSize(getLhsContractionDim());
+  int64_t lhsM = lhs.getDimSize(1 - getLhsContractionDim());
+  int64_t rhsT = rhs.getDimSize(getRhsContractionDim());
+  int64_t rhsN = rhs.getDimSize(1 - getRhsContractionDim());
+  if (mismatch(lhsT, rhsT))
+    return emitOpError() << "contraction dimensions differ: lhs "
+                         << stringifyOperandLayout(getLhsLayout()) << " " << lhs
+                         << " has " << dimString(lhsT) << ", rhs "
+                         << stringifyOperandLayout(getRhsLayout()) << " " << rhs
+                         << " has " << dimString(rhsT);
+  if (mismatch(lhsM, pattern.getDimSize(0)) ||
+      mismatch(rhsN, pattern.getDimSize(1)))
+    return emitOpError() << "pattern " << pattern << " must be ["
+                         << dimString(lhsM) << ", " << dimString(rhsN)
+                         << "] (rows of the lhs, columns of the rhs as read)";
+  return success();
+}

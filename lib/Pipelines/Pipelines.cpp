@@ -119,6 +119,13 @@ void mlir::smlir::buildSparseCPUFrontend(
     batchTiling.rows = options.tileRows;
     batchTiling.vectors = options.tileVectors;
     pm.addNestedPass<func::FuncOp>(createLowerBatchMatmul(batchTiling));
+  }
+  // Sampled products (a sparse weight's gradient): the op's only lowering,
+  // with or without the linears' micro-kernels.
+  LowerSampledMatmulOptions sampled;
+  sampled.lanes = options.lanes;
+  pm.addNestedPass<func::FuncOp>(createLowerSampledMatmul(sampled));
+  if (options.microkernels) {
     // Identical kernels (BERT's q/k/v/o projections) share one function.
     pm.addPass(createOutlineKernels());
   }

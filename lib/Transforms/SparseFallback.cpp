@@ -52,6 +52,10 @@ static bool hasSparseLowering(OpOperand &use) {
   // smlir-propagate-encodings made compute on stored entries only.
   if (auto linear = dyn_cast<LinearOp>(owner))
     return use.get() == linear.getWeight();
+  // A sampled product's pattern is sparse by definition (its verifier);
+  // smlir-lower-sampled-matmul lowers it or names what it cannot.
+  if (auto sampled = dyn_cast<SampledMatmulOp>(owner))
+    return use.get() == sampled.getPattern();
   if (owner->hasAttr(kInferredEncodingAttrName))
     return true;
   if (isa<func::ReturnOp>(owner) ||

@@ -37,6 +37,22 @@ def SparseMLIR_WeightOrientationAttr
   let assemblyFormat = "`<` $value `>`";
 }
 
+def SparseMLIR_OperandLayout : I32EnumAttr<"OperandLayout",
+    "how a matmul operand is read", [
+      I32EnumAttrCase<"Identity", 0, "identity">,
+      I32EnumAttrCase<"Transposed", 1, "transposed">]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::smlir";
+}
+
+// `#smlir.operand_layout<transposed>`: the operand is stored as the
+// transpose of what the product reads (dy [T, N] read as dy^T [N, T]).
+def SparseMLIR_OperandLayoutAttr
+    : EnumAttr<SparseMLIR_Dialect, SparseMLIR_OperandLayout,
+               "operand_layout"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 // A float printed in its shortest round-trip form; parsed from a decimal or
 // a hexadecimal bit pattern (0x7FF8000000000000 is NaN).
 class SparseMLIR_F64Parameter<string desc> : APFloatParameter<desc> {

@@ -120,6 +120,72 @@ def SparseMLIR_LinearOp : SparseMLIR_Op<"linear", [Pure]> {
   let hasVerifier = 1;
 }
 
+def SparseMLIR_SampledMatmulOp : SparseMLIR_Op<"sampled_matmul", [Pure]> {
+  let summary = "The product A * B sampled at a sparse pattern's stored positions (SDDMM)";
+  let description = [{
+    `result(i, j) = sum_t A'(i, t) * B'(t, j)` for every position (i, j)
+    that `pattern` stores, and nothing else: the result has `pattern`'s
+    type, so its positions / coordinates are the pattern's and only its
+    values are new. With `scaled` each is multiplied by the pattern's
+    stored value (`(A * B) .* S`, masked attention scores).
+
+    `A' = A` or `A^T` and `B' = B` or `B^T` as `lhs` / `rhs` say
+    (`#smlir.operand_layout<identity>`, the default, or `<transposed>`):
+    A' is [M, T], B' is [T, N], `pattern` [M, N]. The contraction
+    dimension T may be dynamic (one kernel serves every token count); A
+    and B are dense, `pattern` carries a `#sparse_tensor.encoding`, all of
+    one floating-point element type.
+
+    The gradient of a sparse weight's stored values, y = x W^T with W [N, K]:
+    dW = dy^T x at W's positions, A = dy [T, N] read transposed, B = x [T, K].
+    `smlir-lower-sampled-matmul` lowers CSR and n:m patterns to a CPU
+    micro-kernel.
+
+    ```mlir
+    %dw = smlir.sampled_matmul %dy, %x, %w lhs <transposed>
+        : tensor<?x3072xf32>, tensor<?x768xf32>, tensor<3072x768xf32, #CSR>
+          -> tensor<3072x768xf32, #CSR>
+    %s = smlir.sampled_matmul %q, %k, %mask rhs <transposed> scaled
+        : tensor<128x64xf32>, tensor<128x64xf32>, tensor<128x128xf32, #CSR>
+          -> tensor<128x128xf32, #CSR>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs,
+                       AnyRankedTensor:$pattern,
+                       DefaultValuedAttr<SparseMLIR_OperandLayoutAttr,
+                           "::mlir::smlir::OperandLayout::Identity">:$lhs_layout,
+                       DefaultValuedAttr<SparseMLIR_OperandLayoutAttr,
+                           "::mlir::smlir::OperandLayout::Identity">:$rhs_layout,
+                       UnitAttr:$scaled);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $pattern (`lhs` $lhs_layout^)? (`rhs` $rhs_layout^)?
+    (`scaled` $scaled^)? attr-dict
+    `:` type($lhs) `,` type($rhs) `,` type($pattern) `->` type($result)
+  }];
+  let extraClassDeclaration = [{
+    bool isLhsTransposed() {
+      return getLhsLayout() == ::mlir::smlir::OperandLayout::Transposed;
+    }
+    bool isRhsTransposed() {
+      return getRhsLayout() == ::mlir::smlir::OperandLayout::Transposed;
+    }
+    /// The dimension of A (B) that is the contraction T.
+    int64_t getLhsContractionDim() { return isLhsTransposed() ? 0 : 1; }
+    int64_t getRhsContractionDim() { return isRhsTransposed() ? 1 : 0; }
+    ::mlir::RankedTensorType getLhsType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getLhs().getType());
+    }
+    ::mlir::RankedTensorType getRhsType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getRhs().getType());
+    }
+    ::mlir::RankedTensorType getPatternType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getPattern().getType());
+    }
+  }];
+  let hasVerifier = 1;
+}
+
 def SparseMLIR_KernelOp : SparseMLIR_Op<"kernel",
     [SingleBlock, NoTerminator, RecursiveMemoryEffects]> {
   let summary = "The loops of one micro-kernel, named by what they compute";

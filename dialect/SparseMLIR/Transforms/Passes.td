@@ -150,7 +150,8 @@ def SparseFallback : Pass<"smlir-sparse-fallback", "::mlir::func::FuncOp"> {
   let description = [{
     MXNet's storage fallback. A sparse weight argument is kept sparse only if
     every reader has a sparse lowering that is known to work: an
-    `smlir.linear` (raised by `smlir-raise-linear`), a
+    `smlir.linear` (raised by `smlir-raise-linear`), the pattern of an
+    `smlir.sampled_matmul`, a
     `linalg.matmul` with the sparse operand on the left, a `sparse_tensor`
     op, or `func.return`. Otherwise the argument goes back to its dense type
     (marked `smlir.fallback`, so the caller passes the dense-equivalent
@@ -415,6 +416,59 @@ def LowerSparseLinear
                            "::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::math::MathDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::sparse_tensor::SparseTensorDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def LowerSampledMatmul
+    : Pass<"smlir-lower-sampled-matmul", "::mlir::func::FuncOp"> {
+  let summary = "A CPU micro-kernel for smlir.sampled_matmul with a CSR or n:m pattern";
+  let description = [{
+    Replaces an `smlir.sampled_matmul` whose pattern is f32 CSR or n:m with
+    static rows and columns (T, the contraction, may be dynamic) by loops
+    over the pattern's buffers (`sparse_tensor.positions / coordinates /
+    values`):
+
+    - an `scf.parallel` over 1, 2 or 4 chunks of the pattern's rows
+      (threads with `convert-scf-to-openmp`; one parallel region per call:
+      threads meet once, and a thread the OS preempts stalls no barrier
+      per tile) runs, for each tile of `tile-tokens` of T (0: as many as
+      keep the packed B tile, N rows, within 512 KB of L2):
+    - a pack of B' [N, tile] and of the chunk's rows of A' feature-major
+      into the chunk's own buffers (8 x 8 tiles transposed in registers
+      where an operand is stored T-major, zeros past T);
+    - per row, `entries` stored entries at a time: that many vector
+      accumulators of `lanes` f32 (independent FMA chains) over the tile,
+      `acc[e] += A'[i, t:] * B'[j_e, t:]`, their sums reduced into one
+      vector (shuffles) and added to the entries' values (written on the
+      first tile; scaled by the pattern's values with `scaled`); the row's
+      last entries one at a time;
+    - an n:m pattern argument whose `smlir.encoding` says `rows = r`
+      (rows share one pattern) takes tiles of up to 4 rows of a group:
+      each B' vector loaded serves the tile's rows.
+
+    No dense product is formed. The result values are a new buffer; the
+    positions and coordinates are the pattern's: `sparse_tensor.values` of
+    the result reads the new buffer directly, other uses get a
+    `sparse_tensor.assemble`. Patterns of other formats, element types or
+    dynamic rows / columns get an error naming the format: there is no
+    generic lowering of the op.
+  }];
+  let options = [
+    Option<"lanes", "lanes", "int64_t", /*default=*/"8",
+           "f32 lanes per vector (8: AVX2, 16: AVX-512)">,
+    Option<"entries", "entries", "int64_t", /*default=*/"8",
+           "Stored entries of a row per iteration (accumulators)">,
+    Option<"tileTokens", "tile-tokens", "int64_t", /*default=*/"0",
+           "Contraction elements per packed tile, a multiple of 8 and of the "
+           "lanes (0: by the L2 budget)">,
+  ];
+  let dependentDialects = ["::mlir::smlir::SparseMLIRDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::sparse_tensor::SparseTensorDialect",
