@@ -7,6 +7,8 @@
   descriptors, checked inputs);
 - `artifact`: the artifact format and `load()`; `threads`, `memory`,
   `cpu`: OpenMP threads, the allocation cache, host CPU features;
+- `versions`: optimizer steps bump the version counters regions follow
+  (fused optimizers do not);
 - `cuda`: running target="cuda" code.
 
 The compiler (`sparse_mlir.compiler`) builds kernels and imports this

@@ -17,6 +17,7 @@ EXAMPLES = {
     "deploy.py": [],
     "bert_layer.py": ["--batch", "1", "--seq", "32", "--repeats", "1"],
     "bert_model.py": ["--layers", "2", "--batch", "2", "--seq", "32", "--repeats", "1"],
+    "train_sparse.py": ["--steps", "8", "--layers", "1", "--batch", "4", "--seq", "16"],
 }
 
 

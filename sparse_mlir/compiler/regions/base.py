@@ -18,6 +18,7 @@ from sparse_mlir.runtime.memref import Kernel
 from sparse_mlir.encodings import Encoding
 from sparse_mlir.errors import CompileError, SparseFallbackWarning, SpecError
 from sparse_mlir.runtime.threads import get_num_threads, shares_torch_threads, single_threaded
+from sparse_mlir.runtime.versions import follow
 from sparse_mlir.compiler.weights import stored_coordinates
 from sparse_mlir.compiler.regions.kernels import KERNELS, CompiledLinear, KernelOptions, LinearSignature, median_seconds
 from sparse_mlir.compiler.regions.token_plan import Piece, plan
@@ -148,6 +149,7 @@ class Region:
         tensors = [torch.from_numpy(a) for a in self._packed] or [torch.empty(0)]   # [] in unit tests
         self._indices = tensors[:-1]
         self.values = torch.nn.Parameter(tensors[-1], requires_grad=False)
+        follow(self.values)   # (fused optimizers change it without a new version)
         rows, cols = (stored_coordinates(encoding, self._packed, (out_features, in_features)) if self._packed
                       else (np.empty(0, np.int64), np.empty(0, np.int64)))
         self._rows, self._cols = torch.from_numpy(rows), torch.from_numpy(cols)

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from sparse_mlir.runtime.ops import REGIONS, sparse_mlir_linear
+from sparse_mlir.runtime.versions import follow
 from sparse_mlir.training import MaskUpdate
 
 
@@ -56,6 +57,7 @@ class PrunedLinear(torch.nn.Module):
         self.handle, self.out_features = handle, region.signature.out_features
         self.in_features = region.signature.in_features
         self.weight = master
+        follow(master)   # pruned again by its version: fused optimizers must bump it too
         self.bias = bias
         self.update = update
         self._in_out = in_out
