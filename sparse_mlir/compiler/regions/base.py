@@ -20,6 +20,7 @@ from sparse_mlir.errors import CompileError, SparseFallbackWarning, SpecError
 from sparse_mlir.runtime.threads import get_num_threads, shares_torch_threads, single_threaded
 from sparse_mlir.runtime.versions import follow
 from sparse_mlir.compiler.weights import stored_coordinates
+from sparse_mlir.compiler.regions import sampled
 from sparse_mlir.compiler.regions.kernels import KERNELS, CompiledLinear, KernelOptions, LinearSignature, median_seconds
 from sparse_mlir.compiler.regions.token_plan import Piece, plan
 
@@ -169,6 +170,8 @@ class Region:
         self.force_torch = False   # set while the whole model is timed with torch's ops
         self.decide_ms = 0.0       # spent measuring and building kernels (compile time, not a call's)
         self.density = float(np.count_nonzero(matrix.numpy())) / max(1, matrix.numel())
+        # The stored values' gradient (a sampled product): our kernel or torch's, per token range.
+        self.sampled_choices: dict[tuple, SampledChoice] = {}
 
     @property
     def buffers(self) -> list[torch.Tensor]:
@@ -405,3 +408,75 @@ class Region:
             self._warned = True
             warnings.warn(message, SparseFallbackWarning, stacklevel=5)
 
+    def _sampled(self, dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """dW2 = dy^T x at the stored positions only: our SDDMM kernel
+        (sampled.py) where it has one (CSR, n:m) and, with the cost model,
+        beats torch's dense product and gather at this size (timed once
+        per shape, format, density, token range and threads); else torch's."""
+        kernel = self._sampled_kernel(dy, x)
+        if kernel is None:
+            return self._sampled_torch(dy, x)
+        return sampled.run(kernel, dy, x)
+
+    def _sampled_torch(self, dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return (dy.t() @ x)[self._rows, self._cols]
+
+    def _sampled_kernel(self, dy: torch.Tensor, x: torch.Tensor) -> Kernel | None:
+        """The bound gradient kernel the choice for dy's shape runs (None: torch's)."""
+        if (not sampled.supported(self.encoding) or dy.dtype != torch.float32 or x.dtype != torch.float32
+                or dy.device.type != "cpu" or not self._packed):
+            return None
+        key = _sampled_key(dy.shape[0])
+        choice = self.sampled_choices.get(key)
+        if choice is None:
+            with self._lock:
+                if key not in self.sampled_choices:
+                    start = time.perf_counter()
+                    self.sampled_choices[key] = self._decide_sampled(dy, x)
+                    self.decide_ms += (time.perf_counter() - start) * 1e3
+                    log.info("%s, weight gradient, %d tokens, threads %d / %d: %s", self.name, dy.shape[0],
+                             key[1], key[2], self.sampled_choices[key].reason)
+                choice = self.sampled_choices[key]
+        return choice.kernel
+
+    def sampled_choice(self, tokens: int) -> "SampledChoice | None":
+        """The weight gradient's choice for `tokens` tokens at the current
+        thread counts (None: not made yet)."""
+        return self.sampled_choices.get(_sampled_key(tokens))
+
+    def _decide_sampled(self, dy: torch.Tensor, x: torch.Tensor) -> "SampledChoice":
+        signature = sampled.SampledSignature(self.signature.out_features, self.signature.in_features,
+                                             self.signature.encoding)
+        try:
+            compiled = sampled.SAMPLED_KERNELS.get(signature, self.encoding, self._options)
+        except CompileError as error:
+            self._warn(f"no sparse weight gradient for '{self.name}' stored as {self.encoding.format_name}: "
+                       f"{error}; torch's (dy^T @ x)[rows, cols] computes it")
+            return SampledChoice(None, f"torch: the kernel did not compile ({error})")
+        kernel = sampled.bind(compiled, self._packed)
+        if not self._cost_model:
+            return SampledChoice(kernel, "ours (cost_model=False)")
+        key = ("sampled", signature, round(self.density, 2), self._options, *_sampled_key(dy.shape[0]))
+        if key not in _DECISIONS:
+            dy, x = dy.contiguous(), x.contiguous()
+            ours, theirs = _timed_pair(lambda: sampled.run(kernel, dy, x), lambda: self._sampled_torch(dy, x), 0.0)
+            _DECISIONS[key] = (ours, theirs, f"{'ours' if _ours_wins(ours, theirs) else 'torch'} "
+                                             f"(ours {ours:.3f} ms, torch's dense dy^T x and gather {theirs:.3f} ms)")
+        ours, theirs, reason = _DECISIONS[key]
+        return SampledChoice(kernel if _ours_wins(ours, theirs) else None, reason)
+
+
+def _sampled_key(tokens: int) -> tuple[int, int, int]:
+    """What the weight gradient's choice depends on: token counts within a
+    factor of 2 share it (one kernel serves every count, and its time's
+    ratio to torch's barely moves in such a range: a model with varying
+    sequence lengths times log2 of them, not each), and the threads."""
+    return tokens.bit_length(), torch.get_num_threads(), get_num_threads()
+
+
+@dataclass
+class SampledChoice:
+    """What computes a weight's gradient at one token count and thread count, and why."""
+
+    kernel: Kernel | None    # None: torch's dense product and gather
+    reason: str

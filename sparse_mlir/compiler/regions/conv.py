@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from sparse_mlir.encodings import CSR, NM, Encoding
 from sparse_mlir.errors import SpecError
 from sparse_mlir.compiler.weights import pack
+from sparse_mlir.compiler.regions import sampled
 from sparse_mlir.compiler.regions.base import PieceKernels, Region
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 
@@ -127,6 +128,19 @@ class ConvRegion(Region):
             return strided.permute(0, 2, 3, 1).reshape(-1, x.shape[1])   # a view when channels-last
         if self._gathers_hwc(x):
             return self._hwc_columns(x)
+        return self._unfolded_columns(x)
+
+    def _gradient_columns(self, x: torch.Tensor) -> torch.Tensor:
+        """x's im2col in the column order of the packed matrix the stored
+        values sit in: (kh, kw, C) for n:m, (C, kh, kw) otherwise."""
+        if self._pointwise():
+            return self._columns(x)
+        if isinstance(self.encoding, NM):
+            return self._hwc_columns(x)
+        return self._unfolded_columns(x)
+
+    def _unfolded_columns(self, x: torch.Tensor) -> torch.Tensor:
+        """torch's im2col of x, columns in (C, kh, kw) order."""
         unfolded = F.unfold(x.contiguous(), self.kernel_size, self.dilation, self.padding, self.stride)
         return unfolded.transpose(1, 2).reshape(-1, unfolded.shape[1])
 
@@ -177,12 +191,21 @@ class ConvRegion(Region):
         dx = torch.nn.grad.conv2d_input(x.shape, weight, dy, *parameters) if needs[0] else None
         dvalues = None
         if needs[1]:
-            self._warn(f"no sparse backward for conv2d reading '{self.name}' stored as {self.encoding.format_name}: "
-                       "torch's conv2d backward computes its weight gradient densely (then gathered at the stored "
-                       "positions)")
-            grad = torch.nn.grad.conv2d_weight(x, weight.shape, dy, *parameters)
-            matrix = hwc_matrix(grad) if isinstance(self.encoding, NM) else grad.reshape(grad.shape[0], -1)
-            dvalues = matrix[self._rows, self._cols]
+            # dW2 = dy^T columns at the stored positions (the linear's SDDMM
+            # kernel on x's im2col, in the packed matrix's column order).
+            columns = self._gradient_columns(x) if sampled.supported(self.encoding) else None
+            dy2 = dy.permute(0, 2, 3, 1).reshape(-1, dy.shape[1]) if columns is not None else None
+            kernel = self._sampled_kernel(dy2, columns) if columns is not None else None
+            if kernel is not None:
+                dvalues = sampled.run(kernel, dy2, columns)
+            else:
+                if columns is None:
+                    self._warn(f"no sparse backward for conv2d reading '{self.name}' stored as "
+                               f"{self.encoding.format_name}: torch's conv2d backward computes its weight gradient "
+                               "densely (then gathered at the stored positions)")
+                grad = torch.nn.grad.conv2d_weight(x, weight.shape, dy, *parameters)
+                matrix = hwc_matrix(grad) if isinstance(self.encoding, NM) else grad.reshape(grad.shape[0], -1)
+                dvalues = matrix[self._rows, self._cols]
         dbias = dy.sum((0, 2, 3)) if needs[2] else None
         return dx, dvalues, dbias
 

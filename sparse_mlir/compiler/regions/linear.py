@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import logging
-import time
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 
 from sparse_mlir.encodings import CSR, NM, Encoding
-from sparse_mlir.errors import CompileError, SpecError
-from sparse_mlir.runtime.memref import Kernel
-from sparse_mlir.runtime.threads import get_num_threads
-from sparse_mlir.compiler.regions import sampled
-from sparse_mlir.compiler.regions.base import _DECISIONS, Choice, PieceKernels, Region, _ours_wins, _timed_pair
+from sparse_mlir.errors import SpecError
+from sparse_mlir.compiler.regions.base import Choice, PieceKernels, Region, SampledChoice
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.reprune import prune_and_pack
 from sparse_mlir.compiler.weights import pack, stored_coordinates
 
 __all__ = ["Choice", "LinearRegion", "SampledChoice"]
-
-log = logging.getLogger("sparse_mlir.compiler.regions")
 
 
 class LinearRegion(Region):
@@ -40,7 +32,6 @@ class LinearRegion(Region):
         self.prunes_every_step = False
         self.synced_from = 0   # (dx's region) the version of the values it last gathered its own from
         # The weight gradient's choice (our SDDMM or torch's) by (token bucket, torch threads, our threads).
-        self.sampled_choices: dict[tuple, SampledChoice] = {}
 
     def _check(self, x: torch.Tensor) -> None:
         if x.dim() == 0 or x.shape[-1] != self.signature.in_features:
@@ -108,79 +99,6 @@ class LinearRegion(Region):
         dx = region(dy, region.buffers, None)
         region.freeze()   # other token counts: bucket kernels, no compile per training shape
         return dx
-
-    def _sampled(self, dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """dW2 = dy^T x at the stored positions only: our SDDMM kernel
-        (sampled.py) where it has one (CSR, n:m) and, with the cost model,
-        beats torch's dense product and gather at this size (timed once
-        per shape, format, density, token range and threads); else torch's."""
-        kernel = self._sampled_kernel(dy, x)
-        if kernel is None:
-            return self._sampled_torch(dy, x)
-        return sampled.run(kernel, dy, x)
-
-    def _sampled_torch(self, dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return (dy.t() @ x)[self._rows, self._cols]
-
-    def _sampled_kernel(self, dy: torch.Tensor, x: torch.Tensor) -> Kernel | None:
-        """The bound gradient kernel the choice for dy's shape runs (None: torch's)."""
-        if (not sampled.supported(self.encoding) or dy.dtype != torch.float32 or x.dtype != torch.float32
-                or dy.device.type != "cpu" or not self._packed):
-            return None
-        key = _sampled_key(dy.shape[0])
-        choice = self.sampled_choices.get(key)
-        if choice is None:
-            with self._lock:
-                if key not in self.sampled_choices:
-                    start = time.perf_counter()
-                    self.sampled_choices[key] = self._decide_sampled(dy, x)
-                    self.decide_ms += (time.perf_counter() - start) * 1e3
-                    log.info("%s, weight gradient, %d tokens, threads %d / %d: %s", self.name, dy.shape[0],
-                             key[1], key[2], self.sampled_choices[key].reason)
-                choice = self.sampled_choices[key]
-        return choice.kernel
-
-    def sampled_choice(self, tokens: int) -> "SampledChoice | None":
-        """The weight gradient's choice for `tokens` tokens at the current
-        thread counts (None: not made yet)."""
-        return self.sampled_choices.get(_sampled_key(tokens))
-
-    def _decide_sampled(self, dy: torch.Tensor, x: torch.Tensor) -> "SampledChoice":
-        signature = sampled.SampledSignature(self.signature.out_features, self.signature.in_features,
-                                             self.signature.encoding)
-        try:
-            compiled = sampled.SAMPLED_KERNELS.get(signature, self.encoding, self._options)
-        except CompileError as error:
-            self._warn(f"no sparse weight gradient for '{self.name}' stored as {self.encoding.format_name}: "
-                       f"{error}; torch's (dy^T @ x)[rows, cols] computes it")
-            return SampledChoice(None, f"torch: the kernel did not compile ({error})")
-        kernel = sampled.bind(compiled, self._packed)
-        if not self._cost_model:
-            return SampledChoice(kernel, "ours (cost_model=False)")
-        key = ("sampled", signature, round(self.density, 2), self._options, *_sampled_key(dy.shape[0]))
-        if key not in _DECISIONS:
-            dy, x = dy.contiguous(), x.contiguous()
-            ours, theirs = _timed_pair(lambda: sampled.run(kernel, dy, x), lambda: self._sampled_torch(dy, x), 0.0)
-            _DECISIONS[key] = (ours, theirs, f"{'ours' if _ours_wins(ours, theirs) else 'torch'} "
-                                             f"(ours {ours:.3f} ms, torch's dense dy^T x and gather {theirs:.3f} ms)")
-        ours, theirs, reason = _DECISIONS[key]
-        return SampledChoice(kernel if _ours_wins(ours, theirs) else None, reason)
-
-
-def _sampled_key(tokens: int) -> tuple[int, int, int]:
-    """What the weight gradient's choice depends on: token counts within a
-    factor of 2 share it (one kernel serves every count, and its time's
-    ratio to torch's barely moves in such a range: a model with varying
-    sequence lengths times log2 of them, not each), and the threads."""
-    return tokens.bit_length(), torch.get_num_threads(), get_num_threads()
-
-
-@dataclass
-class SampledChoice:
-    """What computes a weight's gradient at one token count and thread count, and why."""
-
-    kernel: Kernel | None    # None: torch's dense product and gather
-    reason: str
 
 
 def _transposed_region(region: LinearRegion) -> tuple[LinearRegion, torch.Tensor]:

@@ -217,26 +217,30 @@ def test_replaced_values_must_keep_their_shape():
         fn(torch.randn(4, 52))
 
 
-def test_conv_weights_train_on_torch_with_one_warning():
+def _conv_net() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 4, 1))
+
+
+def _conv_training_step(encodings: dict, channels_last: bool) -> tuple[torch.nn.Module, list[str]]:
+    """Two backward passes of a compiled conv net against eager autograd on
+    the same masks (dx, each stored value's gradient), then an SGD step;
+    returns the compiled model and the fallback warnings' messages."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 4, 1))
-    encodings = {"0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.7)), "2.weight": sm.NM(2, 4)}
+    model = _conv_net()
     x = torch.randn(2, 8, 10, 10)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
     fn = _compile(model, encodings, x, cost_model=False)
-    effective = fn.effective_state_dict()
-    twin = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 4, 1))
-    twin.load_state_dict({**model.state_dict(), **effective})
+    twin = _conv_net()
+    twin.load_state_dict({**model.state_dict(), **fn.effective_state_dict()})
     fn.train()
     ours_x, eager_x = x.clone().requires_grad_(), x.clone().requires_grad_()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fn(ours_x).square().sum().backward()
-        fn(ours_x).square().sum().backward()   # once per weight, not per call
-    messages = [str(w.message) for w in caught if issubclass(w.category, sm.SparseFallbackWarning)]
-    assert sorted(m.split("'")[1] for m in messages if "no sparse backward for conv2d" in m) == ["0.weight", "2.weight"]
-    ours_x.grad = None
-    fn.zero_grad()
-    fn(ours_x).square().sum().backward()
+        fn.zero_grad()
+        ours_x.grad = None
+        fn(ours_x).square().sum().backward()   # warnings once per weight, not per call
     twin(eager_x).square().sum().backward()
     torch.testing.assert_close(ours_x.grad, eager_x.grad, rtol=1e-4, atol=1e-4)
     for region in fn.regions():
@@ -250,6 +254,25 @@ def test_conv_weights_train_on_torch_with_one_warning():
     fn.eval()
     twin.load_state_dict(fn.state_dict())
     torch.testing.assert_close(fn(x), twin(x), rtol=1e-4, atol=1e-4)
+    return fn, [str(w.message) for w in caught if issubclass(w.category, sm.SparseFallbackWarning)]
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["channels-first", "channels-last"])
+@pytest.mark.parametrize("fmt", ["csr", "nm"])
+def test_conv_weights_train_on_the_sampled_gradient_kernel(fmt, channels_last):
+    """The stored values' gradient: SDDMM of dy and x's im2col (3x3 and 1x1 convs)."""
+    encoding = sm.CSR(sparsifier=sm.ScalarFraction(0.7)) if fmt == "csr" else sm.NM(2, 4)
+    fn, messages = _conv_training_step({"0.weight": encoding, "2.weight": encoding}, channels_last)
+    assert not [m for m in messages if "backward" in m or "gradient" in m]
+    tokens = 2 * 10 * 10
+    assert all(region.sampled_choice(tokens) is not None and region.sampled_choice(tokens).kernel is not None
+               for region in fn.regions())
+
+
+def test_conv_weight_gradient_of_other_formats_on_torch_with_one_warning():
+    encoding = sm.COO(sparsifier=sm.ScalarFraction(0.7))
+    _, messages = _conv_training_step({"0.weight": encoding, "2.weight": encoding}, False)
+    assert sorted(m.split("'")[1] for m in messages if "no sparse backward for conv2d" in m) == ["0.weight", "2.weight"]
 
 
 def test_graph_capture_cannot_train():
