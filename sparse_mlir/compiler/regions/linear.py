@@ -31,6 +31,9 @@ class LinearRegion(Region):
         # torch (a W^T region would be rebuilt every step).
         self.prunes_every_step = False
         self.synced_from = 0   # (dx's region) the version of the values it last gathered its own from
+        # (dx's region) Its dense W2^T is a view of the weight's own W2, which
+        # the weight's sync keeps current: writing it again costs a scatter.
+        self.dense_is_a_view = False
         # The weight gradient's choice (our SDDMM or torch's) by (token bucket, torch threads, our threads).
 
     def _check(self, x: torch.Tensor) -> None:
@@ -61,6 +64,10 @@ class LinearRegion(Region):
         dvalues = self._sampled(dy2, x2) if needs[1] else None
         dbias = dy2.sum(0) if needs[2] else None
         return dx, dvalues, dbias
+
+    def _store_dense(self, values: torch.Tensor) -> None:
+        if not self.dense_is_a_view:
+            super()._store_dense(values)
 
     def reprune(self, matrix: torch.Tensor) -> None:
         """Prunes the dense master W2 `matrix` [N, K] with the encoding's
@@ -126,6 +133,7 @@ def _transposed_region(region: LinearRegion) -> tuple[LinearRegion, torch.Tensor
     region_t = LinearRegion(f"{region.name} (transposed, for dx)", encoding, region._matrix.t(), packed, False,
                             region._options, region._cost_model)
     region_t.synced_from = region.values._version
+    region_t.dense_is_a_view = True
     return region_t, torch.from_numpy(order)
 
 
