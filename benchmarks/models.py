@@ -37,7 +37,6 @@ import copy
 import json
 import logging
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,7 +49,7 @@ import torch
 
 import sparse_mlir as sm
 from sparse_mlir.runtime.cpu import cpu_model, host_isa_flags
-from sparse_mlir.testing import import_torchvision, import_transformers, median_ms
+from sparse_mlir.testing import import_torchvision, import_transformers, median_ms, paired_medians_ms
 
 RESULTS = Path(__file__).resolve().parent / "results"
 log = logging.getLogger("benchmarks.models")
@@ -109,21 +108,6 @@ def _inputs(name: str, model: torch.nn.Module, phase: str) -> tuple[tuple, dict]
     return (ids,), {"attention_mask": torch.ones(tokens, dtype=torch.long)}
 
 
-def _paired_medians_ms(first: Callable[[], Any], second: Callable[[], Any], repeats: int) -> tuple[float, float]:
-    for _ in range(2):
-        first()
-        second()
-    a, b = [], []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        first()
-        middle = time.perf_counter()
-        second()
-        a.append(middle - start)
-        b.append(time.perf_counter() - middle)
-    return statistics.median(a) * 1e3, statistics.median(b) * 1e3
-
-
 def _first_tensor(output: Any) -> torch.Tensor:
     values = output.to_tuple() if hasattr(output, "to_tuple") else output
     return values[0] if isinstance(values, (tuple, list)) else values
@@ -173,8 +157,8 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int)
                     if error > 1e-2 * max(1.0, float(want.abs().max())):
                         raise AssertionError(f"{name} {fmt} {phase}: max error {error}")
                     with torch.no_grad():   # eager and ours alternate: drift hits both alike
-                        eager, ours = _paired_medians_ms(lambda: pruned(*args, **kwargs),
-                                                         lambda: fn(*args, **kwargs), repeats)
+                        eager, ours = paired_medians_ms(lambda: pruned(*args, **kwargs),
+                                                        lambda: fn(*args, **kwargs), repeats)
                     # Inductor after the pair: right after its compile (worker
                     # processes, freed memory) the next timings ran up to 1.5x
                     # slower (MobileNetV3-S, 1 thread: eager 15.7 vs 10.9 ms).

@@ -37,7 +37,6 @@ import json
 import logging
 import os
 import platform
-import statistics
 import time
 import warnings
 from pathlib import Path
@@ -47,6 +46,7 @@ import torch
 
 import sparse_mlir as sm
 from sparse_mlir.runtime.cpu import cpu_model, host_isa_flags
+from sparse_mlir.testing import paired_medians_ms
 
 RESULTS = Path(__file__).resolve().parent / "results"
 log = logging.getLogger("benchmarks.training")
@@ -89,22 +89,6 @@ def _step(model: torch.nn.Module, x: torch.Tensor) -> Callable[[], float]:
     return run
 
 
-def _paired_medians_ms(first: Callable[[], object], second: Callable[[], object], repeats: int,
-                       warmup: int) -> tuple[float, float]:
-    for _ in range(warmup):
-        first()
-        second()
-    a, b = [], []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        first()
-        middle = time.perf_counter()
-        second()
-        a.append(middle - start)
-        b.append(time.perf_counter() - middle)
-    return statistics.median(a) * 1e3, statistics.median(b) * 1e3
-
-
 def _measure(shape_name: str, batch: int, tokens: int, variant: str, threads: int, repeats: int,
              warmup: int) -> dict:
     make, runtime, target = VARIANTS[variant]
@@ -129,7 +113,7 @@ def _measure(shape_name: str, batch: int, tokens: int, variant: str, threads: in
     dense = copy.deepcopy(model)   # eager dense: the unpruned weights
     fn.train()
     eager_x, ours_x = x.clone().requires_grad_(), x.clone().requires_grad_()
-    eager_ms, ours_ms = _paired_medians_ms(_step(dense, eager_x), _step(fn, ours_x), repeats, warmup)
+    eager_ms, ours_ms = paired_medians_ms(_step(dense, eager_x), _step(fn, ours_x), repeats, warmup)
     forward = [c for r in fn.regions() for c in r.choices.values()]
     row = dict(shape=shape_name, batch=batch, tokens=tokens, variant=variant, threads=threads, eager_ms=eager_ms,
                ours_ms=ours_ms, speedup=eager_ms / ours_ms, target=target, met=eager_ms / ours_ms >= target,

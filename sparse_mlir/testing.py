@@ -45,3 +45,22 @@ def median_ms(call: Callable[[], Any], repeats: int, warmup: int = 1) -> float:
         call()
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e3
+
+
+def paired_medians_ms(first: Callable[[], Any], second: Callable[[], Any], repeats: int,
+                      warmup: int = 2) -> tuple[float, float]:
+    """Median ms of `first()` and of `second()`, timed alternately (drift
+    and the other side's spinning threads hit both alike), after `warmup`
+    untimed pairs."""
+    for _ in range(warmup):
+        first()
+        second()
+    a, b = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        first()
+        middle = time.perf_counter()
+        second()
+        a.append(middle - start)
+        b.append(time.perf_counter() - middle)
+    return statistics.median(a) * 1e3, statistics.median(b) * 1e3
