@@ -151,9 +151,7 @@ class Region:
         self._indices = tensors[:-1]
         self.values = torch.nn.Parameter(tensors[-1], requires_grad=False)
         follow(self.values)   # (fused optimizers change it without a new version)
-        rows, cols = (stored_coordinates(encoding, self._packed, (out_features, in_features)) if self._packed
-                      else (np.empty(0, np.int64), np.empty(0, np.int64)))
-        self._rows, self._cols = torch.from_numpy(rows), torch.from_numpy(cols)
+        self._coordinates: tuple[torch.Tensor, torch.Tensor] | None = None   # (rows, cols), made on first use
         self._synced = self.values._version
         self._options = options
         self._cost_model = cost_model
@@ -172,6 +170,26 @@ class Region:
         self.density = float(np.count_nonzero(matrix.numpy())) / max(1, matrix.numel())
         # The stored values' gradient (a sampled product): our kernel or torch's, per token range.
         self.sampled_choices: dict[tuple, SampledChoice] = {}
+
+    @property
+    def _rows(self) -> torch.Tensor:
+        """Each stored value's row in W2 [N, K] (int64)."""
+        return self._stored_coordinates()[0]
+
+    @property
+    def _cols(self) -> torch.Tensor:
+        """Each stored value's column in W2 [N, K] (int64)."""
+        return self._stored_coordinates()[1]
+
+    def _stored_coordinates(self) -> tuple[torch.Tensor, torch.Tensor]:
+        # Made when first asked for: a weight pruned again each training
+        # step (MaskUpdate) may not need them before the next pruning.
+        coordinates = self._coordinates
+        if coordinates is None:
+            rows, cols = (stored_coordinates(self.encoding, self._packed, tuple(self._matrix.shape)) if self._packed
+                          else (np.empty(0, np.int64), np.empty(0, np.int64)))
+            coordinates = self._coordinates = (torch.from_numpy(rows), torch.from_numpy(cols))
+        return coordinates
 
     @property
     def buffers(self) -> list[torch.Tensor]:

@@ -74,20 +74,19 @@ class LinearRegion(Region):
         sparsifier and stores the result (MaskUpdate): in place where the
         buffers keep their sizes (the kernels stay bound), else the kernels
         are bound again on the next call."""
-        packed, pruned = prune_and_pack(self.encoding, matrix, self.name)
+        packed, pruned = prune_and_pack(self.encoding, matrix, self.name, scratch=True)
         with self._lock, torch.no_grad():
             if [(a.shape, a.dtype) for a in packed] == [(a.shape, a.dtype) for a in self._packed]:
                 for old, new in zip(self._packed, packed):
                     np.copyto(old, new)
             else:
-                self._packed = [np.ascontiguousarray(a) for a in packed]
+                self._packed = [np.array(a, order="C", copy=True) for a in packed]   # (packed may be scratch)
                 tensors = [torch.from_numpy(a) for a in self._packed]
                 self._indices = tensors[:-1]
                 self.values.data = tensors[-1]
                 self.choices = {}
                 self.sampled_choices = {}   # bound to the buffers replaced
-            rows, cols = stored_coordinates(self.encoding, self._packed, tuple(self._matrix.shape))
-            self._rows, self._cols = torch.from_numpy(rows), torch.from_numpy(cols)
+            self._coordinates = None   # made again when asked for
             self._matrix.copy_(pruned)
             self._synced = self.values._version
             self._transposed = None

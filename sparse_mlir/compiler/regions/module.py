@@ -231,8 +231,9 @@ class SwappedModule(CompileReports, torch.nn.Module):
             trained = [r for r in self._regions.values() if r.name == name and r.values.requires_grad]
             torch_readers = [r for r in readers if not r.startswith(("sparse_mlir::", "torch's"))]
             if trained and torch_readers:
-                raise SpecError(f"{name} ({trained[0].encoding.format_name}) is also read by {', '.join(torch_readers)} on torch, which cannot "
-                                "train its stored values yet; freeze it (requires_grad=False before compiling)")
+                raise SpecError(f"{name} ({trained[0].encoding.format_name}) is also read by "
+                                f"{', '.join(torch_readers)} on torch, which cannot train its stored values yet; "
+                                "freeze it (requires_grad=False before compiling)")
 
     def effective_state_dict(self) -> dict[str, torch.Tensor]:
         """Dense-equivalent encoded weights as they are now (zeros where pruned)."""
