@@ -26,15 +26,13 @@ from sparse_mlir import _load_order  # noqa: F401  (first: MLIR must load before
 
 from mlir import ir
 
-from sparse_mlir.compiler.jit import jit
-from sparse_mlir.compiler.pipeline import (Diagnostics, add_call_number, attach_sparsifier, main_function,
-                                          pipeline_pieces, run_passes)
-from sparse_mlir.compiler.regions.kernels import KernelOptions
+from sparse_mlir.compiler.pipeline import add_call_number, attach_sparsifier, main_function
+from sparse_mlir.compiler.regions.kernels import KernelOptions, lower_and_jit
 from sparse_mlir.context import make_context
 from sparse_mlir.encodings import Dense, Encoding
 from sparse_mlir.errors import SpecError
 from sparse_mlir.runtime.memref import Kernel
-from sparse_mlir.runtime.threads import openmp_available, runtime_library
+from sparse_mlir.runtime.threads import openmp_available
 from sparse_mlir.sparsifiers import RandomFraction
 
 log = logging.getLogger("sparse_mlir.compiler.regions")
@@ -58,8 +56,6 @@ def compile_sparsifier(encoding: Encoding, name: str, shape: tuple[int, ...],
     start = time.perf_counter()
     openmp = openmp_available()
     tensor_type = f"tensor<{'x'.join(map(str, shape))}xf32>"
-    frontend, convert, lowering = pipeline_pieces("warn", True, openmp, options.vector_lanes)
-    pipeline = f"{frontend} -> {convert} -> {lowering}"
     with make_context() as context, ir.Location.unknown():
         module = ir.Module.parse(f"func.func @main(%x: {tensor_type}) -> {tensor_type} "
                                  f"attributes {{llvm.emit_c_interface}} {{\n  return %x : {tensor_type}\n}}")
@@ -70,11 +66,7 @@ def compile_sparsifier(encoding: Encoding, name: str, shape: tuple[int, ...],
             # Stored densely: the readers are torch's ops (the values are the same).
             attach_sparsifier(entry.arguments[0], Dense(sparsifier=encoding.effective_sparsifier), name)
         counts_calls = add_call_number(module, {name: encoding})
-        annotated = str(module)
-        with Diagnostics(context) as diagnostics:
-            for passes in (frontend, convert, lowering):
-                run_passes(passes, module, annotated, pipeline, diagnostics)
-        engine = jit(module, opt_level=options.opt_level, shared_libs=[runtime_library()] if openmp else [])
+        engine, annotated, pipeline = lower_and_jit(context, module, options, openmp)
         kernel = Kernel(engine.lookup("main"), [], len(shape), np.float32, owner=engine)
     seconds = time.perf_counter() - start
     log.info("compiled the sparsifier of %s for %s in %.2f s", name, list(shape), seconds)

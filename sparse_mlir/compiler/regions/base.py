@@ -254,8 +254,7 @@ class Region:
 
     def _own(self, values: torch.Tensor) -> bool:
         """True when `values` is the region's own stored values (what its kernels read)."""
-        if values is self.values:
-            self._follow_replaced_values()
+        if values is self.values:   # (its callers sync next, which follows replaced values)
             return True
         if values.data_ptr() == self.values.data_ptr() and values.dtype == self.values.dtype:
             return True

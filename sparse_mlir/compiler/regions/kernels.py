@@ -126,6 +126,23 @@ def compile_linear(signature: LinearSignature, encoding: Encoding, tokens: int,
                           seconds, keep_alive=(engine, context, module))
 
 
+def lower_and_jit(context: ir.Context, module: ir.Module, options: KernelOptions,
+                  openmp: bool) -> tuple[Any, str, str]:
+    """Runs `smlir-sparse-cpu-pipeline` (its three pieces) on an annotated
+    `module` in `context` and JIT-compiles the result: (engine, the annotated
+    IR and the pipeline, which reproduce it with sparse-mlir-opt). For
+    kernels written as IR (sparsifiers, sampled products); compile_linear
+    reads the plan between the pieces."""
+    frontend, convert, lowering = pipeline_pieces("warn", True, openmp, options.vector_lanes)
+    pipeline = f"{frontend} -> {convert} -> {lowering}"
+    annotated = str(module)
+    with Diagnostics(context) as diagnostics:
+        for passes in (frontend, convert, lowering):
+            run_passes(passes, module, annotated, pipeline, diagnostics)
+    engine = jit(module, opt_level=options.opt_level, shared_libs=[runtime_library()] if openmp else [])
+    return engine, annotated, pipeline
+
+
 def _compile_quietly(signature: LinearSignature, encoding: Encoding, tokens: int,
                      options: KernelOptions) -> CompiledLinear:
     with warnings.catch_warnings():

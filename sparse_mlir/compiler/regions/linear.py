@@ -34,7 +34,6 @@ class LinearRegion(Region):
         # (dx's region) Its dense W2^T is a view of the weight's own W2, which
         # the weight's sync keeps current: writing it again costs a scatter.
         self.dense_is_a_view = False
-        # The weight gradient's choice (our SDDMM or torch's) by (token bucket, torch threads, our threads).
 
     def _check(self, x: torch.Tensor) -> None:
         if x.dim() == 0 or x.shape[-1] != self.signature.in_features:

@@ -28,15 +28,13 @@ from sparse_mlir import _load_order  # noqa: F401  (first: MLIR must load before
 
 from mlir import ir
 
-from sparse_mlir.compiler.jit import jit
-from sparse_mlir.compiler.pipeline import Diagnostics, pipeline_pieces, run_passes
 from sparse_mlir.compiler.regions import disk_cache
-from sparse_mlir.compiler.regions.kernels import KernelOptions
+from sparse_mlir.compiler.regions.kernels import KernelOptions, lower_and_jit
 from sparse_mlir.context import make_context
 from sparse_mlir.dialects.smlir import ATTR
 from sparse_mlir.encodings import CSR, NM, Encoding
 from sparse_mlir.runtime.memref import Kernel
-from sparse_mlir.runtime.threads import openmp_available, runtime_library, shares_torch_threads, single_threaded
+from sparse_mlir.runtime.threads import openmp_available, shares_torch_threads, single_threaded
 
 log = logging.getLogger("sparse_mlir.compiler.regions")
 
@@ -110,15 +108,9 @@ def compile_sampled(signature: SampledSignature, encoding: Encoding, options: Ke
         function, info = cached
         return CompiledSampled(signature, function, info["annotated"], info["pipeline"],
                                time.perf_counter() - start, from_disk=True)
-    frontend, convert, lowering = pipeline_pieces("warn", True, openmp, options.vector_lanes)
-    pipeline = f"{frontend} -> {convert} -> {lowering}"
     with make_context() as context, ir.Location.unknown():
         module = ir.Module.parse(sampled_ir(signature, encoding))
-        annotated = str(module)
-        with Diagnostics(context) as diagnostics:
-            for passes in (frontend, convert, lowering):
-                run_passes(passes, module, annotated, pipeline, diagnostics)
-        engine = jit(module, opt_level=options.opt_level, shared_libs=[runtime_library()] if openmp else [])
+        engine, annotated, pipeline = lower_and_jit(context, module, options, openmp)
     disk_cache.store(entry, engine, dict(annotated=annotated, pipeline=pipeline), openmp)
     seconds = time.perf_counter() - start
     log.info("compiled the sampled product %dx%d (%s, %s / %s%s) in %.2f s", signature.out_features,

@@ -65,8 +65,24 @@ class Owner:
 def owners(model: torch.nn.Module, weights: Mapping[str, torch.Tensor]) -> dict[str, list[Owner]] | None:
     """Per encoded weight, the modules holding it as `weight`; None when one
     is held another way, by a module we cannot read, or by embeddings alone
-    (the graph capture then finds its readers)."""
+    (the graph capture then finds its readers; `why_not_swapped` says why)."""
+    found, reasons = _holders(model, weights)
+    return None if reasons else found
+
+
+def why_not_swapped(model: torch.nn.Module, weights: Mapping[str, torch.Tensor],
+                    encodings: Mapping[str, Encoding]) -> list[str]:
+    """The encoded weights `owners` cannot swap, each with its encoding and holder (a graph capture's reason)."""
+    _, reasons = _holders(model, weights)
+    return [f"{name} ({encodings[name].format_name}: {why})" for name, why in reasons.items()]
+
+
+def _holders(model: torch.nn.Module,
+             weights: Mapping[str, torch.Tensor]) -> tuple[dict[str, list[Owner]], dict[str, str]]:
+    """Per encoded weight, the modules holding it as `weight` that a stand-in
+    can replace, and why a weight cannot be swapped (where it cannot)."""
     found: dict[str, list[Owner]] = {name: [] for name in weights}
+    reasons: dict[str, str] = {}
     by_id = {id(tensor): name for name, tensor in weights.items()}
     for path, module in model.named_modules(remove_duplicate=False):
         for attribute, parameter in module._parameters.items():
@@ -75,35 +91,18 @@ def owners(model: torch.nn.Module, weights: Mapping[str, torch.Tensor]) -> dict[
                 continue
             owner = Owner(path, module)
             if attribute != "weight" or owner.kind is None:
-                return None
-            found[name].append(owner)
+                reasons.setdefault(name, f"held as `{attribute}` by {type(module).__name__} ({path or 'the model'})")
+            else:
+                found[name].append(owner)
     # A weight only embeddings hold may be read functionally too (a tied
     # LM head's F.linear on the embedding's weight): only the graph shows that.
-    if any(all(isinstance(owner.module, (torch.nn.Embedding, torch.nn.EmbeddingBag)) for owner in held)
-           for held in found.values()):
-        return None
-    return found
-
-
-def why_not_swapped(model: torch.nn.Module, weights: Mapping[str, torch.Tensor],
-                    encodings: Mapping[str, Encoding]) -> list[str]:
-    """The encoded weights `owners` cannot swap, each with its encoding and holder (a graph capture's reason)."""
-    by_id = {id(tensor): name for name, tensor in weights.items()}
-    reasons: dict[str, str] = {}
-    held: dict[str, list[torch.nn.Module]] = {name: [] for name in weights}
-    for path, module in model.named_modules(remove_duplicate=False):
-        for attribute, parameter in module._parameters.items():
-            name = by_id.get(id(parameter))
-            if name is None:
-                continue
-            held[name].append(module)
-            if attribute != "weight" or Owner(path, module).kind is None:
-                reasons.setdefault(name, f"held as `{attribute}` by {type(module).__name__} ({path or 'the model'})")
-    for name, modules in held.items():
-        if modules and all(isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) for m in modules):
-            reasons.setdefault(name, f"held by {type(modules[0]).__name__} only (a functional reader, such as a "
-                                     "tied LM head, shows in the graph alone)")
-    return [f"{name} ({encodings[name].format_name}: {why})" for name, why in reasons.items()]
+    for name, held in found.items():
+        if name not in reasons and all(isinstance(o.module, (torch.nn.Embedding, torch.nn.EmbeddingBag))
+                                       for o in held):
+            what = type(held[0].module).__name__ if held else "no module"
+            reasons[name] = (f"held by {what} only (a functional reader, such as a tied LM head, shows in the "
+                             "graph alone)")
+    return found, reasons
 
 
 def in_out_nm(found: Mapping[str, list[Owner]], encodings: Mapping[str, Encoding]) -> set[str]:
