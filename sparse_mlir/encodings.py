@@ -4,7 +4,12 @@ Each class converts its arguments, spells the matching `#smlir.*` encoding
 attribute and asks everything else of it through the C API: whether the
 arguments are valid (the C++ verifier), whether it fits a shape, its name and
 the `#sparse_tensor.encoding` it stands for. `sparsifier=` chooses which values are kept; left out, the
-format's default applies (`default_sparsifier`).
+format's default applies (`default_sparsifier`). `grad=` is the format of the tensor's gradient in
+training (STen's per-tensor gradient format and sparsifier): `Dense()` lets every position carry
+gradient (straight-through), a sparse format keeps it to the tensor's kept positions, and the grad
+encoding's sparsifier, if any, then prunes it (`CSR(grad=Dense(sparsifier=ScalarFraction(0.9)))`).
+Left out: a fixed-mask weight's gradient has its stored positions, a weight trained from a dense master
+(`MaskUpdate`) a dense one, an intermediate's the kept positions.
 """
 
 from __future__ import annotations
@@ -29,12 +34,20 @@ class Encoding(AttributeSpec):
     """Base class of every storage format spec."""
 
     sparsifier: Sparsifier | None = field(default=None, kw_only=True)
+    grad: Encoding | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         if self.sparsifier is not None and not isinstance(self.sparsifier, Sparsifier):
             raise SpecError(
                 f"{type(self).__name__}: sparsifier must be a sparse_mlir sparsifier "
                 f"(KeepAll(), Threshold(...), ...), got {self.sparsifier!r}")
+        if self.grad is not None:
+            if not isinstance(self.grad, Encoding):
+                raise SpecError(f"{type(self).__name__}: grad must be a sparse_mlir encoding, the gradient's format "
+                                f"(Dense(), CSR(), Dense(sparsifier=ScalarFraction(0.9)), ...), got {self.grad!r}")
+            if self.grad.grad is not None:
+                raise SpecError(f"{type(self).__name__}: grad={self.grad!r} has a grad= of its own; a gradient's "
+                                "format has none (gradients of gradients are not trained)")
 
     def default_sparsifier(self) -> Sparsifier:
         """Keep the existing zeros; formats with a structure prune to fit it."""

@@ -115,7 +115,9 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     Training (regions, module swap): the returned module trains with the
     masks fixed at compile time; `mask_update=MaskUpdate(every=k)` (or a
     dict of them by weight name) re-prunes those weights from a dense master
-    weight as they train (sparse_mlir.training).
+    weight as they train (sparse_mlir.training). An encoding's `grad=` is
+    its tensor's gradient format (`CSR(grad=Dense())`: a dense master weight
+    with a dense gradient, the mask fixed; see sparse_mlir.encodings).
 
     `on_fallback="warn"` computes readers without a sparse lowering densely
     with one `SparseFallbackWarning` per (op, format); "error" raises instead.
@@ -144,6 +146,10 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
                                vector_lanes=vector_lanes, capture_by=capture_by, mask_update=mask_update)
     if mask_update is not None:
         raise SpecError("mask_update trains a compiled model: it needs mode='regions' (mode='graph' is inference)")
+    with_grad = sorted(name for name, e in (encodings or {}).items() if getattr(e, "grad", None) is not None)
+    if with_grad:
+        raise SpecError(f"{', '.join(with_grad)}: grad= is a tensor's gradient format in training, which needs "
+                        "mode='regions' (mode='graph' is inference); leave grad= out to compile for inference")
     if example_kwargs:
         raise SpecError("example_kwargs needs mode='regions' (mode='graph' compiles positional tensor inputs)")
     if target == "cuda":

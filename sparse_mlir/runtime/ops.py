@@ -222,13 +222,14 @@ def _(x: torch.Tensor, region: int) -> torch.Tensor:
 
 def _save_sparsified(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
     ctx.save_for_backward(output)
+    ctx.region = inputs[1]
 
 
 def _sparsify_backward(ctx: Any, dy: torch.Tensor) -> tuple:
-    # Straight-through: the gradient passes where a value was kept (a kept
-    # zero, exactly 0 before and after, counts as dropped).
+    # Straight-through (where a value was kept, unless the region's grad=
+    # says otherwise), then the gradient's own sparsifier if it has one.
     (y,) = ctx.saved_tensors
-    return dy * (y != 0), None
+    return REGIONS.get(ctx.region).gradient(dy, y), None
 
 
 torch.library.register_autograd("sparse_mlir::sparsify", _sparsify_backward, setup_context=_save_sparsified)

@@ -16,6 +16,7 @@ import itertools
 import logging
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -27,6 +28,7 @@ from sparse_mlir import _load_order  # noqa: F401  (first: MLIR must load before
 from mlir import ir
 
 from sparse_mlir.compiler.pipeline import add_call_number, attach_sparsifier, main_function
+from sparse_mlir.compiler.regions.gradients import GradientFormat, gradient_format
 from sparse_mlir.compiler.regions.kernels import KernelOptions, lower_and_jit
 from sparse_mlir.context import make_context
 from sparse_mlir.encodings import Dense, Encoding
@@ -91,6 +93,8 @@ class ActivationRegion:
         self._calls = itertools.count()
         self.compile_seconds = 0.0
         self._first_shape: tuple[int, ...] = ()
+        self.gradient_format = gradient_format(encoding, dense_by_default=False)
+        self._gradient_sparsifier: GradientSparsifier | None = None
 
     @property
     def draws_per_call(self) -> bool:
@@ -100,6 +104,17 @@ class ActivationRegion:
     def reset_call_number(self, call: int = 0) -> None:
         """The next call draws call `call`'s mask (a random fraction's masks replay)."""
         self._calls = itertools.count(call)
+
+    def gradient(self, dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """dx for the output `y` and its gradient `dy`: straight-through
+        where a value was kept (a kept zero, 0 before and after, counts as
+        dropped), everywhere with grad=Dense(), then the grad's sparsifier."""
+        gradient = dy if self.gradient_format.dense else dy * (y != 0)
+        if self.gradient_format.sparsifier is not None:
+            if self._gradient_sparsifier is None:
+                self._gradient_sparsifier = GradientSparsifier(self.name, self.gradient_format, self._options)
+            gradient = self._gradient_sparsifier(gradient)
+        return gradient
 
     def shapes(self) -> list[tuple[int, ...]]:
         """The input shapes with a kernel built."""
@@ -148,6 +163,28 @@ class ActivationRegion:
         signature = ((shape, tuple(x.stride()), np.dtype(np.float32)),)
         scalars = (next(self._calls),) if compiled.counts_calls else ()
         return torch.from_numpy(compiled.kernel.call_addresses(signature, [x.data_ptr()], scalars))
+
+
+class GradientSparsifier:
+    """A gradient's sparsifier (`grad=Dense(sparsifier=...)`), run by the
+    same compiled kernels as a sparsifier on an intermediate."""
+
+    def __init__(self, name: str, gradient: GradientFormat, options: KernelOptions,
+                 shape: tuple[int, ...] | None = None) -> None:
+        """`shape`, where known (a weight's), is checked against the sparsifier now."""
+        from sparse_mlir.runtime.ops import REGIONS
+        assert gradient.sparsifier is not None
+        if shape is not None:
+            gradient.sparsifier.check_shape(shape, f"{name} (gradient)")
+        region = ActivationRegion(f"{name} (gradient)", Dense(sparsifier=gradient.sparsifier), options)
+        # A handle of its own: the op (sparse_mlir::sparsify) traces under torch.compile.
+        self.handle = REGIONS.add(region)
+        weakref.finalize(self, REGIONS.remove, self.handle)
+
+    def __call__(self, gradient: torch.Tensor) -> torch.Tensor:
+        from sparse_mlir.runtime.ops import sparse_mlir_sparsify
+        with torch.no_grad():
+            return sparse_mlir_sparsify(gradient.detach().to(torch.float32), self.handle).to(gradient.dtype)
 
 
 def find_nodes(graph: torch.fx.Graph, names: list[str]) -> dict[str, torch.fx.Node]:

@@ -227,10 +227,15 @@ class Region:
         if tuple(matrix.shape) != tuple(self._matrix.shape):
             raise SpecError(f"{self.name} ({self.encoding.format_name}): expected a weight of shape "
                             f"{list(self._matrix.shape)}, got {list(matrix.shape)}")
+        kept = self.gather_values(matrix)
+        return int(torch.count_nonzero(matrix)) - int(torch.count_nonzero(kept))
+
+    def gather_values(self, matrix: torch.Tensor) -> torch.Tensor:
+        """Sets the stored values to a dense W2 [N, K]'s at the stored positions (returned)."""
         with torch.no_grad():
             kept = matrix[self._rows, self._cols]
             self.values.copy_(kept)
-            return int(torch.count_nonzero(matrix)) - int(torch.count_nonzero(kept))
+            return kept
 
     def _follow_replaced_values(self) -> None:
         """The kernels read the values' memory: where the parameter's data

@@ -30,6 +30,7 @@ from sparse_mlir.compiler.regions.base import Choice, Region, mark_handed_back, 
 from sparse_mlir.compiler.regions.conv import ConvRegion, from_hwc_matrix, hwc_matrix, packed_matrix
 from sparse_mlir.compiler.regions.linear import LinearRegion
 from sparse_mlir.compiler.regions.activation import ActivationRegion, insert_sparsifiers, sparsify_outputs
+from sparse_mlir.compiler.regions.gradients import wants_dense_master
 from sparse_mlir.compiler.regions.module import RegionModule, SwappedModule
 
 log = logging.getLogger("sparse_mlir.compiler.regions")
@@ -105,7 +106,8 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
             return _compile_swapped(model, encodings, params, found, aliases, example_args, example_kwargs,
                                     options, cost_model, warm_up, start, updates, outputs)
     if updates:
-        raise SpecError("mask_update trains the model, which needs every encoded weight held as `weight` by an "
+        raise SpecError("mask_update (or grad=Dense() on a weight) trains the model from dense master weights, "
+                        "which needs every encoded weight held as `weight` by an "
                         "nn.Linear or HF Conv1D (module swap); this model is compiled by graph capture"
                         + (" (it has sparsifiers on intermediates)" if activations else ""))
     captured = capture(model, example_args, example_kwargs, dynamic)
@@ -148,7 +150,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
 def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], params: Mapping[str, torch.Tensor],
                      found: Mapping[str, list[swap.Owner]], aliases: Mapping[str, str], example_args: Sequence[Any],
                      example_kwargs: Mapping[str, Any], options: KernelOptions, cost_model: bool, warm_up: bool,
-                     start: float, updates: Mapping[str, MaskUpdate],
+                     start: float, updates: Mapping[str, MaskUpdate | None],
                      outputs: Mapping[str, Encoding]) -> SwappedModule:
     in_out = swap.in_out_nm(found, encodings)
     effective = {name: _sparsified(encoding, params[name], name, name in in_out)
@@ -188,8 +190,15 @@ def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], 
     return module
 
 
-def _mask_updates(mask_update: Any, encodings: Mapping[str, Encoding]) -> dict[str, MaskUpdate]:
-    """`compile`'s mask_update by weight name (one MaskUpdate: every encoded weight)."""
+def _mask_updates(mask_update: Any, encodings: Mapping[str, Encoding]) -> dict[str, MaskUpdate | None]:
+    """The weights that train as dense masters: `compile`'s mask_update by
+    weight name (one MaskUpdate: every encoded weight), and those with a
+    dense gradient format (`grad=Dense()`: None, the compile-time mask kept)."""
+    fixed = {name: None for name, encoding in encodings.items() if wants_dense_master(encoding)}
+    return {**fixed, **_updates_by_name(mask_update, encodings)}
+
+
+def _updates_by_name(mask_update: Any, encodings: Mapping[str, Encoding]) -> dict[str, MaskUpdate]:
     if mask_update is None:
         return {}
     if isinstance(mask_update, MaskUpdate):

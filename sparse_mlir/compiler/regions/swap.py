@@ -28,6 +28,8 @@ from sparse_mlir.compiler.regions.base import Region, mark_handed_back, torch_wo
 from sparse_mlir.compiler.regions.conv import ConvRegion, packed_matrix
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.linear import LinearRegion
+from sparse_mlir.compiler.regions.activation import GradientSparsifier
+from sparse_mlir.compiler.regions.gradients import gradient_format
 from sparse_mlir.compiler.regions.mask_update import PrunedLinear
 from sparse_mlir.errors import SpecError
 from sparse_mlir.training import MaskUpdate
@@ -236,9 +238,13 @@ def _set(model: torch.nn.Module, path: str, module: torch.nn.Module) -> None:
     setattr(model.get_submodule(owner) if owner else model, leaf, module)
 
 
+# What gives an encoded weight a dense master weight, for messages.
+_DENSE_MASTER = "mask_update (or grad=Dense())"
+
+
 def swap(model: torch.nn.Module, found: Mapping[str, list[Owner]], encodings: Mapping[str, Encoding],
          effective: Mapping[str, torch.Tensor], options: KernelOptions, cost_model: bool,
-         updates: Mapping[str, MaskUpdate] | None = None,
+         updates: Mapping[str, MaskUpdate | None] | None = None,
          ) -> tuple[torch.nn.Module, dict[int, Region], dict[str, list[str]], dict[int, list[str]]]:
     """A copy of `model` (parameters a snapshot, encoded ones pruned) with
     its encoded modules swapped. Returns it, the regions by handle, each
@@ -263,6 +269,7 @@ def swap(model: torch.nn.Module, found: Mapping[str, list[Owner]], encodings: Ma
     readers: dict[str, list[str]] = {}
     paths: dict[int, list[str]] = {}
     by_key: dict[tuple, int] = {}
+    gradient_sparsifiers: dict[str, GradientSparsifier] = {}
     for name, held in found.items():
         encoding = encodings[name]
         for owner in held:
@@ -272,12 +279,12 @@ def swap(model: torch.nn.Module, found: Mapping[str, list[Owner]], encodings: Ma
             eligible = not isinstance(encoding, Dense) and effective[name].dtype == torch.float32
             if kind == "torch" or not eligible:
                 if name in updates:
-                    raise SpecError(f"{name}: mask_update trains weights read by nn.Linear or HF Conv1D; it is read "
+                    raise SpecError(f"{name}: {_DENSE_MASTER} trains weights read by nn.Linear or HF Conv1D; it is read "
                                     f"by {type(module).__name__} ({owner.path})")
                 readers.setdefault(name, []).append(f"{type(module).__name__} ({owner.path})")
                 continue
             if name in updates and kind not in ("linear", "conv1d"):
-                raise SpecError(f"{name}: mask_update trains weights read by nn.Linear or HF Conv1D; it is read by "
+                raise SpecError(f"{name}: {_DENSE_MASTER} trains weights read by nn.Linear or HF Conv1D; it is read by "
                                 f"{type(module).__name__} ({owner.path})")
             bias = module.bias if getattr(module, "bias", None) is not None else None
             key = (name, bias is not None, kind, *(_conv_key(module) if kind == "conv2d" else ()))
@@ -287,10 +294,16 @@ def swap(model: torch.nn.Module, found: Mapping[str, list[Owner]], encodings: Ma
                 regions[by_key[key]] = region
                 # (With MaskUpdate the master weight trains, not the stored values.)
                 region.values.requires_grad_(trainable.get(name, False) and name not in updates)
+                if region.values.requires_grad:
+                    _shape_values_gradient(region, options)
             handle = by_key[key]
             if name in updates:
+                gradient = gradient_format(encoding, dense_by_default=True)
+                if name not in gradient_sparsifiers and gradient.sparsifier is not None:
+                    gradient_sparsifiers[name] = GradientSparsifier(name, gradient, options,
+                                                                    tuple(regions[handle]._matrix.shape))
                 stand_in = PrunedLinear(handle, regions[handle], bias, module, kind == "conv1d", updates[name],
-                                        masters[name])
+                                        masters[name], gradient, gradient_sparsifiers.get(name))
             elif kind == "conv2d":
                 stand_in = SparseConv2d(handle, regions[handle], bias, module)
             else:
@@ -301,6 +314,20 @@ def swap(model: torch.nn.Module, found: Mapping[str, list[Owner]], encodings: Ma
             readers.setdefault(name, []).append(f"sparse_mlir::{op} (region {handle})")
     copied.eval()
     return copied, regions, readers, paths
+
+
+def _shape_values_gradient(region: Region, options: KernelOptions) -> None:
+    """A fixed-mask weight whose gradient format has a sparsifier
+    (`grad=CSR(sparsifier=...)`): the stored values' gradient, as the dense
+    W2 it stands for, pruned by it before it reaches `.grad`."""
+    gradient = gradient_format(region.encoding, dense_by_default=False)
+    if gradient.sparsifier is None:
+        return
+    sparsifier = GradientSparsifier(region.name, gradient, options, tuple(region._matrix.shape))
+
+    def prune(grad: torch.Tensor) -> torch.Tensor:
+        return sparsifier(region.dense_matrix(grad))[region._rows, region._cols]
+    region.values.register_hook(prune)
 
 
 def _conv_key(module: torch.nn.Conv2d) -> tuple:
