@@ -30,7 +30,7 @@ from sparse_mlir.compiler.regions.base import Choice, Region, mark_handed_back, 
 from sparse_mlir.compiler.regions.conv import ConvRegion, from_hwc_matrix, hwc_matrix, packed_matrix
 from sparse_mlir.compiler.regions.linear import LinearRegion
 from sparse_mlir.compiler.regions.activation import ActivationRegion, insert_sparsifiers, sparsify_outputs
-from sparse_mlir.compiler.regions.gradients import wants_dense_master
+from sparse_mlir.compiler.regions.gradients import gradient_format, wants_dense_master
 from sparse_mlir.compiler.regions.module import RegionModule, SwappedModule
 
 log = logging.getLogger("sparse_mlir.compiler.regions")
@@ -658,6 +658,8 @@ def _plan(name: str, encoding: Encoding, stats: TensorStats, readers: list[str],
         applied += "; n:m groups along dim 0 (read as x @ W: the reduction dimension)"
     if regions:
         applied += "; per token count the cost model runs our kernel or torch's F.linear (see regions())"
+    if encoding.grad is not None:
+        applied += f"; gradient (grad=) at {gradient_format(encoding, dense_by_default=False).describe()}"
     return PlanEntry(name=name, role="weight", shape=stats.shape, format=encoding.format_name,
                      stored_as=stats.format, sparsifier=sparsifier.attr_text(), kind=sparsifier.kind,
                      applied=f"{applied}; {where}", origin="user",
@@ -673,5 +675,5 @@ def _activation_plan(region: ActivationRegion) -> PlanEntry:
                      format=region.encoding.format_name, stored_as=stored, sparsifier=sparsifier.attr_text(),
                      kind=sparsifier.kind,
                      applied=f"every call, by sparse_mlir::sparsify after {where} (compiled smlir.sparsify, a "
-                             "kernel per input shape; gradient straight-through)",
+                             f"kernel per input shape; gradient at {region.gradient_format.describe()})",
                      origin="user", fallbacks=())

@@ -59,6 +59,8 @@ def test_dense_gradient_with_the_mask_fixed_trains_a_dense_master():
     encoding = sm.CSR(sparsifier=sm.ScalarFraction(0.8), grad=sm.Dense())
     x, target = torch.randn(24, 48), torch.randn(24, 16)
     fn = _compile(model, {n: encoding for n in NAMES}, x)
+    plan = {entry.name: entry for entry in fn.sparsity_plan()}
+    assert "gradient (grad=) at every position (straight-through)" in plan["up.weight"].applied
     # The dense master under the model's own names (no `weight_values`).
     assert [n for n, _ in fn.named_parameters()] == ["up.weight", "up.bias", "down.weight", "down.bias"]
     masks = {n: _sparsified(encoding.effective_sparsifier, model.get_parameter(n)) != 0 for n in NAMES}
@@ -140,7 +142,7 @@ def _intermediate_grads(encoding: sm.Encoding):
         eager = x.clone().requires_grad_()
         torch.nn.functional.gelu(model.up(eager)).backward(at_act)
         return eager.grad
-    return ours.grad, pruned.grad, kept, dx
+    return ours.grad, pruned.grad, kept, dx, next(e for e in fn.sparsity_plan() if e.name == "act")
 
 
 @pytest.mark.parametrize("grad", [None, sm.Dense(), sm.Dense(sparsifier=sm.ScalarFraction(0.5)),
@@ -148,7 +150,8 @@ def _intermediate_grads(encoding: sm.Encoding):
                          ids=["default-kept", "dense", "dense-then-half", "kept-then-20%"])
 def test_intermediate_gradient_formats(grad):
     sparsifier = sm.NMMagnitude(2, 4)
-    ours, upstream, kept, _dx = _intermediate_grads(sm.Dense(sparsifier=sparsifier, grad=grad))
+    ours, upstream, kept, _dx, plan = _intermediate_grads(sm.Dense(sparsifier=sparsifier, grad=grad))
+    assert "gradient at the kept positions" in plan.applied if grad is None else "gradient at" in plan.applied
     if grad is None:
         at_act = upstream * kept
     elif isinstance(grad, sm.Dense):
