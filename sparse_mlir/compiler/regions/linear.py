@@ -11,7 +11,7 @@ from sparse_mlir.encodings import CSR, NM, Encoding
 from sparse_mlir.errors import SpecError
 from sparse_mlir.compiler.regions.base import Choice, PieceKernels, Region, SampledChoice
 from sparse_mlir.compiler.regions.kernels import KernelOptions
-from sparse_mlir.compiler.regions.reprune import prune_and_pack
+from sparse_mlir.compiler.regions.reprune import fast_nm, nm_sizes, prune_and_pack, prune_nm_into
 from sparse_mlir.compiler.weights import pack, stored_coordinates
 
 __all__ = ["Choice", "LinearRegion", "SampledChoice"]
@@ -73,6 +73,8 @@ class LinearRegion(Region):
         sparsifier and stores the result (MaskUpdate): in place where the
         buffers keep their sizes (the kernels stay bound), else the kernels
         are bound again on the next call."""
+        if self._prune_in_place(matrix):
+            return
         packed, pruned = prune_and_pack(self.encoding, matrix, self.name, scratch=True)
         with self._lock, torch.no_grad():
             if [(a.shape, a.dtype) for a in packed] == [(a.shape, a.dtype) for a in self._packed]:
@@ -89,6 +91,24 @@ class LinearRegion(Region):
             self._matrix.copy_(pruned)
             self._synced = self.values._version
             self._transposed = None
+
+    def _prune_in_place(self, matrix: torch.Tensor) -> bool:
+        """n:m magnitude pruning written straight into the stored buffers and
+        the dense copy (no scratch, no copies), where the sizes fit."""
+        encoding = self.encoding
+        if not fast_nm(encoding) or matrix.dtype != torch.float32 or len(self._packed) != 2:
+            return False
+        assert isinstance(encoding, NM)
+        coordinates, values = self._packed
+        size = nm_sizes(matrix, encoding)
+        if coordinates.size != size or values.size != size or not self._matrix.is_contiguous():
+            return False
+        with self._lock, torch.no_grad():
+            prune_nm_into(matrix, encoding, coordinates, values, self._matrix)
+            self._coordinates = None   # made again when asked for
+            self._synced = self.values._version
+            self._transposed = None
+        return True
 
     def _input_gradient(self, dy: torch.Tensor) -> torch.Tensor:
         """dx = dy W2, as the linear dy (W2^T)^T: W2^T stored as CSR (its

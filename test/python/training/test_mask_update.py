@@ -81,7 +81,7 @@ def test_training_follows_eager_masked_training_with_ste(encoding, every):
 
 
 @pytest.mark.parametrize("n,m,width", [(2, 4, 8), (1, 4, 16), (2, 8, 32), (4, 8, 8), (4, 16, 16)])
-def test_torch_nm_pruning_matches_the_numpy_sparsifier(n, m, width):
+def test_native_nm_pruning_matches_the_numpy_sparsifier(n, m, width):
     torch.manual_seed(0)
     weight = torch.randn(24, 64)
     weight[0, :m] = 0.0                  # ties: the lower index wins
@@ -94,6 +94,24 @@ def test_torch_nm_pruning_matches_the_numpy_sparsifier(n, m, width):
     assert np.array_equal(pruned.numpy(), reference, equal_nan=True)
     for ours, theirs in zip(packed, pack(encoding, reference)):
         assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs, equal_nan=True)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_native_nm_pruning_split_over_threads(threads):
+    # Enough groups for the pruning to run in chunks on several threads.
+    torch.manual_seed(1)
+    weight = torch.randn(1024, 768)
+    encoding = sm.NM(2, 4)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        packed, pruned = prune_and_pack(encoding, weight, "w")
+    finally:
+        torch.set_num_threads(previous)
+    reference = apply_sparsifier(encoding.effective_sparsifier, weight.numpy())
+    assert np.array_equal(pruned.numpy(), reference)
+    for ours, theirs in zip(packed, pack(encoding, reference)):
+        assert np.array_equal(ours, theirs)
 
 
 def test_bad_mask_update_arguments():
