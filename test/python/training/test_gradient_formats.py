@@ -181,3 +181,37 @@ def test_bad_gradient_formats_are_spec_errors():
     # A gradient sparsifier that cannot take the weight's shape [64, 48]: refused when compiling.
     with pytest.raises(sm.SpecError, match=r"up.weight \(gradient\) \(shape \(64, 48\)\)"):
         _compile(Net(), {"up.weight": sm.CSR(grad=sm.Dense(sparsifier=sm.NMMagnitude(2, 5)))}, x)
+
+
+def test_conv_weight_gradient_pruned_by_the_grads_sparsifier():
+    torch.manual_seed(4)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU()).eval()
+    pruning = sm.ScalarFraction(0.95)
+    encoding = sm.CSR(sparsifier=sm.ScalarFraction(0.6), grad=sm.CSR(sparsifier=pruning))
+    x = torch.randn(2, 8, 6, 6)
+    fn = _compile(model, {"0.weight": encoding}, x)
+    fn.train()
+    fn(x).square().sum().backward()
+    region = fn.regions()[0]
+    # Eager: the masked conv's weight gradient, kept to the mask, then the 5% largest of it.
+    weight = model[0].weight.detach()
+    mask = _sparsified(encoding.effective_sparsifier, weight) != 0
+    masked = (weight * mask).requires_grad_()
+    torch.relu(torch.nn.functional.conv2d(x, masked, model[0].bias, padding=1)).square().sum().backward()
+    # The region stores the [16, 8 * 3 * 3] matrix in (C, kh, kw) column order: the weight's own flattening.
+    expected = _sparsified(pruning, (masked.grad * mask).reshape(16, -1))
+    assert 0 < int((expected != 0).sum()) < int(mask.sum()) // 2
+    torch.testing.assert_close(region.dense_matrix(region.values.grad), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_gradient_sparsifier_traces_under_torch_compile():
+    torch.manual_seed(5)
+    model = Net().eval()
+    encoding = sm.Dense(sparsifier=sm.NMMagnitude(2, 4), grad=sm.Dense(sparsifier=sm.ScalarFraction(0.5)))
+    fn = _compile(model, {"act": encoding}, torch.randn(4, 48))
+    fn.train()
+    x = torch.randn(5, 48)
+    eager_x, compiled_x = x.clone().requires_grad_(), x.clone().requires_grad_()
+    fn(eager_x).square().sum().backward()
+    torch.compile(fn)(compiled_x).square().sum().backward()
+    torch.testing.assert_close(compiled_x.grad, eager_x.grad, rtol=1e-4, atol=1e-6)
