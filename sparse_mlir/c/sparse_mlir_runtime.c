@@ -214,7 +214,7 @@ static const char *check_file(const char *path, uint64_t bytes, const uint8_t ex
     return why;
   if (size != bytes) {
     close(fd);
-    return "size differs from the one weights.bin records";
+    return "size differs from the one weights.bin records (corrupted or replaced)";
   }
   static unsigned char chunk[1 << 16];
   sha256_state state;
@@ -553,9 +553,12 @@ smlir_model *smlir_load_expecting(const char *path, const char *expect_sha256, c
     record r = parse_record(blob + HEADER_BYTES + (size_t)RECORD_BYTES * i);
     const char *wrong = check_record(&r, is_buffer, data_offset, size, why, sizeof why);
     if (wrong) {
-      fail(error, error_size, "%s: record of %s %d: %s; export the model again", file,
-           i == 0 ? "the result" : is_buffer ? "buffer" : "input",
-           i == 0 ? 0 : is_buffer ? i - 1 - model->num_inputs : i - 1, wrong);
+      char what[64];
+      if (i == 0)
+        snprintf(what, sizeof what, "the result");
+      else
+        snprintf(what, sizeof what, "%s %d", is_buffer ? "buffer" : "input", is_buffer ? i - 1 - model->num_inputs : i - 1);
+      fail(error, error_size, "%s: record of %s: %s; export the model again", file, what, wrong);
       goto failed;
     }
     if (i == 0)

@@ -6,7 +6,6 @@ import ctypes
 import hashlib
 import json
 import shutil
-import struct
 import subprocess
 import sys
 import textwrap
@@ -21,6 +20,8 @@ from conftest import REPO_ROOT
 from sparse_mlir.compiler import export
 from sparse_mlir.runtime import artifact, cpu
 from sparse_mlir.models import MLP, BertLayer
+
+from .crafting import reseal, rewrite_header
 
 # Imports of the compiler are refused in the loading process.
 BLOCK_COMPILER = textwrap.dedent("""
@@ -219,49 +220,9 @@ def _copy(case: dict, tmp_path: Path) -> Path:
     return target
 
 
-HEADER_FIELDS = ("magic", "reserved", "version", "flags", "inputs", "buffers", "files", "data_offset", "data_bytes",
-                 "header_sha", "data_sha", "cpu")
-
-
-def _seal(blob: bytearray, files_from: Path | None = None) -> bytearray:
-    """Recomputes weights.bin's hashes as the exporter does (with
-    `files_from`, also every listed file's size and hash): what anyone who
-    can write the artifact can do, so the result must pass the hash checks."""
-    values = dict(zip(HEADER_FIELDS, artifact.HEADER.unpack_from(blob)))
-    start = values["data_offset"]
-    if files_from is not None:
-        tables = artifact.HEADER.size + artifact.RECORD.size * (1 + values["inputs"] + values["buffers"])
-        for i in range(values["files"]):
-            at = tables + i * artifact.FILE_ENTRY.size
-            name = artifact.FILE_ENTRY.unpack_from(blob, at)[0].rstrip(b"\0").decode()
-            data = (files_from / name).read_bytes()
-            artifact.FILE_ENTRY.pack_into(blob, at, name.encode(), len(data), hashlib.sha256(data).digest())
-    if start <= len(blob):
-        values["data_sha"] = hashlib.sha256(blob[start:]).digest()
-    values["header_sha"] = bytes(32)
-    artifact.HEADER.pack_into(blob, 0, *values.values())
-    blob[48:80] = hashlib.sha256(blob[:min(start, len(blob))]).digest()
-    return blob
-
-
-def _reseal(path: Path) -> None:
-    """Re-binds every file as it now is (a crafted artifact, consistent by hash)."""
-    (path / artifact.WEIGHTS).write_bytes(_seal(bytearray((path / artifact.WEIGHTS).read_bytes()), path))
-
-
 def _write_manifest(path: Path, text: str) -> None:
     (path / artifact.MANIFEST).write_text(text)
-    _reseal(path)
-
-
-def _rewrite_header(path: Path, **fields: object) -> None:
-    """Changes header fields of weights.bin and re-seals its hashes (a
-    genuinely different artifact, not a corrupted one)."""
-    blob = bytearray((path / artifact.WEIGHTS).read_bytes())
-    values = dict(zip(HEADER_FIELDS, artifact.HEADER.unpack_from(blob)))
-    values.update(fields)
-    artifact.HEADER.pack_into(blob, 0, *values.values())
-    (path / artifact.WEIGHTS).write_bytes(_seal(blob))
+    reseal(path)
 
 
 def _missing_isa_flag() -> str:
@@ -288,9 +249,9 @@ BROKEN = {
     "truncated": (lambda p: _truncate(p / artifact.WEIGHTS), "truncated"),
     "corrupted_weights": (lambda p: _corrupt(p / artifact.WEIGHTS, 5), "data SHA-256 mismatch"),
     "corrupted_library": (lambda p: _corrupt(p / artifact.LIBRARY, 300), "SHA-256 mismatch"),
-    "newer_format": (lambda p: _rewrite_header(p, version=artifact.FORMAT_VERSION + 1),
+    "newer_format": (lambda p: rewrite_header(p, version=artifact.FORMAT_VERSION + 1),
                      f"format version {artifact.FORMAT_VERSION + 1}"),
-    "cpu_features": (lambda p: _rewrite_header(p, cpu=(" ".join(artifact.host_isa_flags()) + " "
+    "cpu_features": (lambda p: rewrite_header(p, cpu=(" ".join(artifact.host_isa_flags()) + " "
                                                        + _missing_isa_flag()).encode()),
                      "lacks"),
     "manifest_not_an_object": (lambda p: _write_manifest(p, "[]"), "not a sparse_mlir manifest"),
