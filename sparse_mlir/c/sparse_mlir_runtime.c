@@ -216,12 +216,18 @@ static const char *check_file(const char *path, uint64_t bytes, const uint8_t ex
     close(fd);
     return "size differs from the one weights.bin records (corrupted or replaced)";
   }
-  static unsigned char chunk[1 << 16];
+  enum { CHUNK = 1 << 16 };
+  unsigned char *chunk = malloc(CHUNK);
+  if (!chunk) {
+    close(fd);
+    return "unreadable (out of memory)";
+  }
   sha256_state state;
   sha256_init(&state);
   ssize_t got;
-  while ((got = read(fd, chunk, sizeof chunk)) > 0)
+  while ((got = read(fd, chunk, CHUNK)) > 0)
     sha256_update(&state, chunk, (size_t)got);
+  free(chunk);
   close(fd);
   uint64_t hashed = state.length;
   uint8_t digest[32];
@@ -247,7 +253,11 @@ static int check_files(const char *path, const unsigned char *table, uint32_t co
   for (uint32_t i = 0; i < count; ++i) {
     const unsigned char *entry = table + (size_t)FILE_BYTES * i;
     memcpy(names[i], entry, SMLIR_FILE_NAME_BYTES);
-    if (!memchr(names[i], 0, SMLIR_FILE_NAME_BYTES) || !valid_name(names[i])) {
+    const char *end = memchr(names[i], 0, SMLIR_FILE_NAME_BYTES);
+    int padded = end != NULL;
+    for (const char *p = end; p && p < names[i] + SMLIR_FILE_NAME_BYTES; ++p)
+      padded &= !*p;
+    if (!padded || !valid_name(names[i])) {
       fail(error, error_size, "%s/weights.bin: file entry %u has a name that is not model.so, manifest.json or "
                               "lib/<file>; export the model again", path, i);
       return -1;
@@ -461,7 +471,8 @@ static unsigned char *read_weights(const char *path, const char *file, uint64_t 
          (unsigned long long)data_offset, (unsigned long long)data_bytes);
     goto done;
   }
-  uint64_t memory = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+  long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+  uint64_t memory = pages > 0 && page_size > 0 ? (uint64_t)pages * (uint64_t)page_size : UINT64_MAX;
   if (*size > memory || *size > SIZE_MAX - ALIGNMENT ||
       !(blob = aligned_alloc(ALIGNMENT, ((size_t)*size + ALIGNMENT) / ALIGNMENT * ALIGNMENT))) {
     fail(error, error_size, "%s: %llu bytes do not fit in this machine's memory (%llu bytes)", file,

@@ -164,9 +164,10 @@ def test_file_entry_names_stay_in_the_artifact(built: dict, copy: Path) -> None:
     tables = artifact.HEADER.size + artifact.RECORD.size * (1 + sum(struct.unpack_from("<II", blob, 20)))
     name = artifact.FILE_ENTRY.unpack_from(blob, tables)[0]
     assert name.rstrip(b"\0") == b"model.so"
-    blob[tables:tables + 64] = b"lib/../../outside.so".ljust(64, b"\0")
-    (copy / artifact.WEIGHTS).write_bytes(seal(blob))
-    _both_refuse(built, copy, "file entry 0")
+    for name in (b"lib/../../outside.so", b"model.so\0lib/hidden.so", b"lib/", b"x" * 64):
+        blob[tables:tables + 64] = name.ljust(64, b"\0")
+        (copy / artifact.WEIGHTS).write_bytes(seal(blob))
+        _both_refuse(built, copy, "file entry 0")
 
 
 def test_a_fifo_named_weights_bin_does_not_hang(built: dict, copy: Path) -> None:
