@@ -568,7 +568,8 @@ smlir_model *smlir_load_expecting(const char *path, const char *expect_sha256, c
       if (i == 0)
         snprintf(what, sizeof what, "the result");
       else
-        snprintf(what, sizeof what, "%s %d", is_buffer ? "buffer" : "input", is_buffer ? i - 1 - model->num_inputs : i - 1);
+        snprintf(what, sizeof what, "%s %d", is_buffer ? "buffer" : "input",
+                 is_buffer ? i - 1 - model->num_inputs : i - 1);
       fail(error, error_size, "%s: record of %s: %s; export the model again", file, what, wrong);
       goto failed;
     }
@@ -588,7 +589,8 @@ smlir_model *smlir_load_expecting(const char *path, const char *expect_sha256, c
     goto failed;
   }
   /* Every file's hash before any code is loaded (loading runs constructors). */
-  const unsigned char *table = blob + HEADER_BYTES + (size_t)RECORD_BYTES * (1 + model->num_inputs + model->num_buffers);
+  const unsigned char *table =
+      blob + HEADER_BYTES + (size_t)RECORD_BYTES * (1 + model->num_inputs + model->num_buffers);
   if (check_files(path, table, num_files, error, error_size))
     goto failed;
   snprintf(file, sizeof file, "%s/model.so", path);

@@ -19,10 +19,10 @@ import numpy as np
 import torch
 
 from sparse_mlir.runtime import threads
-from sparse_mlir.runtime.artifact import (ALIGNMENT, CUDA_RUNTIME_NAME, DTYPE_CODES, FLAG_CALL_NUMBER,
-                                          FILE_ENTRY, FLAG_CUDA, FORMAT_VERSION, HEADER, HEADER_SHA_AT, LIB_DIR, LIBRARY,
-                                          MAGIC, MANIFEST, MAX_RANK, NUMPY_DTYPES, RECORD, WEIGHTS, ArtifactError,
-                                          TensorRecord)
+from sparse_mlir.runtime.artifact import (ALIGNMENT, CUDA_RUNTIME_NAME, DTYPE_CODES, FILE_ENTRY,
+                                          FLAG_CALL_NUMBER, FLAG_CUDA, FORMAT_VERSION, HEADER, HEADER_SHA_AT,
+                                          LIB_DIR, LIBRARY, MAGIC, MANIFEST, MAX_BUFFERS, MAX_FILES, MAX_INPUTS,
+                                          MAX_RANK, NUMPY_DTYPES, RECORD, WEIGHTS, ArtifactError, TensorRecord)
 from sparse_mlir.runtime.cpu import cpu_model, host_isa_flags
 from sparse_mlir.runtime.memref import ALLOCATOR_LIBRARY
 
@@ -189,6 +189,14 @@ class _Layout:
 def _layout(num_inputs: int, bound: Sequence[np.ndarray], files: Sequence[str],
             stored: Sequence[bool] | None = None) -> _Layout:
     """Where each buffer goes; a buffer not `stored` is recorded by dtype and shape only."""
+    limits = ((num_inputs, MAX_INPUTS, "inputs"), (len(bound), MAX_BUFFERS, "weight buffers"),
+              (len(files), MAX_FILES, "files"))
+    for count, limit, what in limits:
+        if count > limit:
+            raise ArtifactError(f"the model has {count} {what}; an artifact holds at most {limit}")
+    for name in files:
+        if len(name.encode()) >= FILE_ENTRY.size - 40:
+            raise ArtifactError(f"{name}: file names in an artifact are shorter than {FILE_ENTRY.size - 40} bytes")
     tables = HEADER.size + RECORD.size * (1 + num_inputs + len(bound)) + FILE_ENTRY.size * len(files)
     offset = data_offset = _align(tables)
     records = []

@@ -203,7 +203,8 @@ def test_a_sparse_terabyte_weights_file_is_refused_before_reading(built: dict, c
     weights = copy / artifact.WEIGHTS
     os.truncate(weights, 1 << 40)   # sparse: no disk used
     _both_refuse(built, copy, "truncated or extended")
-    # Its header agreeing with the size: refused for the machine's memory, still before any allocation.
+    # Its header agreeing with the size (its hash not, but that is checked after reading): refused for the
+    # machine's memory, before any allocation.
     with weights.open("r+b") as file:
         data_offset = artifact.HEADER.unpack(file.read(artifact.HEADER.size))[7]
         file.seek(40)
