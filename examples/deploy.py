@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -36,7 +37,7 @@ LOADER = textwrap.dedent("""
     import numpy as np, torch
     import sparse_mlir as sm
     start = time.perf_counter()
-    fn = sm.load(sys.argv[1])
+    fn = sm.load(sys.argv[1], expect_sha256=sys.argv[4])   # the hash published with the model
     loaded = time.perf_counter()
     y = fn(torch.from_numpy(np.fromfile(sys.argv[2], np.float32).reshape(fn.input_specs[0][0])))
     print(f"python: load {(loaded - start) * 1e3:.1f} ms, first call {(time.perf_counter() - loaded) * 1e3:.1f} ms")
@@ -60,12 +61,14 @@ def main() -> None:
     artifact = fn.export(out / "mlp.smlir")
     size = sum(f.stat().st_size for f in artifact.rglob("*") if f.is_file())
     print(f"exported {artifact} ({size / 1e6:.1f} MB: {', '.join(sorted(p.name for p in artifact.iterdir()))})")
+    published = sm.artifact_sha256(artifact)   # publish it beside the model; loaders check it
+    print(f"artifact sha256 {published}")
     x.numpy().tofile(out / "input.bin")
 
     ok = True
     python_out = out / "python_output.bin"
-    done = subprocess.run([sys.executable, "-c", LOADER, str(artifact), str(out / "input.bin"), str(python_out)],
-                          capture_output=True, text=True, cwd=out)
+    done = subprocess.run([sys.executable, "-c", LOADER, str(artifact), str(out / "input.bin"), str(python_out),
+                           published], capture_output=True, text=True, cwd=out)
     print(done.stdout.strip() or done.stderr.strip())
     same = done.returncode == 0 and np.array_equal(np.fromfile(python_out, np.float32).reshape(expected.shape),
                                                    expected)
@@ -81,7 +84,7 @@ def main() -> None:
                         str(c_dir() / "sparse_mlir_runtime.c"), "-ldl", "-o", str(runner)], check=True)
         c_out = out / "c_output.bin"
         done = subprocess.run([str(runner), str(artifact), str(out / "input.bin"), str(c_out)],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env={**os.environ, "SMLIR_EXPECT_SHA256": published})
         print(done.stdout.strip() or done.stderr.strip())
         same = done.returncode == 0 and np.array_equal(np.fromfile(c_out, np.float32).reshape(expected.shape),
                                                        expected)

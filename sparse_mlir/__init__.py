@@ -19,7 +19,7 @@ from sparse_mlir.errors import CompileError, SparseFallbackWarning, SparseMLIREr
 __version__ = "0.1.0"
 
 _LAZY_NAMES = {
-    "runtime.artifact": ("ArtifactError", "LoadedModule", "load"),
+    "runtime.artifact": ("ArtifactError", "LoadedModule", "artifact_sha256", "load"),
     "runtime.memory": ("cached_bytes", "release_cached_memory"),
     "runtime.threads": ("get_num_threads", "set_num_threads"),
     "compiler.driver": ("compile", "CompiledModule", "PlanEntry"),

@@ -7,7 +7,8 @@
  *   ./run_model out/mlp.smlir out/input.bin output.bin
  *
  * Inputs and the output are raw little-endian arrays in the model's dtypes
- * and static shapes (one file per input).
+ * and static shapes (one file per input). With SMLIR_EXPECT_SHA256 set (the
+ * hash published with the model), only that artifact is loaded.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "sparse_mlir.h"
@@ -37,7 +38,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   double start = now_ms();
-  smlir_model *model = smlir_load(argv[1], error, sizeof error);
+  smlir_model *model = smlir_load_expecting(argv[1], getenv("SMLIR_EXPECT_SHA256"), error, sizeof error);
   if (!model) {
     fprintf(stderr, "error: %s\n", error);
     return 1;

@@ -11,25 +11,36 @@
  *
  * Artifact layout: model.so (the compiled code; entry point
  * `_mlir__mlir_ciface_main(void **args)`), lib/ (runtime libraries it needs),
- * weights.bin, manifest.json (the same facts for people). weights.bin, all
- * little-endian:
+ * weights.bin, manifest.json (the same facts for people). weights.bin is the
+ * artifact's root of trust: its header binds every other file by SHA-256, and
+ * the SHA-256 of the header (the artifact's hash, `smlir_artifact_sha256`)
+ * binds the whole artifact. All little-endian:
  *
- *   char     magic[8]        "SMLIRART"
- *   uint32   crc32           CRC-32 (zlib's) of every byte after this field
- *   uint32   format_version  SMLIR_FORMAT_VERSION
- *   uint32   flags           bit 0: @main takes a trailing i64 call number;
- *                            bit 1: target="cuda" host code (Python loader only;
- *                            buffers with bytes == 0 are device scratch)
- *   uint32   num_inputs
- *   uint32   num_buffers     packed weights, passed before the inputs
- *   uint32   library_crc32   CRC-32 of model.so
- *   uint64   data_offset
- *   char     cpu_flags[512]  ISA extensions needed (/proc/cpuinfo names)
+ *   char     magic[8]           "SMLIRART"
+ *   uint32   reserved           0 (version 1 kept a CRC-32 here)
+ *   uint32   format_version     SMLIR_FORMAT_VERSION (at this offset in every version)
+ *   uint32   flags              bit 0: @main takes a trailing i64 call number;
+ *                               bit 1: target="cuda" host code (Python loader only;
+ *                               buffers with bytes == 0 are device scratch)
+ *   uint32   num_inputs         at most SMLIR_MAX_INPUTS
+ *   uint32   num_buffers        packed weights, passed before the inputs; at most SMLIR_MAX_BUFFERS
+ *   uint32   num_files          files bound by hash (model.so, manifest.json, lib/...); at most SMLIR_MAX_FILES
+ *   uint64   data_offset        size of the header (64-byte aligned); the data follows
+ *   uint64   data_bytes         size of the data: the file is exactly data_offset + data_bytes
+ *   uint8    header_sha256[32]  SHA-256 of bytes [0, data_offset) with this field zeroed
+ *   uint8    data_sha256[32]    SHA-256 of bytes [data_offset, data_offset + data_bytes)
+ *   char     cpu_flags[512]     ISA extensions needed (/proc/cpuinfo names)
  *   record   result, inputs[num_inputs], buffers[num_buffers]
- *   ...      buffer data at each record's offset (64-byte aligned)
+ *   file     files[num_files]
+ *   ...      zeros up to data_offset, then buffer data at each record's offset (64-byte aligned)
  *
- *   record: uint32 dtype, uint32 rank, int64 shape[8], uint64 offset,
- *           uint64 bytes
+ *   record: uint32 dtype, uint32 rank (<= 8), int64 shape[8] (unused ones 0),
+ *           uint64 offset, uint64 bytes (= the elements' bytes; 0 for CUDA scratch)
+ *   file:   char name[64] (NUL-padded path under the artifact: "model.so",
+ *           "lib/libomp.so.5"), uint64 bytes, uint8 sha256[32]
+ *
+ * The loaders check every hash before any code is loaded; lib/ must hold
+ * exactly the files listed. Only regular files are opened.
  *
  *===----------------------------------------------------------------------===*/
 
@@ -43,8 +54,12 @@
 extern "C" {
 #endif
 
-#define SMLIR_FORMAT_VERSION 1
+#define SMLIR_FORMAT_VERSION 2
 #define SMLIR_MAX_RANK 8
+#define SMLIR_MAX_INPUTS 1024
+#define SMLIR_MAX_BUFFERS 65536
+#define SMLIR_MAX_FILES 64
+#define SMLIR_FILE_NAME_BYTES 64
 
 typedef enum smlir_dtype {
   SMLIR_F32 = 1,
@@ -69,6 +84,14 @@ typedef struct smlir_model smlir_model;
 /* Loads the artifact directory `path`. On failure returns NULL and writes a
  * message (what is wrong, what to do) into `error`. */
 smlir_model *smlir_load(const char *path, char *error, size_t error_size);
+/* As smlir_load, and refuses the artifact unless its hash (the SHA-256 of
+ * weights.bin's header, 64 hex digits) is `expect_sha256`: pass the hash
+ * published with the model, obtained out of band. NULL checks nothing more. */
+smlir_model *smlir_load_expecting(const char *path, const char *expect_sha256, char *error, size_t error_size);
+/* The loaded artifact's hash as 64 hex digits and a NUL. */
+void smlir_artifact_sha256(const smlir_model *model, char out[65]);
+/* SHA-256 of `size` bytes (FIPS 180-4), as the loader checks files with. */
+void smlir_sha256(const void *data, size_t size, uint8_t digest[32]);
 void smlir_free(smlir_model *model);
 
 int smlir_num_inputs(const smlir_model *model);

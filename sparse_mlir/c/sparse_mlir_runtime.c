@@ -8,20 +8,33 @@
 #define _GNU_SOURCE
 #include "sparse_mlir.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MAGIC "SMLIRART"
 #define CPU_FLAGS_BYTES 512
-#define HEADER_BYTES (8 + 4 * 6 + 8 + CPU_FLAGS_BYTES)
-#define CPU_FLAGS_AT 40
+#define VERSION_AT 12
+#define HEADER_SHA_AT 48
+#define DATA_SHA_AT 80
+#define CPU_FLAGS_AT 112
+#define HEADER_BYTES (CPU_FLAGS_AT + CPU_FLAGS_BYTES)
 #define RECORD_BYTES (4 + 4 + 8 * SMLIR_MAX_RANK + 8 + 8)
+#define FILE_BYTES (SMLIR_FILE_NAME_BYTES + 8 + 32)
+#define ALIGNMENT 64
 #define ENTRY_POINT "_mlir__mlir_ciface_main"
 #define FLAG_CALL_NUMBER 1u
 #define FLAG_CUDA 2u /* target="cuda" host code: loaded from Python only */
+/* No tensor has more elements than this (2^48): byte counts cannot overflow. */
+#define MAX_ELEMENTS ((uint64_t)1 << 48)
 
 typedef struct record {
   int32_t dtype;
@@ -50,6 +63,7 @@ struct smlir_model {
   record *inputs, *buffers;
   descriptor *buffer_descriptors;
   int64_t call_number;
+  uint8_t sha256[32]; /* of the header: the artifact's hash */
 };
 
 static void fail(char *error, size_t size, const char *format, ...) {
@@ -61,20 +75,96 @@ static void fail(char *error, size_t size, const char *format, ...) {
   va_end(args);
 }
 
-static uint32_t crc32_update(uint32_t crc, const unsigned char *data, size_t size) {
-  static uint32_t table[256];
-  if (!table[1])
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k)
-        c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      table[i] = c;
-    }
-  crc = ~crc;
-  for (size_t i = 0; i < size; ++i)
-    crc = table[(crc ^ data[i]) & 0xff] ^ (crc >> 8);
-  return ~crc;
+/* ------------------------------------------------------------ SHA-256 (FIPS 180-4) */
+
+typedef struct sha256_state {
+  uint32_t h[8];
+  uint64_t length; /* bytes hashed so far */
+  unsigned char block[64];
+  size_t used;
+} sha256_state;
+
+static const uint32_t K[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+static uint32_t rotr(uint32_t x, int n) { return x >> n | x << (32 - n); }
+
+static void sha256_block(uint32_t h[8], const unsigned char *p) {
+  uint32_t w[64];
+  for (int i = 0; i < 16; ++i)
+    w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+  for (int i = 16; i < 64; ++i) {
+    uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ w[i - 15] >> 3;
+    uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ w[i - 2] >> 10;
+    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+  }
+  uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
+  for (int i = 0; i < 64; ++i) {
+    uint32_t t1 = k + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
+    uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+    k = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
+  }
+  h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
+
+static void sha256_init(sha256_state *state) {
+  static const uint32_t initial[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                      0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  memcpy(state->h, initial, sizeof initial);
+  state->length = 0;
+  state->used = 0;
+}
+
+static void sha256_update(sha256_state *state, const void *data, size_t size) {
+  const unsigned char *p = data;
+  state->length += size;
+  if (state->used) {
+    size_t take = size < 64 - state->used ? size : 64 - state->used;
+    memcpy(state->block + state->used, p, take);
+    state->used += take, p += take, size -= take;
+    if (state->used < 64)
+      return;
+    sha256_block(state->h, state->block);
+    state->used = 0;
+  }
+  for (; size >= 64; p += 64, size -= 64)
+    sha256_block(state->h, p);
+  memcpy(state->block, p, size);
+  state->used = size;
+}
+
+static void sha256_final(sha256_state *state, uint8_t digest[32]) {
+  uint64_t bits = state->length * 8;
+  unsigned char pad[72] = {0x80};
+  size_t padding = (state->used < 56 ? 56 : 120) - state->used;
+  for (int i = 0; i < 8; ++i)
+    pad[padding + i] = (unsigned char)(bits >> (56 - 8 * i));
+  sha256_update(state, pad, padding + 8);
+  for (int i = 0; i < 8; ++i)
+    for (int k = 0; k < 4; ++k)
+      digest[4 * i + k] = (uint8_t)(state->h[i] >> (24 - 8 * k));
+}
+
+void smlir_sha256(const void *data, size_t size, uint8_t digest[32]) {
+  sha256_state state;
+  sha256_init(&state);
+  sha256_update(&state, data, size);
+  sha256_final(&state, digest);
+}
+
+static void hex(const uint8_t digest[32], char out[65]) {
+  for (int i = 0; i < 32; ++i)
+    snprintf(out + 2 * i, 3, "%02x", digest[i]);
+}
+
+/* ------------------------------------------------------------ files */
 
 static uint32_t u32_at(const unsigned char *p) {
   uint32_t v;
@@ -87,21 +177,133 @@ static uint64_t u64_at(const unsigned char *p) {
   return v;
 }
 
-static unsigned char *read_file(const char *path, size_t *size) {
-  FILE *file = fopen(path, "rb");
-  if (!file)
-    return NULL;
-  fseek(file, 0, SEEK_END);
-  long length = ftell(file);
-  fseek(file, 0, SEEK_SET);
-  unsigned char *data = length >= 0 ? aligned_alloc(64, ((size_t)length + 64) / 64 * 64) : NULL;
-  if (data && fread(data, 1, (size_t)length, file) != (size_t)length) {
-    free(data);
-    data = NULL;
+/* Opens `path` for reading if it is a regular file (never blocks on a FIFO or
+ * a device); returns -1 with a reason otherwise. */
+static int open_regular(const char *path, uint64_t *size, const char **why) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  struct stat info;
+  if (fd < 0) {
+    *why = errno == ENOENT ? "missing" : "unreadable";
+    return -1;
   }
-  fclose(file);
-  *size = (size_t)length;
-  return data;
+  if (fstat(fd, &info) || !S_ISREG(info.st_mode)) {
+    *why = "not a regular file";
+    close(fd);
+    return -1;
+  }
+  *size = (uint64_t)info.st_size;
+  return fd;
+}
+
+static int read_all(int fd, unsigned char *data, size_t size) {
+  for (size_t done = 0; done < size;) {
+    ssize_t got = pread(fd, data + done, size - done, (off_t)done);
+    if (got <= 0)
+      return -1;
+    done += (size_t)got;
+  }
+  return 0;
+}
+
+/* Whether the file at `path` is regular, `bytes` long and hashes to `expected`. */
+static const char *check_file(const char *path, uint64_t bytes, const uint8_t expected[32]) {
+  const char *why = NULL;
+  uint64_t size = 0;
+  int fd = open_regular(path, &size, &why);
+  if (fd < 0)
+    return why;
+  if (size != bytes) {
+    close(fd);
+    return "size differs from the one weights.bin records (corrupted or replaced)";
+  }
+  enum { CHUNK = 1 << 16 };
+  unsigned char *chunk = malloc(CHUNK);
+  if (!chunk) {
+    close(fd);
+    return "unreadable (out of memory)";
+  }
+  sha256_state state;
+  sha256_init(&state);
+  ssize_t got;
+  while ((got = read(fd, chunk, CHUNK)) > 0)
+    sha256_update(&state, chunk, (size_t)got);
+  free(chunk);
+  close(fd);
+  uint64_t hashed = state.length;
+  uint8_t digest[32];
+  sha256_final(&state, digest);
+  if (got < 0 || hashed != bytes)
+    return "unreadable";
+  return memcmp(digest, expected, 32) ? "SHA-256 mismatch (corrupted or replaced)" : NULL;
+}
+
+/* A file entry's name: "model.so", "manifest.json" or "lib/<name>". */
+static int valid_name(const char *name) {
+  if (!strcmp(name, "model.so") || !strcmp(name, "manifest.json"))
+    return 1;
+  const char *base = name + 4;
+  return !strncmp(name, "lib/", 4) && *base && !strchr(base, '/') && strcmp(base, ".") && strcmp(base, "..");
+}
+
+/* Checks every file the header lists, and that lib/ holds no other file. */
+static int check_files(const char *path, const unsigned char *table, uint32_t count, char *error,
+                       size_t error_size) {
+  char file[4096], names[SMLIR_MAX_FILES][SMLIR_FILE_NAME_BYTES];
+  int has_library = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    const unsigned char *entry = table + (size_t)FILE_BYTES * i;
+    memcpy(names[i], entry, SMLIR_FILE_NAME_BYTES);
+    const char *end = memchr(names[i], 0, SMLIR_FILE_NAME_BYTES);
+    int padded = end != NULL;
+    for (const char *p = end; p && p < names[i] + SMLIR_FILE_NAME_BYTES; ++p)
+      padded &= !*p;
+    if (!padded || !valid_name(names[i])) {
+      fail(error, error_size, "%s/weights.bin: file entry %u has a name that is not model.so, manifest.json or "
+                              "lib/<file>; export the model again", path, i);
+      return -1;
+    }
+    for (uint32_t k = 0; k < i; ++k)
+      if (!strcmp(names[k], names[i])) {
+        fail(error, error_size, "%s/weights.bin: file entry %u (%s) is listed twice; export the model again", path,
+             i, names[i]);
+        return -1;
+      }
+    has_library |= !strcmp(names[i], "model.so");
+    if (snprintf(file, sizeof file, "%s/%s", path, names[i]) >= (int)sizeof file) {
+      fail(error, error_size, "%s: path too long", path);
+      return -1;
+    }
+    const char *why = check_file(file, u64_at(entry + SMLIR_FILE_NAME_BYTES), entry + SMLIR_FILE_NAME_BYTES + 8);
+    if (why) {
+      fail(error, error_size, "%s: %s; copy the artifact again or export it again", file, why);
+      return -1;
+    }
+  }
+  if (!has_library) {
+    fail(error, error_size, "%s/weights.bin: lists no model.so among its files; export the model again", path);
+    return -1;
+  }
+  /* The dynamic loader searches lib/ ($ORIGIN/lib) for every dependency: only
+     listed (checked) files may be there. */
+  snprintf(file, sizeof file, "%s/lib", path);
+  DIR *dir = opendir(file);
+  for (struct dirent *item; dir && (item = readdir(dir));) {
+    if (!strcmp(item->d_name, ".") || !strcmp(item->d_name, ".."))
+      continue;
+    int listed = 0;
+    for (uint32_t i = 0; i < count && !listed; ++i)
+      listed = !strncmp(names[i], "lib/", 4) && !strcmp(names[i] + 4, item->d_name);
+    if (!listed) {
+      fail(error, error_size, "%s/%s: not part of the artifact (weights.bin does not list it), and the model's "
+                              "libraries are searched for in lib/; remove it or copy the artifact again",
+           file, item->d_name);
+      closedir(dir);
+      return -1;
+    }
+  }
+  if (dir)
+    closedir(dir);
+  return 0;
 }
 
 size_t smlir_dtype_size(int32_t dtype) {
@@ -143,6 +345,35 @@ static record parse_record(const unsigned char *p) {
   r.offset = u64_at(p + 8 + 8 * SMLIR_MAX_RANK);
   r.bytes = u64_at(p + 16 + 8 * SMLIR_MAX_RANK);
   return r;
+}
+
+/* A record's dtype, rank and shape are ones this loader can describe, and a
+ * buffer's data lies inside the data region. Returns NULL or what is wrong. */
+static const char *check_record(const record *r, int buffer, uint64_t data_offset, uint64_t size, char *why,
+                                size_t why_size) {
+  if (!smlir_dtype_size(r->dtype))
+    return snprintf(why, why_size, "unknown dtype code %u", (unsigned)r->dtype), why;
+  if ((uint32_t)r->rank > SMLIR_MAX_RANK)
+    return snprintf(why, why_size, "rank %u (at most %d)", (unsigned)r->rank, SMLIR_MAX_RANK), why;
+  uint64_t elements = 1;
+  for (int i = 0; i < r->rank; ++i) {
+    if (r->shape[i] < 0 || (uint64_t)r->shape[i] > MAX_ELEMENTS)
+      return snprintf(why, why_size, "dimension %d of size %lld", i, (long long)r->shape[i]), why;
+    elements *= (uint64_t)r->shape[i];
+    if (elements > MAX_ELEMENTS)
+      return snprintf(why, why_size, "more than 2^48 elements"), why;
+  }
+  if (!buffer)
+    return NULL;
+  uint64_t bytes = elements * smlir_dtype_size(r->dtype);
+  if (r->bytes != bytes)
+    return snprintf(why, why_size, "%llu bytes for %llu elements of %s (expected %llu)", (unsigned long long)r->bytes,
+                    (unsigned long long)elements, dtype_name(r->dtype), (unsigned long long)bytes), why;
+  if (r->offset < data_offset || r->offset % ALIGNMENT || r->offset > size || r->bytes > size - r->offset)
+    return snprintf(why, why_size, "data at offset %llu, %llu bytes, outside the data region [%llu, %llu) or not "
+                    "%d-byte aligned", (unsigned long long)r->offset, (unsigned long long)r->bytes,
+                    (unsigned long long)data_offset, (unsigned long long)size, ALIGNMENT), why;
+  return NULL;
 }
 
 /* Every ISA extension in `needed` (space separated) is in /proc/cpuinfo. */
@@ -188,56 +419,166 @@ static void describe(descriptor *d, void *data, const int64_t *shape, int rank) 
   }
 }
 
-smlir_model *smlir_load(const char *path, char *error, size_t error_size) {
-  char file[4096];
-  size_t size = 0, library_size = 0;
-  snprintf(file, sizeof file, "%s/weights.bin", path);
-  unsigned char *blob = read_file(file, &size);
-  if (!blob) {
-    fail(error, error_size, "%s: not a sparse_mlir artifact (no readable weights.bin); pass the directory "
-                            "fn.export() wrote", path);
+/* Reads weights.bin after checking its fixed header against the file's size:
+ * NULL with a message, or the whole file (`*size` bytes). */
+static unsigned char *read_weights(const char *path, const char *file, uint64_t *size, char *error,
+                                   size_t error_size) {
+  const char *why = NULL;
+  int fd = open_regular(file, size, &why);
+  if (fd < 0) {
+    fail(error, error_size, "%s: not a sparse_mlir artifact (weights.bin is %s); pass the directory fn.export() "
+                            "wrote", path, why);
     return NULL;
   }
-  smlir_model *model = calloc(1, sizeof *model);
-  model->blob = blob;
-  if (size < HEADER_BYTES || memcmp(blob, MAGIC, 8)) {
+  unsigned char header[HEADER_BYTES];
+  size_t have = *size < HEADER_BYTES ? (size_t)*size : HEADER_BYTES;
+  unsigned char *blob = NULL;
+  if (read_all(fd, header, have) || have < 16 || memcmp(header, MAGIC, 8)) {
     fail(error, error_size, "%s: not a sparse_mlir weights file (bad magic); pass the directory fn.export() wrote",
          file);
+    goto done;
+  }
+  uint32_t version = u32_at(header + VERSION_AT);
+  if (version != SMLIR_FORMAT_VERSION) {
+    fail(error, error_size, "%s: artifact format version %u, but this runtime reads version %d%s; export the model "
+                            "again with the matching sparse_mlir", path, version, SMLIR_FORMAT_VERSION,
+         version < SMLIR_FORMAT_VERSION ? " (older artifacts bind no hashes)" : "");
+    goto done;
+  }
+  if (have < HEADER_BYTES) {
+    fail(error, error_size, "%s: truncated (%llu bytes, its header alone takes %d); copy the artifact again or "
+                            "export it again", file, (unsigned long long)*size, HEADER_BYTES);
+    goto done;
+  }
+  uint32_t inputs = u32_at(header + 20), buffers = u32_at(header + 24), files = u32_at(header + 28);
+  uint64_t data_offset = u64_at(header + 32), data_bytes = u64_at(header + 40);
+  if (inputs > SMLIR_MAX_INPUTS || buffers > SMLIR_MAX_BUFFERS || files > SMLIR_MAX_FILES) {
+    fail(error, error_size, "%s: header lists %u inputs, %u buffers, %u files (this loader takes at most %d, %d, "
+                            "%d); export the model again", file, inputs, buffers, files, SMLIR_MAX_INPUTS,
+         SMLIR_MAX_BUFFERS, SMLIR_MAX_FILES);
+    goto done;
+  }
+  uint64_t tables = HEADER_BYTES + (uint64_t)RECORD_BYTES * (1 + inputs + buffers) + (uint64_t)FILE_BYTES * files;
+  if (data_offset < tables || data_offset % ALIGNMENT) {
+    fail(error, error_size, "%s: data_offset %llu, but its header takes %llu bytes (and data starts %d-byte "
+                            "aligned); export the model again", file, (unsigned long long)data_offset,
+         (unsigned long long)tables, ALIGNMENT);
+    goto done;
+  }
+  if (data_offset > *size || data_bytes != *size - data_offset) {
+    fail(error, error_size, "%s: truncated or extended (%llu bytes, its header says %llu + %llu); copy the artifact "
+                            "again or export it again", file, (unsigned long long)*size,
+         (unsigned long long)data_offset, (unsigned long long)data_bytes);
+    goto done;
+  }
+  long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+  uint64_t memory = pages > 0 && page_size > 0 ? (uint64_t)pages * (uint64_t)page_size : UINT64_MAX;
+  if (*size > memory || *size > SIZE_MAX - ALIGNMENT ||
+      !(blob = aligned_alloc(ALIGNMENT, ((size_t)*size + ALIGNMENT) / ALIGNMENT * ALIGNMENT))) {
+    fail(error, error_size, "%s: %llu bytes do not fit in this machine's memory (%llu bytes)", file,
+         (unsigned long long)*size, (unsigned long long)memory);
+    goto done;
+  }
+  if (read_all(fd, blob, (size_t)*size)) {
+    fail(error, error_size, "%s: cannot be read (%s); copy the artifact again", file, strerror(errno));
+    free(blob);
+    blob = NULL;
+  }
+done:
+  close(fd);
+  return blob;
+}
+
+smlir_model *smlir_load(const char *path, char *error, size_t error_size) {
+  return smlir_load_expecting(path, NULL, error, error_size);
+}
+
+void smlir_artifact_sha256(const smlir_model *model, char out[65]) { hex(model->sha256, out); }
+
+smlir_model *smlir_load_expecting(const char *path, const char *expect_sha256, char *error, size_t error_size) {
+  char file[4096], digest_text[65];
+  uint64_t size = 0;
+  if (strlen(path) > sizeof file - 100) {
+    fail(error, error_size, "%.100s...: path too long (at most %zu bytes)", path, sizeof file - 100);
+    return NULL;
+  }
+  snprintf(file, sizeof file, "%s/weights.bin", path);
+  unsigned char *blob = read_weights(path, file, &size, error, error_size);
+  if (!blob)
+    return NULL;
+  smlir_model *model = calloc(1, sizeof *model);
+  if (!model) {
+    free(blob);
+    fail(error, error_size, "%s: out of memory", path);
+    return NULL;
+  }
+  model->blob = blob;
+  model->flags = u32_at(blob + 16);
+  model->num_inputs = (int)u32_at(blob + 20);
+  model->num_buffers = (int)u32_at(blob + 24);
+  uint32_t num_files = u32_at(blob + 28);
+  uint64_t data_offset = u64_at(blob + 32);
+  /* The header's hash (its own field zeroed), then the data's. */
+  static const uint8_t zeros[32];
+  uint8_t digest[32];
+  sha256_state state;
+  sha256_init(&state);
+  sha256_update(&state, blob, HEADER_SHA_AT);
+  sha256_update(&state, zeros, 32);
+  sha256_update(&state, blob + DATA_SHA_AT, (size_t)data_offset - DATA_SHA_AT);
+  sha256_final(&state, model->sha256);
+  if (memcmp(model->sha256, blob + HEADER_SHA_AT, 32)) {
+    fail(error, error_size, "%s: header SHA-256 mismatch (the file is corrupted); copy the artifact again or export "
+                            "it again", file);
     goto failed;
   }
-  uint32_t crc = u32_at(blob + 8), version = u32_at(blob + 12);
-  model->flags = u32_at(blob + 16);
+  smlir_sha256(blob + data_offset, (size_t)(size - data_offset), digest);
+  if (memcmp(digest, blob + DATA_SHA_AT, 32)) {
+    fail(error, error_size, "%s: data SHA-256 mismatch (the weights are corrupted); copy the artifact again or "
+                            "export it again", file);
+    goto failed;
+  }
+  hex(model->sha256, digest_text);
+  if (expect_sha256 && strcasecmp(expect_sha256, digest_text)) {
+    fail(error, error_size, "%s: the artifact's SHA-256 is %s, not the expected %s: it is not the artifact that was "
+                            "published (replaced or damaged); fetch it again from its source", path, digest_text,
+         expect_sha256);
+    goto failed;
+  }
   if (model->flags & FLAG_CUDA) {
     fail(error, error_size, "%s: a target=\"cuda\" artifact; its GPU buffers are set up by the Python loader "
                             "(sparse_mlir.load), which this C loader does not do yet", file);
     goto failed;
   }
-  model->num_inputs = (int)u32_at(blob + 20);
-  model->num_buffers = (int)u32_at(blob + 24);
-  uint32_t library_crc = u32_at(blob + 28);
-  size_t tables = HEADER_BYTES + (size_t)RECORD_BYTES * (1 + model->num_inputs + model->num_buffers);
-  if (size < tables) {
-    fail(error, error_size, "%s: truncated (%zu bytes, its header alone takes %zu); copy the artifact again or "
-                            "export it again", file, size, tables);
+  /* Every record, before anything uses one. */
+  model->inputs = calloc((size_t)model->num_inputs + 1, sizeof(record));
+  model->buffers = calloc((size_t)model->num_buffers + 1, sizeof(record));
+  model->buffer_descriptors = calloc((size_t)model->num_buffers + 1, sizeof(descriptor));
+  if (!model->inputs || !model->buffers || !model->buffer_descriptors) {
+    fail(error, error_size, "%s: out of memory", path);
     goto failed;
   }
-  if (model->num_buffers) {
-    record last = parse_record(blob + tables - RECORD_BYTES);
-    if (size < last.offset + last.bytes) {
-      fail(error, error_size, "%s: truncated (%zu bytes, expected %llu); copy the artifact again or export it "
-                              "again", file, size, (unsigned long long)(last.offset + last.bytes));
+  char why[256];
+  for (int i = 0; i < 1 + model->num_inputs + model->num_buffers; ++i) {
+    int is_buffer = i > model->num_inputs;
+    record r = parse_record(blob + HEADER_BYTES + (size_t)RECORD_BYTES * i);
+    const char *wrong = check_record(&r, is_buffer, data_offset, size, why, sizeof why);
+    if (wrong) {
+      char what[64];
+      if (i == 0)
+        snprintf(what, sizeof what, "the result");
+      else
+        snprintf(what, sizeof what, "%s %d", is_buffer ? "buffer" : "input",
+                 is_buffer ? i - 1 - model->num_inputs : i - 1);
+      fail(error, error_size, "%s: record of %s: %s; export the model again", file, what, wrong);
       goto failed;
     }
-  }
-  if (crc32_update(0, blob + 12, size - 12) != crc) {
-    fail(error, error_size, "%s: checksum mismatch (the file is corrupted); copy the artifact again or export "
-                            "it again", file);
-    goto failed;
-  }
-  if (version != SMLIR_FORMAT_VERSION) {
-    fail(error, error_size, "%s: artifact format version %u, but this runtime reads version %d; export the model "
-                            "again with the matching sparse_mlir", path, version, SMLIR_FORMAT_VERSION);
-    goto failed;
+    if (i == 0)
+      model->result = r;
+    else if (!is_buffer)
+      model->inputs[i - 1] = r;
+    else
+      model->buffers[i - 1 - model->num_inputs] = r;
   }
   char needed[CPU_FLAGS_BYTES + 1], missing[CPU_FLAGS_BYTES + 1];
   memcpy(needed, blob + CPU_FLAGS_AT, CPU_FLAGS_BYTES);
@@ -247,15 +588,12 @@ smlir_model *smlir_load(const char *path, char *error, size_t error_size) {
                             "with an illegal instruction. Export the model again on this machine", path, missing);
     goto failed;
   }
-  snprintf(file, sizeof file, "%s/model.so", path);
-  unsigned char *library = read_file(file, &library_size);
-  int library_ok = library && crc32_update(0, library, library_size) == library_crc;
-  free(library);
-  if (!library_ok) {
-    fail(error, error_size, "%s: missing or checksum mismatch (corrupted or replaced); copy the artifact again or "
-                            "export it again", file);
+  /* Every file's hash before any code is loaded (loading runs constructors). */
+  const unsigned char *table =
+      blob + HEADER_BYTES + (size_t)RECORD_BYTES * (1 + model->num_inputs + model->num_buffers);
+  if (check_files(path, table, num_files, error, error_size))
     goto failed;
-  }
+  snprintf(file, sizeof file, "%s/model.so", path);
   model->library = dlopen(file, RTLD_NOW | RTLD_LOCAL);
   if (!model->library) {
     fail(error, error_size, "%s: cannot be loaded (%s); export the model again on this kind of machine", file,
@@ -270,15 +608,8 @@ smlir_model *smlir_load(const char *path, char *error, size_t error_size) {
   *(void **)&model->release = dlsym(model->library, "_mlir_memref_to_llvm_free");
   if (!model->release)
     model->release = free; /* its buffers are malloc'ed either way */
-  model->result = parse_record(blob + HEADER_BYTES);
-  model->inputs = calloc((size_t)model->num_inputs + 1, sizeof(record));
-  model->buffers = calloc((size_t)model->num_buffers + 1, sizeof(record));
-  model->buffer_descriptors = calloc((size_t)model->num_buffers + 1, sizeof(descriptor));
-  for (int i = 0; i < model->num_inputs; ++i)
-    model->inputs[i] = parse_record(blob + HEADER_BYTES + (size_t)RECORD_BYTES * (1 + i));
   for (int i = 0; i < model->num_buffers; ++i) {
     record *b = &model->buffers[i];
-    *b = parse_record(blob + HEADER_BYTES + (size_t)RECORD_BYTES * (1 + model->num_inputs + i));
     describe(&model->buffer_descriptors[i], blob + b->offset, b->shape, b->rank);
   }
   return model;

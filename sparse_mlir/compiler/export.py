@@ -3,6 +3,7 @@ loaders are in `sparse_mlir.runtime.artifact`)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -10,7 +11,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
-import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -18,8 +19,9 @@ import numpy as np
 import torch
 
 from sparse_mlir.runtime import threads
-from sparse_mlir.runtime.artifact import (ALIGNMENT, CUDA_RUNTIME_NAME, DTYPE_CODES, FLAG_CALL_NUMBER,
-                                          FLAG_CUDA, FORMAT_VERSION, HEADER, LIB_DIR, LIBRARY, MAGIC, MANIFEST,
+from sparse_mlir.runtime.artifact import (ALIGNMENT, CUDA_RUNTIME_NAME, DTYPE_CODES, FILE_ENTRY,
+                                          FLAG_CALL_NUMBER, FLAG_CUDA, FORMAT_VERSION, HEADER, HEADER_SHA_AT,
+                                          LIB_DIR, LIBRARY, MAGIC, MANIFEST, MAX_BUFFERS, MAX_FILES, MAX_INPUTS,
                                           MAX_RANK, NUMPY_DTYPES, RECORD, WEIGHTS, ArtifactError, TensorRecord)
 from sparse_mlir.runtime.cpu import cpu_model, host_isa_flags
 from sparse_mlir.runtime.memref import ALLOCATOR_LIBRARY
@@ -74,10 +76,10 @@ def export(fn: "CompiledModule", path: str | os.PathLike, *, linker: str | None 
         engine.dump_to_object_file(str(object_file))
         _link(cc, object_file, staging / LIBRARY, runtime_libs)
         object_file.unlink()
-        library_crc = zlib.crc32((staging / LIBRARY).read_bytes())
-        weights = _write_weights(staging / WEIGHTS, result, inputs, bound, fn._counts_calls, library_crc)
-        manifest = _manifest(fn, result, inputs, bound, staging, weights)
+        layout = _layout(len(inputs), bound, _bound_files(staging))
+        manifest = _manifest(fn, result, inputs, bound, staging, layout)
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        _write_weights(staging, result, inputs, bound, layout, FLAG_CALL_NUMBER if fn._counts_calls else 0)
         return _publish(staging, target)
 
 
@@ -111,9 +113,8 @@ def export_cuda(fn: "CudaCompiledModule", path: str | os.PathLike, *, linker: st
         engine.dump_to_object_file(str(object_file))
         _link(cc, object_file, staging / LIBRARY, [CUDA_RUNTIME_NAME], _orc_initializers(object_file))
         object_file.unlink()
-        library_crc = zlib.crc32((staging / LIBRARY).read_bytes())
-        weights = _write_weights(staging / WEIGHTS, result, inputs, bound, False, library_crc, FLAG_CUDA, stored)
-        manifest = _manifest(fn, result, inputs, bound, staging, weights)
+        layout = _layout(len(inputs), bound, _bound_files(staging), stored)
+        manifest = _manifest(fn, result, inputs, bound, staging, layout)
         manifest["signature"]["inputs"] = [{"shape": list(shape), "dtype": str(dtype).removeprefix("torch.")}
                                            for shape, dtype in fn.input_specs]
         manifest["signature"]["output"]["dtype"] = str(fn._result_dtype).removeprefix("torch.")
@@ -124,6 +125,7 @@ def export_cuda(fn: "CudaCompiledModule", path: str | os.PathLike, *, linker: st
             "kernels": [launch.to_json() for launch in fn.kernels()],
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        _write_weights(staging, result, inputs, bound, layout, FLAG_CUDA)
         return _publish(staging, target)
 
 
@@ -172,31 +174,63 @@ def _orc_initializers(object_file: Path) -> list[str]:
     return flags + ([f"-Wl,-fini={names[_ORC_DEINIT]}"] if _ORC_DEINIT in names else [])
 
 
-def _write_weights(path: Path, result: TensorRecord, inputs: Sequence[TensorRecord], bound: Sequence[np.ndarray],
-                   counts_calls: bool, library_crc: int, extra_flags: int = 0,
-                   stored: Sequence[bool] | None = None) -> list[TensorRecord]:
-    """The header and the buffers; a buffer not `stored` is recorded by dtype and shape only."""
-    tables = HEADER.size + RECORD.size * (1 + len(inputs) + len(bound))
-    offset = _align(tables)
+def _bound_files(staging: Path) -> list[str]:
+    """The files weights.bin binds by hash: model.so, lib/'s, the manifest (written later)."""
+    return [LIBRARY, *sorted(f"{LIB_DIR}/{p.name}" for p in (staging / LIB_DIR).iterdir()), MANIFEST]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    records: list[TensorRecord]   # the buffers'
+    data_offset: int
+    files: list[str]
+
+
+def _layout(num_inputs: int, bound: Sequence[np.ndarray], files: Sequence[str],
+            stored: Sequence[bool] | None = None) -> _Layout:
+    """Where each buffer goes; a buffer not `stored` is recorded by dtype and shape only."""
+    limits = ((num_inputs, MAX_INPUTS, "inputs"), (len(bound), MAX_BUFFERS, "weight buffers"),
+              (len(files), MAX_FILES, "files"))
+    for count, limit, what in limits:
+        if count > limit:
+            raise ArtifactError(f"the model has {count} {what}; an artifact holds at most {limit}")
+    for name in files:
+        if len(name.encode()) >= FILE_ENTRY.size - 40:
+            raise ArtifactError(f"{name}: file names in an artifact are shorter than {FILE_ENTRY.size - 40} bytes")
+    tables = HEADER.size + RECORD.size * (1 + num_inputs + len(bound)) + FILE_ENTRY.size * len(files)
+    offset = data_offset = _align(tables)
     records = []
     for array, keep in zip(bound, stored or [True] * len(bound)):
         records.append(TensorRecord(array.dtype, array.shape, offset, array.nbytes if keep else 0))
         offset = _align(offset + records[-1].nbytes)
-    flags = " ".join(host_isa_flags()).encode()
-    header = HEADER.pack(MAGIC, 0, FORMAT_VERSION, (FLAG_CALL_NUMBER if counts_calls else 0) | extra_flags,
-                          len(inputs), len(bound), library_crc, _align(tables), flags)
-    body = bytearray(offset)
-    body[:HEADER.size] = header
-    position = HEADER.size
-    for record in (result, *inputs, *records):
-        body[position:position + RECORD.size] = _pack_record(record)
-        position += RECORD.size
-    for record, array in zip(records, bound):
+    return _Layout(records, data_offset, list(files))
+
+
+def _write_weights(staging: Path, result: TensorRecord, inputs: Sequence[TensorRecord],
+                   bound: Sequence[np.ndarray], layout: _Layout, flags: int) -> None:
+    """The header (binding the data and every file in `layout.files` by
+    SHA-256, then itself) and the buffers."""
+    end = max([_align(r.offset + r.nbytes) for r in layout.records], default=layout.data_offset)
+    body = bytearray(end)
+    for record, array in zip(layout.records, bound):
         if record.nbytes:
             body[record.offset:record.offset + record.nbytes] = np.ascontiguousarray(array).tobytes()
-    struct.pack_into("<I", body, 8, zlib.crc32(memoryview(body)[12:]))
-    path.write_bytes(body)
-    return records
+    data = memoryview(body)[layout.data_offset:]
+    isa = " ".join(host_isa_flags()).encode()
+    body[:HEADER.size] = HEADER.pack(MAGIC, 0, FORMAT_VERSION, flags, len(inputs), len(layout.records),
+                                     len(layout.files), layout.data_offset, len(data), bytes(32),
+                                     hashlib.sha256(data).digest(), isa)
+    position = HEADER.size
+    for record in (result, *inputs, *layout.records):
+        body[position:position + RECORD.size] = _pack_record(record)
+        position += RECORD.size
+    for name in layout.files:
+        content = (staging / name).read_bytes()
+        body[position:position + FILE_ENTRY.size] = FILE_ENTRY.pack(name.encode(), len(content),
+                                                                   hashlib.sha256(content).digest())
+        position += FILE_ENTRY.size
+    body[HEADER_SHA_AT:HEADER_SHA_AT + 32] = hashlib.sha256(memoryview(body)[:layout.data_offset]).digest()
+    (staging / WEIGHTS).write_bytes(body)
 
 
 def _align(offset: int) -> int:
@@ -213,12 +247,14 @@ def _pack_record(record: TensorRecord) -> bytes:
 
 
 def _manifest(fn: "CompiledModule", result: TensorRecord, inputs: Sequence[TensorRecord],
-              bound: Sequence[np.ndarray], staging: Path, weights: Sequence[TensorRecord]) -> dict[str, Any]:
+              bound: Sequence[np.ndarray], staging: Path, layout: _Layout) -> dict[str, Any]:
+    """The facts for people; weights.bin (written after it) binds it by hash."""
     from sparse_mlir import __version__
     files = {}
-    for file in sorted(p for p in staging.rglob("*") if p.is_file()):
-        data = file.read_bytes()
-        files[str(file.relative_to(staging))] = {"bytes": len(data), "crc32": f"{zlib.crc32(data):08x}"}
+    for name in layout.files:
+        if name != MANIFEST:
+            data = (staging / name).read_bytes()
+            files[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     return {
         "format": "sparse_mlir artifact",
         "format_version": FORMAT_VERSION,
@@ -236,7 +272,7 @@ def _manifest(fn: "CompiledModule", result: TensorRecord, inputs: Sequence[Tenso
             for e in fn.sparsity_plan()
         ],
         "buffers": [{"dtype": str(r.dtype), "shape": list(r.shape), "offset": r.offset, "bytes": r.nbytes}
-                    for r in weights],
+                    for r in layout.records],
         "pipeline": fn.pipeline,
         "files": files,
     }

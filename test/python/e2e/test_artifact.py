@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import shutil
-import struct
 import subprocess
 import sys
 import textwrap
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,8 @@ from conftest import REPO_ROOT
 from sparse_mlir.compiler import export
 from sparse_mlir.runtime import artifact, cpu
 from sparse_mlir.models import MLP, BertLayer
+
+from .crafting import reseal, rewrite_header
 
 # Imports of the compiler are refused in the loading process.
 BLOCK_COMPILER = textwrap.dedent("""
@@ -137,9 +138,11 @@ def test_manifest_describes_the_model(exported: dict[str, dict]) -> None:
     stored = {t["name"]: t["stored_as"] for t in manifest["tensors"]}
     assert stored["query.weight"] == "2:4" and stored["intermediate.weight"] == "2:4"
     assert set(artifact.host_isa_flags()) == set(manifest["target"]["isa_flags"])
+    assert set(manifest["files"]) == {"model.so", "lib/libsparse_mlir_alloc.so", "lib/libomp.so.5"} \
+        or set(manifest["files"]) == {"model.so", "lib/libsparse_mlir_alloc.so"}
     for name, entry in manifest["files"].items():
         data = (Path(case["artifact"]) / name).read_bytes()
-        assert entry == {"bytes": len(data), "crc32": f"{zlib.crc32(data):08x}"}, name
+        assert entry == {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}, name
 
 
 def test_loaded_model_matches_in_process(exported: dict[str, dict]) -> None:
@@ -217,16 +220,9 @@ def _copy(case: dict, tmp_path: Path) -> Path:
     return target
 
 
-def _rewrite_header(path: Path, **fields: object) -> None:
-    """Changes header fields of weights.bin and re-seals its checksum (a
-    genuinely different artifact, not a corrupted one)."""
-    blob = bytearray((path / artifact.WEIGHTS).read_bytes())
-    names = ("magic", "crc", "version", "flags", "inputs", "buffers", "library_crc", "data_offset", "cpu")
-    values = dict(zip(names, artifact.HEADER.unpack_from(blob)))
-    values.update(fields)
-    artifact.HEADER.pack_into(blob, 0, *values.values())
-    struct.pack_into("<I", blob, 8, zlib.crc32(memoryview(blob)[12:]))
-    (path / artifact.WEIGHTS).write_bytes(blob)
+def _write_manifest(path: Path, text: str) -> None:
+    (path / artifact.MANIFEST).write_text(text)
+    reseal(path)
 
 
 def _missing_isa_flag() -> str:
@@ -251,15 +247,15 @@ BROKEN = {
     "missing_library": (lambda p: (p / artifact.LIBRARY).unlink(), "missing model.so"),
     "bad_magic": (lambda p: (p / artifact.WEIGHTS).write_bytes(b"PK\x03\x04" + bytes(2000)), "bad magic"),
     "truncated": (lambda p: _truncate(p / artifact.WEIGHTS), "truncated"),
-    "corrupted_weights": (lambda p: _corrupt(p / artifact.WEIGHTS, 5), "checksum mismatch"),
-    "corrupted_library": (lambda p: _corrupt(p / artifact.LIBRARY, 300), "checksum mismatch"),
-    "newer_format": (lambda p: _rewrite_header(p, version=artifact.FORMAT_VERSION + 1),
+    "corrupted_weights": (lambda p: _corrupt(p / artifact.WEIGHTS, 5), "data SHA-256 mismatch"),
+    "corrupted_library": (lambda p: _corrupt(p / artifact.LIBRARY, 300), "SHA-256 mismatch"),
+    "newer_format": (lambda p: rewrite_header(p, version=artifact.FORMAT_VERSION + 1),
                      f"format version {artifact.FORMAT_VERSION + 1}"),
-    "cpu_features": (lambda p: _rewrite_header(p, cpu=(" ".join(artifact.host_isa_flags()) + " "
+    "cpu_features": (lambda p: rewrite_header(p, cpu=(" ".join(artifact.host_isa_flags()) + " "
                                                        + _missing_isa_flag()).encode()),
                      "lacks"),
-    "manifest_not_an_object": (lambda p: (p / artifact.MANIFEST).write_text("[]"), "not a sparse_mlir manifest"),
-    "manifest_without_signature": (lambda p: (p / artifact.MANIFEST).write_text('{"target": "x86_64"}'),
+    "manifest_not_an_object": (lambda p: _write_manifest(p, "[]"), "not a sparse_mlir manifest"),
+    "manifest_without_signature": (lambda p: _write_manifest(p, '{"target": "x86_64"}'),
                                    "not a sparse_mlir manifest"),
 }
 
@@ -298,7 +294,7 @@ def test_other_machine_kind_is_refused(exported: dict[str, dict], tmp_path: Path
     path = _copy(exported["mlp_csr"], tmp_path)
     manifest = json.loads((path / artifact.MANIFEST).read_text())
     manifest["target"]["machine"] = "riscv64"
-    (path / artifact.MANIFEST).write_text(json.dumps(manifest))
+    _write_manifest(path, json.dumps(manifest))
     with pytest.raises(sm.ArtifactError, match="compiled for riscv64"):
         sm.load(path)
 
