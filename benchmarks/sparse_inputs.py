@@ -6,8 +6,12 @@ graph (Pareto out-degrees, mean ~10) and a banded one (+-5), 10^4 and 2 x 10^4
 nodes, 64 and 256 features (10^5 nodes do not compile yet: the kernel's import
 builds a dense [N, N] example weight, 40 GB there). Every result is checked against torch.sparse.
 
-Ours is the whole compiled module's call (validation of the CSR tensor
-included: `validate_ms` is that O(nnz) check alone). Our input has int32
+Ours is the whole compiled module's call with our kernel forced
+(cost_model=False; validation of the CSR tensor included: `validate_ms` is
+that O(nnz) check alone, `kernel_only_best_ms` the kernel without the
+transposes around it); "with cost model" is the default compile, which
+times ours against torch.sparse at the first call of a shape and keeps the
+faster. Our input has int32
 indices (CSR()'s widths: read in place); torch.sparse gets its own default
 (int64, from to_sparse_csr). Dense torch is skipped where the [N, N] matrix
 is big (above 10^4 nodes: a 2 x 10^4 graph is 1.6 GB dense and seconds a call). Writes benchmarks/results/sparse_inputs.{json,md}.
@@ -120,9 +124,11 @@ def main() -> None:
                 h = torch.randn(nodes, features)
                 for op, model in (("spmm", SpMM()), ("gcn layer", GCNLayer(features).eval())):
                     start = time.perf_counter()
-                    compiled = sm.compile(model, {"adj": sm.CSR()}, (adj32, h))
+                    compiled = sm.compile(model, {"adj": sm.CSR()}, (adj32, h), cost_model=False)
                     compile_s = time.perf_counter() - start
                     region = compiled.input_regions()[0]
+                    # With the cost model (per shape: ours or torch.sparse, timed at the first call).
+                    auto = sm.compile(model, {"adj": sm.CSR()}, (adj32, h))
                     with torch.no_grad():
                         expected = model(adj, h)
                         got = compiled(adj32, h)
@@ -140,8 +146,16 @@ def main() -> None:
                                 hn = h.numpy()
                                 row["scipy_ms"] = median_ms(lambda: scipy_adj @ hn, args.repeats)
                                 row["validate_ms"] = median_ms(lambda: region.input.pack(adj32), args.repeats)
+                                # The kernel alone, h^T made beforehand and y^T left as is: what the
+                                # transposes around it (x = h^T in, y = (y^T)^T out) and the module cost.
+                                kernel = region.kernel(nodes, nodes, features)
+                                arrays = [b.numpy() for b in region.input.pack(adj32).buffers] + \
+                                    [h.t().contiguous().numpy()]
+                                row["kernel_only_best_ms"] = best_ms(lambda: kernel(arrays), args.repeats)
                             row["dense_ms"] = (median_ms(lambda: model(dense, h), max(3, args.repeats // 3))
                                                if dense is not None else None)
+                            row["auto_ms"] = median_ms(lambda: auto(adj32, h), args.repeats)
+                            row["auto_choice"] = [reason for _, reason in auto.input_regions()[0].choices.values()]
                             row["ours_best_ms"] = best_ms(lambda: compiled(adj32, h), args.repeats)
                             row["torch_sparse_best_ms"] = best_ms(lambda: model(adj, h), args.repeats)
                         row["speedup_vs_torch_sparse"] = row["torch_sparse_ms"] / row["ours_ms"]
@@ -165,13 +179,14 @@ def markdown(result: dict) -> str:
              f"{result['load_average_end'][0]:.2f} at the end ({result['cpus']} CPUs, shared machine); "
              "medians in ms.", "",
              "| graph | nodes | nnz | F | op | threads | ours | torch.sparse | scipy | dense torch | vs torch.sparse "
-             "| best-of: ours / torch.sparse |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| best-of: ours / torch.sparse | kernel alone (best) | with cost model |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         lines.append(f"| {r['graph']} | {r['nodes']} | {r['nnz']} | {r['features']} | {r['op']} | {r['threads']} | "
                      f"{ms(r['ours_ms'])} | {ms(r['torch_sparse_ms'])} | {ms(r.get('scipy_ms'))} | "
                      f"{ms(r['dense_ms'])} | {r['speedup_vs_torch_sparse']:.2f}x | {ms(r['ours_best_ms'])} / "
-                     f"{ms(r['torch_sparse_best_ms'])} ({r['best_speedup_vs_torch_sparse']:.2f}x) |")
+                     f"{ms(r['torch_sparse_best_ms'])} ({r['best_speedup_vs_torch_sparse']:.2f}x) | "
+                     f"{ms(r.get('kernel_only_best_ms'))} | {ms(r['auto_ms'])} |")
     return "\n".join(lines) + "\n"
 
 

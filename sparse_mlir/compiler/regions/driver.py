@@ -122,7 +122,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
         captured = capture(model, example_args, example_kwargs, dynamic)
     graph_module = captured.program.module()
     input_regions, input_fallbacks = inputs.replace_input_reads(
-        graph_module, [spec.path for spec in captured.inputs], sparse_inputs, options, REGIONS.add)
+        graph_module, [spec.path for spec in captured.inputs], sparse_inputs, options, REGIONS.add, cost_model)
     sparsifiers = insert_sparsifiers(graph_module, activations, options, torch.ops.sparse_mlir.sparsify.default)
     in_out = _nm_read_as_in_out(graph_module, encodings, aliases)
     effective = {name: _sparsified(encoding, params[name], name, name in in_out)

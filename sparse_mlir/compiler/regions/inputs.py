@@ -77,6 +77,9 @@ class SparseInput:
         self.name = name
         self.encoding = encoding
         self._noted: set[str] = set()
+        # The O(nnz) checks (positions monotone, coordinates sorted and in
+        # range): RegionModule.check_sparse_inputs turns them off.
+        self.check_entries = True
 
     def _error(self, what: str) -> SpecError:
         return SpecError(f"input {self.name!r} ({self.encoding.format_name}): {what}")
@@ -176,7 +179,8 @@ class SparseInput:
         self._fits(inner, "crd_width", "the column count")
         pos, copied_pos = self._index(crow, "pos_width", "crow_indices")
         crd, copied_crd = self._index(col, "crd_width", "col_indices")
-        _check_compressed(self, pos, crd, nnz, inner)
+        if self.check_entries:
+            _check_compressed(self, pos, crd, nnz, inner)
         values = values.contiguous()
         return Packed((pos, crd, values.reshape(-1)), (rows, cols), copied_pos or copied_crd)
 
@@ -191,7 +195,7 @@ class SparseInput:
         self._fits(max(rows, cols), "crd_width", "the dimension")
         row, copied_row = self._index(indices[0], "crd_width", "row indices")
         col, copied_col = self._index(indices[1], "crd_width", "column indices")
-        if nnz:
+        if nnz and self.check_entries:
             if int(row.min()) < 0 or int(row.max()) >= rows or int(col.min()) < 0 or int(col.max()) >= cols:
                 raise self._error(f"indices out of range for shape {(rows, cols)}")
             key = row.to(torch.int64) * cols + col
@@ -230,14 +234,18 @@ class SpMMRegion:
 
     op_name = "adj @ h"
 
-    def __init__(self, sparse_input: SparseInput, options: KernelOptions) -> None:
+    def __init__(self, sparse_input: SparseInput, options: KernelOptions, cost_model: bool = True) -> None:
         self.input = sparse_input
         self.name = sparse_input.name
         self.encoding = sparse_input.encoding
         self._options = options
+        self._cost_model = cost_model
         self._lock = threading.Lock()
         self._kernels: dict[tuple[int, int, int], Kernel] = {}
         self.compile_seconds = 0.0
+        # (rows, cols, features, threads) -> (ours: bool, why): with the cost
+        # model, the first call of a shape times our kernel against torch.sparse.
+        self.choices: dict[tuple[int, int, int, int], tuple[bool, str]] = {}
 
     @property
     def compiles(self) -> int:
@@ -269,7 +277,43 @@ class SpMMRegion:
                             f"got {h.dtype}")
 
     def __call__(self, buffers: Sequence[torch.Tensor], rows: int, h: torch.Tensor) -> torch.Tensor:
-        """y [rows, F] = adj @ h for adj's validated `buffers`."""
+        """y [rows, F] = adj @ h for adj's validated `buffers`: our kernel,
+        or torch.sparse where the cost model timed it faster at this shape."""
+        cols, features = h.shape
+        if self._cost_model and self._torch_side(buffers) is not None:
+            key = (rows, cols, features, torch.get_num_threads())
+            choice = self.choices.get(key)
+            if choice is None:
+                choice = self.choices[key] = self._decide(buffers, rows, h)
+                log.info("input %r, adj @ h [%d, %d] x [%d, %d]: %s", self.name, rows, cols, cols, features, choice[1])
+            if not choice[0]:
+                return self._torch(buffers, rows, h)
+        return self._ours(buffers, rows, h)
+
+    def _torch_side(self, buffers: Sequence[torch.Tensor]) -> Any:
+        """The torch sparse layout constructor torch.sparse runs on (None: COO,
+        or index buffers of two dtypes, which torch's CSR cannot hold)."""
+        if isinstance(self.encoding, COO) or buffers[0].dtype != buffers[1].dtype:
+            return None
+        return torch.sparse_bsr_tensor if isinstance(self.encoding, BSR) else torch.sparse_csr_tensor
+
+    def _torch(self, buffers: Sequence[torch.Tensor], rows: int, h: torch.Tensor) -> torch.Tensor:
+        pos, crd, values = buffers
+        if isinstance(self.encoding, BSR):
+            values = values.reshape(-1, *self.encoding.block)
+        adj = self._torch_side(buffers)(pos, crd, values, (rows, h.shape[0]), check_invariants=False)
+        return adj @ h
+
+    def _decide(self, buffers: Sequence[torch.Tensor], rows: int, h: torch.Tensor) -> tuple[bool, str]:
+        from sparse_mlir.compiler.regions.base import WIN_MARGIN, _timed_pair
+        h = h.detach().contiguous()
+        self.kernel(rows, h.shape[0], h.shape[1])   # built before the timing
+        ours, theirs = _timed_pair(lambda: self._ours(buffers, rows, h), lambda: self._torch(buffers, rows, h), 0.0)
+        wins = ours < WIN_MARGIN * theirs
+        return wins, (f"{'ours' if wins else 'torch.sparse'} (ours {ours:.3f} ms, torch.sparse {theirs:.3f} ms, "
+                      f"nnz {buffers[-1].numel()} at the first call)")
+
+    def _ours(self, buffers: Sequence[torch.Tensor], rows: int, h: torch.Tensor) -> torch.Tensor:
         cols, features = h.shape
         kernel = self.kernel(rows, cols, features)
         x = h.detach().t().contiguous()                     # [F, K]
@@ -377,8 +421,8 @@ _METADATA = {torch.ops.aten.sym_size.int, torch.ops.aten.size.default, torch.ops
 
 
 def replace_input_reads(graph_module: torch.fx.GraphModule, input_paths: Sequence[str],
-                        inputs: dict[str, Encoding], options: KernelOptions,
-                        add_region: Any) -> tuple[dict[int, SpMMRegion], list[str]]:
+                        inputs: dict[str, Encoding], options: KernelOptions, add_region: Any,
+                        cost_model: bool = True) -> tuple[dict[int, SpMMRegion], list[str]]:
     """Each `adj @ h` (aten.mm / matmul, h a matrix) of an encoded input ->
     sparse_mlir_spmm; other readers get the input densified (a
     SparseFallbackWarning names each torch op). `input_paths`: the tensor
@@ -398,7 +442,7 @@ def replace_input_reads(graph_module: torch.fx.GraphModule, input_paths: Sequenc
     for node, path in zip(user, input_paths):
         if path not in inputs:
             continue
-        region = SpMMRegion(SparseInput(path, inputs[path]), options)
+        region = SpMMRegion(SparseInput(path, inputs[path]), options, cost_model)
         handle = add_region(region)
         regions[handle] = region
         dense: torch.fx.Node | None = None

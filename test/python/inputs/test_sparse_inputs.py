@@ -43,7 +43,7 @@ def close(got: torch.Tensor, expected: np.ndarray | torch.Tensor) -> None:
 @pytest.fixture(scope="module")
 def csr_module():
     h = torch.randn(NODES, FEATURES)
-    return sm.compile(SpMM(), {"adj": sm.CSR()}, (torch_csr(graph()), h))
+    return sm.compile(SpMM(), {"adj": sm.CSR()}, (torch_csr(graph()), h), cost_model=False)
 
 
 def test_csr_matches_scipy_and_torch_sparse(csr_module, one_thread) -> None:
@@ -115,7 +115,7 @@ def test_gradient_flows_to_h_not_to_the_graph(csr_module, one_thread) -> None:
 
 def test_args_index_names_an_input(one_thread) -> None:
     matrix, h = graph(seed=6), torch.randn(NODES, FEATURES)
-    module = sm.compile(SpMM(), {"args.0": sm.CSR()}, (torch_csr(matrix), h))
+    module = sm.compile(SpMM(), {"args.0": sm.CSR()}, (torch_csr(matrix), h), cost_model=False)
     close(module(torch_csr(matrix), h), matrix @ h.numpy())
     assert [e.role for e in module.sparsity_plan()] == ["input"]
 
@@ -123,7 +123,7 @@ def test_args_index_names_an_input(one_thread) -> None:
 def test_coo_input(one_thread) -> None:
     matrix, h = graph(seed=7), torch.randn(NODES, FEATURES)
     coo = torch.from_numpy(matrix.toarray()).to_sparse()
-    module = sm.compile(SpMM(), {"adj": sm.COO(pos_width=64, crd_width=64)}, (coo, h))
+    module = sm.compile(SpMM(), {"adj": sm.COO(pos_width=64, crd_width=64)}, (coo, h), cost_model=False)
     close(module(coo, h), matrix @ h.numpy())
     packed = module.input_regions()[0].input.pack(coo)
     assert not packed.copied and packed.buffers[-1].data_ptr() == coo._values().data_ptr()
@@ -141,7 +141,7 @@ def test_bsr_input(one_thread) -> None:
                                             2, 1)
     bsr, h = dense.to_sparse_bsr((2, 2)), torch.randn(NODES, FEATURES)
     bsr = torch.sparse_bsr_tensor(bsr.crow_indices().int(), bsr.col_indices().int(), bsr.values(), bsr.shape)
-    module = sm.compile(SpMM(), {"adj": sm.BSR(block=(2, 2))}, (bsr, h))
+    module = sm.compile(SpMM(), {"adj": sm.BSR(block=(2, 2))}, (bsr, h), cost_model=False)
     close(module(bsr, h), dense @ h)
     with pytest.raises(SpecError, match="input 'adj' \\(bsr.*blocks of \\(2, 2\\)"):
         module(dense.to_sparse_bsr((4, 4)), h)
@@ -155,7 +155,7 @@ def test_other_readers_fall_back_with_one_warning(one_thread) -> None:
     matrix, h = graph(seed=9), torch.randn(NODES, FEATURES)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        module = sm.compile(Normalized(), {"adj": sm.CSR()}, (torch_csr(matrix), h))
+        module = sm.compile(Normalized(), {"adj": sm.CSR()}, (torch_csr(matrix), h), cost_model=False)
     fallbacks = [str(w.message) for w in caught if issubclass(w.category, SparseFallbackWarning)]
     assert len(fallbacks) == 1 and "aten.sum" in fallbacks[0] and "'adj'" in fallbacks[0]
     dense = torch.from_numpy(matrix.toarray())
@@ -225,3 +225,27 @@ def test_inputs_take_csr_coo_bsr_only() -> None:
         sm.compile(SpMM(), {"adj": sm.NM(2, 4)}, (torch_csr(graph()), torch.randn(NODES, FEATURES)))
     with pytest.raises(SpecError, match="input 'adj' \\(csr\\): pos_width=16"):
         sm.compile(SpMM(), {"adj": sm.CSR(pos_width=16)}, (torch_csr(graph()), torch.randn(NODES, FEATURES)))
+
+
+def test_cost_model_times_ours_against_torch_sparse(one_thread) -> None:
+    matrix, h = graph(seed=11), torch.randn(NODES, FEATURES)
+    module = sm.compile(SpMM(), {"adj": sm.CSR()}, (torch_csr(matrix), h))
+    region = module.input_regions()[0]
+    (ours, reason), = region.choices.values()
+    assert reason.startswith("ours" if ours else "torch.sparse") and "torch.sparse" in reason
+    close(module(torch_csr(matrix), h), matrix @ h.numpy())
+    assert region.compiles == 1   # built (and timed) either way
+
+
+def test_entry_checks_can_be_turned_off(csr_module) -> None:
+    unsorted = _csr(_rows(3), [5, 2, 9], [1.0, 2.0, 3.0])
+    assert csr_module.check_sparse_inputs
+    csr_module.check_sparse_inputs = False
+    try:
+        csr_module(unsorted, torch.randn(NODES, FEATURES))   # in range, unsorted: computed, not checked
+        with pytest.raises(SpecError, match="nnz mismatch"):   # lengths are still checked
+            csr_module(_csr(_rows(2), [1, 2], [1.0, 2.0, 3.0]), torch.randn(NODES, FEATURES))
+    finally:
+        csr_module.check_sparse_inputs = True
+    with pytest.raises(SpecError, match="sorted"):
+        csr_module(unsorted, torch.randn(NODES, FEATURES))
