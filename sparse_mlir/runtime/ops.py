@@ -248,12 +248,12 @@ def spmm(h: torch.Tensor, buffers: list[torch.Tensor], rows: int, region: int) -
     """adj @ h for a sparse input adj [rows, K] held in `buffers` (its
     validated pos / crd / values: compiler/regions/inputs.py), by region
     `region`'s kernel."""
-    return REGIONS.get(region)(buffers, rows, h)
+    return REGIONS.get(region)(buffers, rows, h, fake_strides=True)
 
 
 @spmm.register_fake
 def _(h: torch.Tensor, buffers: list[torch.Tensor], rows: int, region: int) -> torch.Tensor:
-    return h.new_empty((rows, h.shape[1]))
+    return h.new_empty((h.shape[1], rows)).t()   # the kernel writes y^T [F, rows]: y is its transpose
 
 
 def _save_spmm(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:

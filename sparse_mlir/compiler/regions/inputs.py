@@ -276,7 +276,8 @@ class SpMMRegion:
             raise SpecError(f"input {self.name!r} ({self.encoding.format_name}): {self.op_name} runs on float32 h, "
                             f"got {h.dtype}")
 
-    def __call__(self, buffers: Sequence[torch.Tensor], rows: int, h: torch.Tensor) -> torch.Tensor:
+    def __call__(self, buffers: Sequence[torch.Tensor], rows: int, h: torch.Tensor,
+                 fake_strides: bool = False) -> torch.Tensor:
         """y [rows, F] = adj @ h for adj's validated `buffers`: our kernel,
         or torch.sparse where the cost model timed it faster at this shape."""
         cols, features = h.shape
@@ -287,7 +288,10 @@ class SpMMRegion:
                 choice = self.choices[key] = self._decide(buffers, rows, h)
                 log.info("input %r, adj @ h [%d, %d] x [%d, %d]: %s", self.name, rows, cols, cols, features, choice[1])
             if not choice[0]:
-                return self._torch(buffers, rows, h)
+                y = self._torch(buffers, rows, h)
+                # Through the dispatcher (torch.compile, autograd) the output
+                # has the fake implementation's strides: those of our y.
+                return y.t().contiguous().t() if fake_strides else y
         return self._ours(buffers, rows, h)
 
     def _torch_side(self, buffers: Sequence[torch.Tensor]) -> Any:
@@ -323,7 +327,10 @@ class SpMMRegion:
                 y = kernel(arrays)
         else:
             y = kernel(arrays)
-        return torch.from_numpy(y).t().contiguous()         # [rows, F]
+        # [rows, F] as the transpose of the kernel's y^T [F, rows]: no copy
+        # (torch's ops downstream read strided tensors; the fake
+        # implementation gives the same strides).
+        return torch.from_numpy(y).t()
 
     def transposed(self, buffers: Sequence[torch.Tensor], shape: tuple[int, int]) -> tuple[list[torch.Tensor], int]:
         """adj^T's buffers (for dh = adj^T dy) in this encoding's layout: CSR
