@@ -10,6 +10,9 @@ builds on first use) the kernel for the call's token count.
 stride, padding, dilation, region)` is F.conv2d (groups 1) the same way.
 `torch.ops.sparse_mlir.sparsify(x, region)` applies a sparsifier to an
 intermediate tensor (the dropped values zeroed; straight-through gradient).
+`torch.ops.sparse_mlir.spmm(h, buffers, rows, region)` is `adj @ h` for a
+sparse model input adj held in `buffers` (compiler/regions/inputs.py),
+differentiable in h.
 The fake implementations give torch.export / torch.compile the output's
 shape and dtype without running anything.
 
@@ -243,6 +246,34 @@ def sparse_mlir_sparsify(x: torch.Tensor, region: int) -> torch.Tensor:
     return REGIONS.get(region)(x)
 
 
+_CALL = threading.local()
+
+
+class packed_inputs:
+    """For one call of the module: each encoded input validated and packed
+    once (`packed_for` finds it by the tensor), however many ops read it."""
+
+    def __init__(self, packed: dict[int, tuple[torch.Tensor, Any]]) -> None:
+        self._packed = packed
+
+    def __enter__(self) -> None:
+        self._saved = getattr(_CALL, "packed", None)
+        _CALL.packed = self._packed
+
+    def __exit__(self, *exc: Any) -> None:
+        _CALL.packed = self._saved
+
+
+def packed_for(sparse_input: Any, tensor: torch.Tensor) -> Any:
+    """`tensor`'s packed buffers: this call's (packed_inputs), else packed now."""
+    current = getattr(_CALL, "packed", None)
+    if current is not None:
+        found = current.get(id(tensor))
+        if found is not None and found[0] is tensor:
+            return found[1]
+    return sparse_input.pack(tensor)
+
+
 @torch.library.custom_op("sparse_mlir::spmm", mutates_args=())
 def spmm(h: torch.Tensor, buffers: list[torch.Tensor], rows: int, region: int) -> torch.Tensor:
     """adj @ h for a sparse input adj [rows, K] held in `buffers` (its
@@ -280,7 +311,6 @@ def sparse_mlir_spmm(adj: torch.Tensor, h: torch.Tensor, region: int) -> torch.T
     (once per call of the module), then torch.ops.sparse_mlir.spmm; called
     directly in eager mode unless autograd must record it."""
     spmm_region = REGIONS.get(region)
-    from sparse_mlir.compiler.regions.inputs import packed_for
     packed = packed_for(spmm_region.input, adj)
     spmm_region.check(packed, h)
     buffers = list(packed.buffers)

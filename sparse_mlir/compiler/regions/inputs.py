@@ -352,34 +352,6 @@ class SpMMRegion:
         return [pos_t.to(pos.dtype), row_of[order].to(crd.dtype), values[order]], cols
 
 
-_CALL = threading.local()
-
-
-class packed_inputs:
-    """For one call of the module: each encoded input validated and packed
-    once (`packed_for` finds it by the tensor), however many ops read it."""
-
-    def __init__(self, packed: dict[int, tuple[torch.Tensor, Packed]]) -> None:
-        self._packed = packed
-
-    def __enter__(self) -> None:
-        self._saved = getattr(_CALL, "packed", None)
-        _CALL.packed = self._packed
-
-    def __exit__(self, *exc: Any) -> None:
-        _CALL.packed = self._saved
-
-
-def packed_for(sparse_input: SparseInput, tensor: torch.Tensor) -> Packed:
-    """`tensor`'s packed buffers: this call's (packed_inputs), else packed now."""
-    current = getattr(_CALL, "packed", None)
-    if current is not None:
-        found = current.get(id(tensor))
-        if found is not None and found[0] is tensor:
-            return found[1]
-    return sparse_input.pack(tensor)
-
-
 def split_inputs(model: torch.nn.Module, encodings: dict[str, Encoding], example_args: Sequence[Any],
                  example_kwargs: dict[str, Any]) -> dict[str, Encoding]:
     """The encodings that name the forward's inputs (its parameter names, or

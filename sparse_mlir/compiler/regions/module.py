@@ -20,7 +20,8 @@ from sparse_mlir.runtime.ops import REGIONS
 from sparse_mlir.compiler.regions.capture import Captured
 from sparse_mlir.compiler.regions.activation import ActivationRegion
 from sparse_mlir.compiler.regions.base import Region
-from sparse_mlir.compiler.regions.inputs import SpMMRegion, packed_inputs
+from sparse_mlir.compiler.regions.inputs import SpMMRegion
+from sparse_mlir.runtime.ops import packed_inputs
 
 
 class RegionModule(CompileReports, torch.nn.Module):
