@@ -249,3 +249,19 @@ def test_entry_checks_can_be_turned_off(csr_module) -> None:
         csr_module.check_sparse_inputs = True
     with pytest.raises(SpecError, match="sorted"):
         csr_module(unsorted, torch.randn(NODES, FEATURES))
+
+
+def test_spmm_op_under_torch_compile(csr_module, one_thread) -> None:
+    """The op traces under torch.compile (its fake implementation) and
+    computes the same inside an inductor graph, with ops fused around it."""
+    matrix, h = graph(seed=12), torch.randn(NODES, FEATURES)
+    # (Clones: dynamo cannot wrap views of a sparse tensor's buffers; a
+    # model taking the sparse tensor itself is not traced by torch.compile yet.)
+    buffers = [b.clone() for b in csr_module.input_regions()[0].input.pack(torch_csr(matrix)).buffers]
+    handle = next(iter(csr_module._input_regions))
+
+    def layer(h: torch.Tensor, pos: torch.Tensor, crd: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.ops.sparse_mlir.spmm(h * 2.0, [pos, crd, values], NODES, handle)) + 1.0
+
+    compiled = torch.compile(layer, fullgraph=True)
+    close(compiled(h, *buffers), np.maximum(matrix @ (2.0 * h.numpy()), 0.0) + 1.0)
