@@ -265,3 +265,28 @@ def test_spmm_op_under_torch_compile(csr_module, one_thread) -> None:
 
     compiled = torch.compile(layer, fullgraph=True)
     close(compiled(h, *buffers), np.maximum(matrix @ (2.0 * h.numpy()), 0.0) + 1.0)
+
+
+def test_sparse_input_and_sparse_weight_together(one_thread) -> None:
+    class Layer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(16, FEATURES)
+
+        def forward(self, adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(adj @ self.linear(x))
+
+    torch.manual_seed(0)
+    model = Layer().eval()
+    matrix, x = graph(seed=13), torch.randn(NODES, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SparseFallbackWarning)
+        module = sm.compile(model, {"adj": sm.CSR(), "linear.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))},
+                            (torch_csr(matrix), x), cost_model=False)
+    roles = sorted(e.role for e in module.sparsity_plan())
+    assert roles == ["input", "weight"] and len(module.regions()) == 1 and len(module.input_regions()) == 1
+    pruned = module.effective_state_dict()["linear.weight"]
+    with torch.no_grad():
+        expected = torch.relu(torch.from_numpy(matrix.toarray()) @ torch.nn.functional.linear(x, pruned,
+                                                                                              model.linear.bias))
+    close(module(torch_csr(matrix), x), expected)
