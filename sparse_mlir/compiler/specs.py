@@ -39,14 +39,28 @@ def default_mode(model: torch.nn.Module, encodings: Mapping[str, Any], target: s
                   fuse_sparsifiers: bool, example_kwargs: Mapping[str, Any] | None) -> str:
     """"regions" (torch runs the graph; any shape, any output) unless the
     call needs the whole-graph compile: another target, graph-only options,
-    or encodings naming intermediates or inputs."""
+    or encodings naming intermediates. Encodings naming the forward's
+    inputs (sparse inputs, "adj" or "args.0") stay in regions, which take
+    torch sparse tensors for them."""
     if example_kwargs:
         return "regions"
     if target != "cpu" or on_fallback != "warn" or not fuse_sparsifiers:
         return "graph"
     with capture_lock():
         names = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    names |= _input_names(model)
     return "regions" if all(name in names for name in encodings) else "graph"
+
+
+def _input_names(model: torch.nn.Module) -> set[str]:
+    """The forward's parameter names and "args.<i>" for its positional ones."""
+    import inspect
+    try:
+        parameters = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return set()
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return {p.name for p in parameters} | {f"args.{i}" for i in range(len(positional))}
 
 
 def tied_aliases(model: torch.nn.Module) -> dict[str, str]:

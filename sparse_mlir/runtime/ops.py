@@ -10,6 +10,9 @@ builds on first use) the kernel for the call's token count.
 stride, padding, dilation, region)` is F.conv2d (groups 1) the same way.
 `torch.ops.sparse_mlir.sparsify(x, region)` applies a sparsifier to an
 intermediate tensor (the dropped values zeroed; straight-through gradient).
+`torch.ops.sparse_mlir.spmm(h, buffers, rows, region)` is `adj @ h` for a
+sparse model input adj held in `buffers` (compiler/regions/inputs.py),
+differentiable in h.
 The fake implementations give torch.export / torch.compile the output's
 shape and dtype without running anything.
 
@@ -241,3 +244,82 @@ def sparse_mlir_sparsify(x: torch.Tensor, region: int) -> torch.Tensor:
     if _traced(x) or (torch.is_grad_enabled() and x.requires_grad):
         return torch.ops.sparse_mlir.sparsify(x, region)
     return REGIONS.get(region)(x)
+
+
+_CALL = threading.local()
+
+
+class packed_inputs:
+    """For one call of the module: each encoded input validated and packed
+    once (`packed_for` finds it by the tensor), however many ops read it."""
+
+    def __init__(self, packed: dict[int, tuple[torch.Tensor, Any]]) -> None:
+        self._packed = packed
+
+    def __enter__(self) -> None:
+        self._saved = getattr(_CALL, "packed", None)
+        _CALL.packed = self._packed
+
+    def __exit__(self, *exc: Any) -> None:
+        _CALL.packed = self._saved
+
+
+def packed_for(sparse_input: Any, tensor: torch.Tensor) -> Any:
+    """`tensor`'s packed buffers: this call's (packed_inputs), else packed now."""
+    current = getattr(_CALL, "packed", None)
+    if current is not None:
+        found = current.get(id(tensor))
+        if found is not None and found[0] is tensor:
+            return found[1]
+    return sparse_input.pack(tensor)
+
+
+@torch.library.custom_op("sparse_mlir::spmm", mutates_args=())
+def spmm(h: torch.Tensor, buffers: list[torch.Tensor], rows: int, region: int) -> torch.Tensor:
+    """adj @ h for a sparse input adj [rows, K] held in `buffers` (its
+    validated pos / crd / values: compiler/regions/inputs.py), by region
+    `region`'s kernel."""
+    return REGIONS.get(region)(buffers, rows, h, fake_strides=True)
+
+
+@spmm.register_fake
+def _(h: torch.Tensor, buffers: list[torch.Tensor], rows: int, region: int) -> torch.Tensor:
+    return h.new_empty((h.shape[1], rows)).t()   # the kernel writes y^T [F, rows]: y is its transpose
+
+
+def _save_spmm(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+    h, buffers, rows, region = inputs
+    ctx.region, ctx.shape, ctx.count = region, (rows, h.shape[0]), len(buffers)
+    ctx.save_for_backward(*buffers)
+
+
+def _spmm_backward(ctx: Any, dy: torch.Tensor) -> tuple:
+    # dh = adj^T dy: the same kernels on adj^T's buffers. The sparse input's
+    # own gradient is refused before the call (inputs.py).
+    region = REGIONS.get(ctx.region)
+    transposed, cols = region.transposed(ctx.saved_tensors, ctx.shape)
+    dh = torch.ops.sparse_mlir.spmm(dy.contiguous(), transposed, cols, ctx.region)
+    return dh, [None] * ctx.count, None, None
+
+
+torch.library.register_autograd("sparse_mlir::spmm", _spmm_backward, setup_context=_save_spmm)
+
+
+def sparse_mlir_spmm(adj: torch.Tensor, h: torch.Tensor, region: int) -> torch.Tensor:
+    """adj @ h in a captured graph, adj an encoded input (a torch sparse
+    tensor, or a dense one sparsified each call): validated and packed
+    (once per call of the module), then torch.ops.sparse_mlir.spmm; called
+    directly in eager mode unless autograd must record it."""
+    spmm_region = REGIONS.get(region)
+    packed = packed_for(spmm_region.input, adj)
+    spmm_region.check(packed, h)
+    buffers = list(packed.buffers)
+    if _traced(h) or (torch.is_grad_enabled() and h.requires_grad):
+        return torch.ops.sparse_mlir.spmm(h, buffers, packed.shape[0], region)
+    return spmm_region(buffers, packed.shape[0], h)
+
+
+def sparse_mlir_input_dense(adj: torch.Tensor, region: int) -> torch.Tensor:
+    """An encoded input read by an op with no sparse kernel: densified (the
+    region warned once at compile time, naming the torch op)."""
+    return adj.to_dense() if adj.layout != torch.strided else adj

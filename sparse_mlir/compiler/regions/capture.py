@@ -47,8 +47,10 @@ def _auto_dims(value: Any) -> Any:
 
 
 def capture(model: torch.nn.Module, example_args: Sequence[Any], example_kwargs: Mapping[str, Any],
-            dynamic: bool) -> Captured:
-    """The exported program of `model` (eval mode) on the examples."""
+            dynamic: bool, keep_examples: bool = True) -> Captured:
+    """The exported program of `model` (eval mode) on the examples (kept,
+    cloned, for export() unless `keep_examples` is False: sparse inputs'
+    stand-ins, which export() cannot take anyway)."""
     args, kwargs = tuple(example_args), dict(example_kwargs)
     try:
         signature = inspect.signature(model.forward)
@@ -70,7 +72,7 @@ def capture(model: torch.nn.Module, example_args: Sequence[Any], example_kwargs:
                               f"{type(error).__name__}: {error}") from error
         finally:
             model.train(was_training)
-    examples = tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
+    examples = tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args) if keep_examples else ()
     return Captured(program, positional, keywords, signature, _input_specs(program, args, kwargs, positional),
                     examples)
 

@@ -23,7 +23,7 @@ from sparse_mlir.training import MaskUpdate
 from sparse_mlir.runtime import ops  # noqa: F401  (registers torch.ops.sparse_mlir.linear)
 from sparse_mlir.runtime.ops import REGIONS
 from sparse_mlir.compiler.weights import apply_sparsifier, is_aligned, pack
-from sparse_mlir.compiler.regions import swap
+from sparse_mlir.compiler.regions import inputs, swap
 from sparse_mlir.compiler.regions.capture import capture
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.base import Choice, Region, mark_handed_back, torch_won_everywhere
@@ -67,6 +67,9 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     # Names that are not parameters are intermediates, whose sparsifiers run
     # as sparse_mlir::sparsify: a submodule's output (its path; module swap)
     # or a torch.fx node of the captured graph.
+    # Names of the forward's inputs (or "args.<i>") are sparse inputs (inputs.py).
+    encodings = dict(encodings)
+    sparse_inputs = inputs.split_inputs(model, encodings, example_args, dict(example_kwargs))
     with capture_lock():
         names = {name for name, _ in model.named_parameters(remove_duplicate=False)}
         paths = {path for path, _ in model.named_modules(remove_duplicate=False) if path}
@@ -95,7 +98,9 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     # graph may read it under another (GPT-2's LM head: `lm_head.weight`).
     aliases = {alias: name for alias, name in tied_aliases(model).items() if name in encodings}
     options = KernelOptions(opt_level=opt_level, vector_lanes=vector_lanes)
-    if capture_by != "graph" and not nodes:
+    if sparse_inputs and capture_by == "modules":
+        raise SpecError(f"sparse inputs {sorted(sparse_inputs)} need the graph: capture_by='graph' (or 'auto')")
+    if capture_by != "graph" and not nodes and not sparse_inputs:
         with capture_lock():
             named = dict(model.named_parameters())
         found = swap.owners(model, {name: named[name] for name in encodings})
@@ -110,8 +115,14 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
                         "which needs every encoded weight held as `weight` by an "
                         "nn.Linear or HF Conv1D (module swap); this model is compiled by graph capture"
                         + (" (it has sparsifiers on intermediates)" if activations else ""))
-    captured = capture(model, example_args, example_kwargs, dynamic)
+    if sparse_inputs:
+        capture_args, capture_kwargs = inputs.stand_ins(model, sparse_inputs, example_args, dict(example_kwargs))
+        captured = capture(model, capture_args, capture_kwargs, dynamic, keep_examples=False)
+    else:
+        captured = capture(model, example_args, example_kwargs, dynamic)
     graph_module = captured.program.module()
+    input_regions, input_fallbacks = inputs.replace_input_reads(
+        graph_module, [spec.path for spec in captured.inputs], sparse_inputs, options, REGIONS.add, cost_model)
     sparsifiers = insert_sparsifiers(graph_module, activations, options, torch.ops.sparse_mlir.sparsify.default)
     in_out = _nm_read_as_in_out(graph_module, encodings, aliases)
     effective = {name: _sparsified(encoding, params[name], name, name in in_out)
@@ -120,7 +131,8 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     snapshot(graph_module, effective)
     regions, readers = _replace_linears(graph_module, encodings, aliases, in_out, effective, options, cost_model)
     _warn_other_readers(readers, encodings)
-    module = RegionModule(graph_module, captured, regions, effective, {}, [], 0.0, all_encodings, sparsifiers)
+    module = RegionModule(graph_module, captured, regions, effective, {}, [], 0.0, all_encodings, sparsifiers,
+                          input_regions)
     if capture_by == "graph":
         module._captured_because = "capture_by='graph'"
     elif nodes:
@@ -137,10 +149,11 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
                  else _eager_call(model, regions, module, example_args, example_kwargs))
         _warm_up(module, regions, lambda: _hand_back(graph_module, regions, readers), [eager], example_args,
                  example_kwargs, cost_model)
-    elif sparsifiers and warm_up:
-        module(*example_args, **example_kwargs)   # the sparsifiers' kernels for the example's shapes
+    elif (sparsifiers or input_regions) and warm_up:
+        module(*example_args, **example_kwargs)   # the kernels for the example's shapes
     _finish(module, regions, encodings, effective, readers, in_out)
     module._plan += [_activation_plan(region) for region in sparsifiers.values()]
+    module._plan += [inputs.plan_entry(region, input_fallbacks) for region in input_regions.values()]
     module.compile_seconds = time.perf_counter() - start
     log.info("compiled %s with %d sparse regions in %.2f s", type(model).__name__, len(regions),
              module.compile_seconds)

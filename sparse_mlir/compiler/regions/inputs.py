@@ -1,0 +1,473 @@
+"""Sparse model inputs (graphs): `encodings={"adj": CSR()}` names a forward
+argument, a call passes a torch sparse tensor for it, and `adj @ h` runs on
+the linear region kernels.
+
+SpMM as a linear: y = adj @ h is (h^T adj^T)^T, the linear x W^T with
+W = adj [M, K] and x = h^T [F, K] (F tokens). compile_linear's kernels take
+the packed weight as runtime arguments with dynamic nnz, so one kernel per
+(M, K, F) serves every graph of that node count: a new graph (another nnz)
+never compiles. The sparse tensor's own buffers (crow_indices / col_indices
+/ values of a CSR tensor) are the kernel's pos / crd / values arguments, read
+in place; a copy is made only to convert an index dtype to the encoding's
+widths (logged once per input).
+
+Every call validates the sparse input in O(nnz) torch ops before any kernel
+reads it (index dtype, lengths, monotone positions, sorted in-range
+coordinates), so bad input is a SpecError naming the input and encoding,
+never an out-of-bounds read.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from sparse_mlir.encodings import BSR, COO, CSR, Encoding, KeepAll
+from sparse_mlir.errors import SpecError
+from sparse_mlir.runtime.memref import Kernel
+from sparse_mlir.runtime.threads import shares_torch_threads, single_threaded
+from sparse_mlir.compiler.regions.kernels import KERNELS, KernelOptions, LinearSignature
+
+log = logging.getLogger("sparse_mlir.compiler.regions")
+
+INPUT_FORMATS = (CSR, COO, BSR)
+_INDEX_TORCH = {32: torch.int32, 64: torch.int64}
+
+
+def input_path(name: str, positional: Sequence[str]) -> str:
+    """An encodings key as the input path capture.py names: "args.0" is the
+    forward's first positional parameter."""
+    if name.startswith("args.") and name[5:].isdigit():
+        index = int(name[5:])
+        return positional[index] if index < len(positional) else f"args[{index}]"
+    return name
+
+
+def check_input_encoding(name: str, encoding: Encoding) -> None:
+    """Refuses, at compile time, what no input kernel takes."""
+    if not isinstance(encoding, INPUT_FORMATS):
+        raise SpecError(f"input {name!r}: {encoding.format_name} is not an input format; inputs take CSR(), COO() "
+                        "or BSR(block=...)")
+    for field in ("pos_width", "crd_width"):
+        if getattr(encoding, field) not in _INDEX_TORCH:
+            raise SpecError(f"input {name!r} ({encoding.format_name}): {field}={getattr(encoding, field)}; "
+                            f"torch sparse tensors hold int32 or int64 indices: use {field}=32 or 64")
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A validated sparse input: the kernel's buffers (in the sparse
+    assembler's order) and the matrix shape."""
+
+    buffers: tuple[torch.Tensor, ...]
+    shape: tuple[int, int]
+    copied: bool          # an index buffer was converted (not zero-copy)
+
+
+class SparseInput:
+    """One encoded input: turns what a call passes for it into the kernel's buffers."""
+
+    def __init__(self, name: str, encoding: Encoding) -> None:
+        check_input_encoding(name, encoding)
+        self.name = name
+        self.encoding = encoding
+        self._noted: set[str] = set()
+        # The O(nnz) checks (positions monotone, coordinates sorted and in
+        # range): RegionModule.check_sparse_inputs turns them off.
+        self.check_entries = True
+
+    def _error(self, what: str) -> SpecError:
+        return SpecError(f"input {self.name!r} ({self.encoding.format_name}): {what}")
+
+    def _note(self, key: str, message: str) -> None:
+        if key not in self._noted:
+            self._noted.add(key)
+            log.warning("input %r (%s): %s", self.name, self.encoding.format_name, message)
+
+    def pack(self, tensor: Any) -> Packed:
+        """Validates `tensor` and returns the kernel's buffers for it."""
+        if not isinstance(tensor, torch.Tensor):
+            raise self._error(f"expected a tensor, got {type(tensor).__name__}")
+        if tensor.dim() != 2:
+            raise self._error(f"expected a matrix (2 dims), got shape {tuple(tensor.shape)}")
+        if tensor.device.type != "cpu":
+            raise self._error(f"expected a CPU tensor, got one on {tensor.device}")
+        if tensor.dtype != torch.float32:
+            raise self._error(f"expected float32 values, got {tensor.dtype}")
+        if tensor.requires_grad:
+            raise self._error("its gradient is not computed (the gradient of a sparse input is not supported; "
+                              "gradients flow to the dense operand): pass it without requires_grad")
+        tensor = self._layout(tensor)
+        encoding = self.encoding
+        if isinstance(encoding, COO):
+            return self._coo(tensor)
+        block = encoding.block if isinstance(encoding, BSR) else (1, 1)
+        if isinstance(encoding, BSR) and tuple(tensor.values().shape[1:]) != tuple(block):
+            raise self._error(f"expected blocks of {tuple(block)}, got a sparse_bsr tensor with blocks "
+                              f"{tuple(tensor.values().shape[1:])}")
+        return self._compressed(tensor, block)
+
+    def _layout(self, tensor: torch.Tensor) -> torch.Tensor:
+        """`tensor` in the encoding's torch layout (a dense tensor sparsified,
+        COO coalesced), or a SpecError for layouts that do not fit."""
+        encoding = self.encoding
+        want = {CSR: torch.sparse_csr, COO: torch.sparse_coo, BSR: torch.sparse_bsr}[type(encoding)]
+        if tensor.layout == want:
+            if want == torch.sparse_coo and not tensor.is_coalesced():
+                self._note("coalesce", "an uncoalesced sparse_coo tensor is coalesced each call (a sort, O(nnz "
+                                       "log nnz)); pass .coalesce()d tensors to skip it")
+                return tensor.coalesce()
+            return tensor
+        if tensor.layout == torch.strided:
+            self._note("dense", "a dense tensor is sparsified and packed each call (O(rows x cols)); pass a torch "
+                                f"{want} tensor to skip it")
+            if not isinstance(encoding.effective_sparsifier, KeepAll):
+                from sparse_mlir.compiler.weights import apply_sparsifier
+                tensor = torch.from_numpy(apply_sparsifier(encoding.effective_sparsifier,
+                                                           tensor.detach().contiguous().numpy(), self.name))
+            if isinstance(encoding, BSR):
+                rows, cols = tensor.shape
+                r, c = encoding.block
+                if rows % r or cols % c:
+                    raise self._error(f"shape {tuple(tensor.shape)} is not a multiple of the block {(r, c)}")
+                return tensor.to_sparse_bsr(tuple(encoding.block))
+            return tensor.to_sparse() if want == torch.sparse_coo else tensor.to_sparse_csr()
+        if tensor.layout == torch.sparse_coo and want == torch.sparse_csr:
+            self._note("coo", "a sparse_coo tensor is converted to CSR each call (a copy); pass sparse_csr "
+                              "tensors to read them in place")
+            return tensor.coalesce().to_sparse_csr()
+        raise self._error(f"expected a torch {want} tensor (or a dense one, sparsified each call), got "
+                          f"{tensor.layout}")
+
+    def _index(self, index: torch.Tensor, field: str, what: str) -> tuple[torch.Tensor, bool]:
+        """`index` as the encoding's index dtype (a copy only to convert it)."""
+        if index.dtype not in (torch.int32, torch.int64):
+            raise self._error(f"{what} must be int32 or int64, got {index.dtype}")
+        want = _INDEX_TORCH[getattr(self.encoding, field)]
+        if index.dtype == want and index.is_contiguous():
+            return index, False
+        self._note(f"{field}.{index.dtype}", f"{what} are {index.dtype}, the encoding's {field} is "
+                                             f"{getattr(self.encoding, field)}: converted each call (a copy); "
+                                             f"pass {want} indices (or set {field}) to read them in place")
+        return index.to(want).contiguous(), True
+
+    def _fits(self, largest: int, field: str, what: str) -> None:
+        if largest >= 2 ** 31 and getattr(self.encoding, field) == 32:
+            raise self._error(f"{what} {largest} does not fit {field}=32: use {field}=64")
+
+    def _compressed(self, tensor: torch.Tensor, block: tuple[int, int]) -> Packed:
+        rows, cols = tensor.shape
+        r, c = block
+        if rows % r or cols % c:
+            raise self._error(f"shape {(rows, cols)} is not a multiple of the block {(r, c)}")
+        outer, inner = rows // r, cols // c
+        crow, col, values = tensor.crow_indices(), tensor.col_indices(), tensor.values()
+        if crow.dim() != 1 or col.dim() != 1:
+            raise self._error("batched sparse tensors are not supported: expected 1-D crow_indices / col_indices")
+        nnz = col.numel()
+        if crow.numel() != outer + 1:
+            raise self._error(f"crow_indices has {crow.numel()} entries, expected {outer + 1} "
+                              f"({'block rows' if r > 1 else 'rows'} + 1)")
+        if values.shape[0] != nnz:
+            raise self._error(f"col_indices has {nnz} entries but values {values.shape[0]}: nnz mismatch")
+        self._fits(nnz, "pos_width", "nnz")
+        self._fits(inner, "crd_width", "the column count")
+        pos, copied_pos = self._index(crow, "pos_width", "crow_indices")
+        crd, copied_crd = self._index(col, "crd_width", "col_indices")
+        if self.check_entries:
+            _check_compressed(self, pos, crd, nnz, inner)
+        values = values.contiguous()
+        return Packed((pos, crd, values.reshape(-1)), (rows, cols), copied_pos or copied_crd)
+
+    def _coo(self, tensor: torch.Tensor) -> Packed:
+        rows, cols = tensor.shape
+        indices, values = tensor._indices(), tensor._values()
+        if indices.dim() != 2 or indices.shape[0] != 2 or values.dim() != 1:
+            raise self._error("expected a 2-D sparse_coo tensor of scalar values (no dense dims)")
+        nnz = values.shape[0]
+        if indices.shape[1] != nnz:
+            raise self._error(f"indices hold {indices.shape[1]} entries but values {nnz}: nnz mismatch")
+        self._fits(max(rows, cols), "crd_width", "the dimension")
+        row, copied_row = self._index(indices[0], "crd_width", "row indices")
+        col, copied_col = self._index(indices[1], "crd_width", "column indices")
+        if nnz and self.check_entries:
+            if int(row.min()) < 0 or int(row.max()) >= rows or int(col.min()) < 0 or int(col.max()) >= cols:
+                raise self._error(f"indices out of range for shape {(rows, cols)}")
+            key = row.to(torch.int64) * cols + col
+            if nnz > 1 and not bool((key[1:] > key[:-1]).all()):
+                raise self._error("indices are not sorted row-major without duplicates (coalesce() it)")
+        pos = torch.tensor([0, nnz], dtype=_INDEX_TORCH[self.encoding.pos_width])
+        return Packed((pos, row, col, values.contiguous()), (rows, cols), copied_row or copied_col)
+
+
+def _check_compressed(owner: SparseInput, pos: torch.Tensor, crd: torch.Tensor, nnz: int, inner: int) -> None:
+    """O(rows + nnz): positions start at 0, end at nnz and never decrease;
+    coordinates in [0, inner), strictly increasing within each row."""
+    if int(pos[0]) != 0 or int(pos[-1]) != nnz:
+        raise owner._error(f"crow_indices must start at 0 and end at nnz = {nnz}, got {int(pos[0])} .. "
+                           f"{int(pos[-1])}")
+    if pos.numel() > 1 and bool((pos[1:] < pos[:-1]).any()):
+        raise owner._error("crow_indices must not decrease (monotone row positions)")
+    if nnz == 0:
+        return
+    if int(crd.min()) < 0 or int(crd.max()) >= inner:
+        raise owner._error(f"col_indices out of range: expected 0 <= column < {inner}, got "
+                           f"{int(crd.min())} .. {int(crd.max())}")
+    if nnz > 1:
+        rising = crd[1:] > crd[:-1]
+        # Entry i + 1 may start a new row (a row's first column may be anything).
+        starts = pos[1:-1].to(torch.int64)
+        starts = starts[(starts > 0) & (starts < nnz)]
+        rising[starts - 1] = True
+        if not bool(rising.all()):
+            raise owner._error("col_indices must be sorted (strictly increasing, no duplicates) within each row")
+
+
+class SpMMRegion:
+    """adj @ h for one encoded input `adj` [M, K] and a dense h [K, F]: the
+    linear kernel of W = adj on x = h^T, compiled once per (M, K, F)."""
+
+    op_name = "adj @ h"
+
+    def __init__(self, sparse_input: SparseInput, options: KernelOptions, cost_model: bool = True) -> None:
+        self.input = sparse_input
+        self.name = sparse_input.name
+        self.encoding = sparse_input.encoding
+        self._options = options
+        self._cost_model = cost_model
+        self._lock = threading.Lock()
+        self._kernels: dict[tuple[int, int, int], Kernel] = {}
+        self.compile_seconds = 0.0
+        # (rows, cols, features, threads) -> (ours: bool, why): with the cost
+        # model, the first call of a shape times our kernel against torch.sparse.
+        self.choices: dict[tuple[int, int, int, int], tuple[bool, str]] = {}
+
+    @property
+    def compiles(self) -> int:
+        """Kernels this region built (one per node count and feature count)."""
+        return len(self._kernels)
+
+    def kernel(self, rows: int, cols: int, features: int) -> Kernel:
+        key = (rows, cols, features)
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            with self._lock:
+                if key not in self._kernels:
+                    signature = LinearSignature(cols, rows, self.encoding.attr_text(), False)
+                    compiled = KERNELS.get(signature, self.encoding, features, self._options)
+                    if not compiled.stored_sparse:
+                        raise SpecError(f"input {self.name!r} ({self.encoding.format_name}): the pipeline read it "
+                                        f"densely ({', '.join(compiled.fallbacks)}): no sparse kernel")
+                    self.compile_seconds += compiled.seconds
+                    self._kernels[key] = Kernel(compiled.function, [], 2, np.float32, owner=compiled)
+                kernel = self._kernels[key]
+        return kernel
+
+    def check(self, packed: Packed, h: torch.Tensor) -> None:
+        if h.dim() != 2 or h.shape[0] != packed.shape[1]:
+            raise SpecError(f"input {self.name!r} ({self.encoding.format_name}, shape {packed.shape}): {self.op_name} "
+                            f"needs h of shape [{packed.shape[1]}, F], got {tuple(h.shape)}")
+        if h.dtype != torch.float32:
+            raise SpecError(f"input {self.name!r} ({self.encoding.format_name}): {self.op_name} runs on float32 h, "
+                            f"got {h.dtype}")
+
+    def __call__(self, buffers: Sequence[torch.Tensor], rows: int, h: torch.Tensor,
+                 fake_strides: bool = False) -> torch.Tensor:
+        """y [rows, F] = adj @ h for adj's validated `buffers`: our kernel,
+        or torch.sparse where the cost model timed it faster at this shape."""
+        cols, features = h.shape
+        if self._cost_model and self._torch_side(buffers) is not None:
+            key = (rows, cols, features, torch.get_num_threads())
+            choice = self.choices.get(key)
+            if choice is None:
+                choice = self.choices[key] = self._decide(buffers, rows, h)
+                log.info("input %r, adj @ h [%d, %d] x [%d, %d]: %s", self.name, rows, cols, cols, features, choice[1])
+            if not choice[0]:
+                y = self._torch(buffers, rows, h)
+                # Through the dispatcher (torch.compile, autograd) the output
+                # has the fake implementation's strides: those of our y.
+                return y.t().contiguous().t() if fake_strides else y
+        return self._ours(buffers, rows, h)
+
+    def _torch_side(self, buffers: Sequence[torch.Tensor]) -> Any:
+        """The torch sparse layout constructor torch.sparse runs on (None: COO,
+        or index buffers of two dtypes, which torch's CSR cannot hold)."""
+        if isinstance(self.encoding, COO) or buffers[0].dtype != buffers[1].dtype:
+            return None
+        return torch.sparse_bsr_tensor if isinstance(self.encoding, BSR) else torch.sparse_csr_tensor
+
+    def _torch(self, buffers: Sequence[torch.Tensor], rows: int, h: torch.Tensor) -> torch.Tensor:
+        pos, crd, values = buffers
+        if isinstance(self.encoding, BSR):
+            values = values.reshape(-1, *self.encoding.block)
+        adj = self._torch_side(buffers)(pos, crd, values, (rows, h.shape[0]), check_invariants=False)
+        return adj @ h
+
+    def _decide(self, buffers: Sequence[torch.Tensor], rows: int, h: torch.Tensor) -> tuple[bool, str]:
+        from sparse_mlir.compiler.regions.base import WIN_MARGIN, _timed_pair
+        h = h.detach().contiguous()
+        self.kernel(rows, h.shape[0], h.shape[1])   # built before the timing
+        ours, theirs = _timed_pair(lambda: self._ours(buffers, rows, h), lambda: self._torch(buffers, rows, h), 0.0)
+        wins = ours < WIN_MARGIN * theirs
+        return wins, (f"{'ours' if wins else 'torch.sparse'} (ours {ours:.3f} ms, torch.sparse {theirs:.3f} ms, "
+                      f"nnz {buffers[-1].numel()} at the first call)")
+
+    def _ours(self, buffers: Sequence[torch.Tensor], rows: int, h: torch.Tensor) -> torch.Tensor:
+        cols, features = h.shape
+        kernel = self.kernel(rows, cols, features)
+        x = h.detach().t().contiguous()                     # [F, K]
+        arrays = [b.detach().numpy() for b in buffers] + [x.numpy()]
+        if torch.get_num_threads() > 1 and not shares_torch_threads():
+            with single_threaded():   # (see Region._call: two OpenMP runtimes on shared cores)
+                y = kernel(arrays)
+        else:
+            y = kernel(arrays)
+        # [rows, F] as the transpose of the kernel's y^T [F, rows]: no copy
+        # (torch's ops downstream read strided tensors; the fake
+        # implementation gives the same strides).
+        return torch.from_numpy(y).t()
+
+    def transposed(self, buffers: Sequence[torch.Tensor], shape: tuple[int, int]) -> tuple[list[torch.Tensor], int]:
+        """adj^T's buffers (for dh = adj^T dy) in this encoding's layout: CSR
+        sorted by column (a stable sort, O(nnz log nnz)); COO sorted by (col, row)."""
+        rows, cols = shape
+        if isinstance(self.encoding, COO):
+            _, row, col, values = buffers
+            order = torch.argsort(col.to(torch.int64) * rows + row, stable=True)
+            return [buffers[0], col[order], row[order], values[order]], cols
+        if isinstance(self.encoding, BSR):
+            raise SpecError(f"input {self.name!r} ({self.encoding.format_name}): the gradient through a BSR "
+                            "input is not supported yet; use CSR() for training")
+        pos, crd, values = buffers
+        counts = torch.diff(pos.to(torch.int64))
+        row_of = torch.repeat_interleave(torch.arange(rows), counts)
+        order = torch.argsort(crd.to(torch.int64), stable=True)
+        pos_t = torch.zeros(cols + 1, dtype=torch.int64)
+        pos_t[1:] = torch.cumsum(torch.bincount(crd.to(torch.int64), minlength=cols), 0)
+        return [pos_t.to(pos.dtype), row_of[order].to(crd.dtype), values[order]], cols
+
+
+def split_inputs(model: torch.nn.Module, encodings: dict[str, Encoding], example_args: Sequence[Any],
+                 example_kwargs: dict[str, Any]) -> dict[str, Encoding]:
+    """The encodings that name the forward's inputs (its parameter names, or
+    "args.<i>"), by input path; removed from `encodings`."""
+    import inspect
+    try:
+        bound = inspect.signature(model.forward).bind(*example_args, **example_kwargs)
+    except (TypeError, ValueError):
+        return {}
+    names = list(bound.arguments)
+    positional = names[:len(example_args)]
+    found: dict[str, Encoding] = {}
+    for key in list(encodings):
+        path = input_path(key, positional)
+        if path in bound.arguments:
+            value = bound.arguments[path]
+            if not isinstance(value, torch.Tensor):
+                raise SpecError(f"input {key!r}: encoded inputs must be tensors, got {type(value).__name__}")
+            found[path] = encodings.pop(key)
+            check_input_encoding(path, found[path])
+    return found
+
+
+def stand_ins(model: torch.nn.Module, inputs: dict[str, Encoding], example_args: Sequence[Any],
+              example_kwargs: dict[str, Any]) -> tuple[tuple, dict]:
+    """The examples torch.export captures: each encoded input as a dense
+    stand-in of its shape that allocates nothing (a broadcast zero): a graph
+    of 10^5 nodes has no room as a dense matrix."""
+    import inspect
+    bound = inspect.signature(model.forward).bind(*example_args, **example_kwargs)
+    for path in inputs:
+        value = bound.arguments[path]
+        if value.dtype != torch.float32:
+            raise SpecError(f"input {path!r} ({inputs[path].format_name}): expected float32 values, got {value.dtype}")
+        if value.dim() != 2:
+            raise SpecError(f"input {path!r} ({inputs[path].format_name}): expected a matrix, got shape "
+                            f"{tuple(value.shape)}")
+        bound.arguments[path] = torch.zeros((), dtype=torch.float32).expand(*value.shape)
+    return tuple(bound.args), dict(bound.kwargs)
+
+
+MM = torch.ops.aten.mm.default
+MATMUL = torch.ops.aten.matmul.default
+# Ops reading only an input's metadata: they run on the sparse tensor itself.
+_METADATA = {torch.ops.aten.sym_size.int, torch.ops.aten.size.default, torch.ops.aten.dim.default}
+
+
+def replace_input_reads(graph_module: torch.fx.GraphModule, input_paths: Sequence[str],
+                        inputs: dict[str, Encoding], options: KernelOptions, add_region: Any,
+                        cost_model: bool = True) -> tuple[dict[int, SpMMRegion], list[str]]:
+    """Each `adj @ h` (aten.mm / matmul, h a matrix) of an encoded input ->
+    sparse_mlir_spmm; other readers get the input densified (a
+    SparseFallbackWarning names each torch op). `input_paths`: the tensor
+    placeholders' input paths, in order. Returns the regions by handle and
+    the fallback ops."""
+    import warnings
+
+    from sparse_mlir.errors import SparseFallbackWarning
+    from sparse_mlir.runtime import ops
+
+    graph = graph_module.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)]
+    # Lifted parameters and buffers come first: the user's inputs are the last ones.
+    user = placeholders[len(placeholders) - len(input_paths):]
+    regions: dict[int, SpMMRegion] = {}
+    fallbacks: list[str] = []
+    for node, path in zip(user, input_paths):
+        if path not in inputs:
+            continue
+        region = SpMMRegion(SparseInput(path, inputs[path]), options, cost_model)
+        handle = add_region(region)
+        regions[handle] = region
+        dense: torch.fx.Node | None = None
+        for reader in list(node.users):
+            args = reader.args
+            if (reader.op == "call_function" and reader.target in (MM, MATMUL) and len(args) == 2
+                    and args[0] is node and args[1] is not node and _rank(args[1]) == 2):
+                with graph.inserting_before(reader):
+                    call = graph.call_function(ops.sparse_mlir_spmm, (node, args[1], handle))
+                call.meta.update(reader.meta)
+                reader.replace_all_uses_with(call)
+                graph.erase_node(reader)
+                continue
+            if (reader.op == "call_function" and reader.target in _METADATA) or (
+                    reader.op == "call_module" and str(reader.target).startswith("_guards")):
+                continue   # (export's shape guards read the input's sizes only)
+            if dense is None:
+                with graph.inserting_after(node):
+                    dense = graph.call_function(ops.sparse_mlir_input_dense, (node, handle))
+                dense.meta.update(node.meta)
+            reader.replace_input_with(node, dense)
+            op = str(reader.target) if reader.op == "call_function" else reader.op
+            fallbacks.append(op)
+            warnings.warn(f"no sparse kernel for '{op}' reading input '{path}' stored as "
+                          f"{inputs[path].format_name}; torch runs it on the input made dense (to_dense() each "
+                          "call)", SparseFallbackWarning, stacklevel=4)
+    graph.eliminate_dead_code()
+    graph.lint()
+    graph_module.recompile()
+    return regions, fallbacks
+
+
+def _rank(node: Any) -> int | None:
+    value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return value.dim() if isinstance(value, torch.Tensor) else None
+
+
+def plan_entry(region: SpMMRegion, fallbacks: Sequence[str]) -> Any:
+    """The input's line in sparsity_plan()."""
+    from sparse_mlir.compiler.reports import PlanEntry
+    sparsifier = region.encoding.effective_sparsifier
+    return PlanEntry(name=region.name, role="input", shape=(), format=region.encoding.format_name,
+                     stored_as=f"{region.encoding.format_name} (the call's torch sparse tensor, read in place where "
+                               "its index dtypes match the widths)",
+                     sparsifier=sparsifier.attr_text(), kind=sparsifier.kind,
+                     applied="every call: validated in O(nnz); a dense tensor passed for it is sparsified; adj @ h "
+                             "runs sparse_mlir::spmm (one kernel per node count and feature count, any nnz)",
+                     origin="user",
+                     fallbacks=tuple(f"'{op}' runs on torch (input made dense)" for op in dict.fromkeys(fallbacks)))
