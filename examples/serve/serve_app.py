@@ -110,7 +110,9 @@ class SparseClassifier:
     async def __call__(self, request: Request) -> dict[str, Any] | JSONResponse:
         try:
             body = await request.json()
-            return {"logits": self.infer(body["input_ids"], body["attention_mask"]), "engine": self.engine}
+            start = time.perf_counter()
+            logits = self.infer(body["input_ids"], body["attention_mask"])
+            return {"logits": logits, "engine": self.engine, "compute_ms": 1e3 * (time.perf_counter() - start)}
         except (ValueError, KeyError, TypeError) as error:   # the client's mistake: 400 saying what
             return JSONResponse({"error": f"{type(error).__name__}: {error}"}, status_code=400)
 
