@@ -72,10 +72,11 @@ class SparseClassifier:
     {"logits": [[...]]}. The model runs on the replica's event loop: one
     request at a time per replica, each on `threads` threads."""
 
-    async def __init__(self, engine: str, workdir: str, threads: int, pid_dir: str | None = None) -> None:
+    async def __init__(self, engine: str, workdir: str, threads: int, pid_dir: str | None = None,
+                       warmup: int = 3) -> None:
         # async: Serve runs it on the event loop that serves the requests, so
         # the warm-up below allocates in the serving thread's malloc arena
-        # (run in another thread, each replica's RSS grew ~185 MB once serving).
+        # (a new thread's first calls grew a plain process's RSS ~200 MB).
         torch.set_num_threads(threads)
         prepared = Prepared.read(workdir)
         if engine == "artifact":
@@ -92,7 +93,7 @@ class SparseClassifier:
         # threshold over the first few calls (once, RSS then stays flat).
         from classifier import example_inputs
         with torch.inference_mode():
-            for _ in range(3):
+            for _ in range(warmup):
                 for bucket in prepared.buckets:
                     self.model(*example_inputs(*bucket))
         if pid_dir:   # the load test reads the replicas' RSS from /proc
@@ -118,13 +119,13 @@ class SparseClassifier:
 
 
 def build_app(engine: str, workdir: str, *, replicas: int = 1, threads: int = 1, max_ongoing: int = 8,
-              pid_dir: str | None = None) -> Any:
+              pid_dir: str | None = None, warmup: int = 3) -> Any:
     """The Serve application for one engine; scaling is Serve's settings."""
     return SparseClassifier.options(
         name=f"classifier_{engine}", num_replicas=replicas, max_ongoing_requests=max_ongoing,
         # Ray gives an actor OMP_NUM_THREADS = its num_cpus: the replica's threads.
         ray_actor_options={"num_cpus": threads},
-    ).bind(engine, workdir, threads, pid_dir)
+    ).bind(engine, workdir, threads, pid_dir, warmup)
 
 
 def start_ray(cpus: int, port: int) -> None:

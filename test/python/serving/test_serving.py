@@ -55,7 +55,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Prep
     try:
         from ray import serve
         serve.run_many([serve.RunTarget(build_app(engine, str(prepared.workdir), replicas=1, threads=1,
-                                                  max_ongoing=4), name=engine, route_prefix=f"/{engine}")
+                                                  max_ongoing=4, warmup=1), name=engine, route_prefix=f"/{engine}")
                         for engine in ENGINES])   # the replicas start side by side
         yield f"http://127.0.0.1:{port}", prepared
     finally:
