@@ -164,8 +164,8 @@ def run_engines(args: argparse.Namespace, engines: list[str], shapes: list[tuple
 def table(report: dict[str, Any]) -> str:
     s = report["settings"]
     lines = [f"Serving: {s['clients']} clients, {s['duration_s']} s per engine ({s['rounds']} turns each), "
-             f"shapes {', '.join(s['shapes'])} (cycled), {s['replicas']} replicas x {s['threads']} thread(s), max_ongoing_requests "
-             f"{s['max_ongoing']}, {report['model']}, {report['machine']['cpus']} CPUs, "
+             f"shapes {', '.join(s['shapes'])} (cycled), {s['replicas']} replicas x {s['threads']} thread(s), "
+             f"max_ongoing_requests {s['max_ongoing']}, {report['model']}, {report['machine']['cpus']} CPUs, "
              f"{report['date']}, load average {report['machine']['load_average_1min_start']} -> "
              f"{report['machine']['load_average_1min_end']}.", "",
              "| engine | req/s | seq/s | p50 ms | p99 ms | errors | replica RSS start -> end (MB) | growth MB |",

@@ -29,9 +29,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from classifier import FORMATS, ModelConfig, Prepared, compile_regions, prepare, pruned_model  # noqa: E402
+from classifier import (FORMATS, ModelConfig, Prepared, compile_regions, example_inputs, prepare,  # noqa: E402
+                        pruned_model)
 
 ENGINES = ("artifact", "compiled", "eager")
+MAX_SEQ = 512   # BERT's position embeddings
 SERVE_DIR = str(Path(__file__).resolve().parent)
 
 
@@ -87,11 +89,10 @@ class SparseClassifier:
             self.model = pruned_model(prepared)
         else:
             raise ValueError(f"engine {engine!r}: expected one of {ENGINES}")
-        self.engine = engine
+        self.engine, self.vocab_size = engine, prepared.config.vocab_size
         # Warm: the compiled engine builds and times its kernels per token
         # count on the first call at each shape, and malloc settles its mmap
         # threshold over the first few calls (once, RSS then stays flat).
-        from classifier import example_inputs
         with torch.inference_mode():
             for _ in range(warmup):
                 for bucket in prepared.buckets:
@@ -102,9 +103,14 @@ class SparseClassifier:
     def infer(self, input_ids: list[list[int]], attention_mask: list[list[int]]) -> list[list[float]]:
         ids = torch.tensor(input_ids, dtype=torch.int64)
         mask = torch.tensor(attention_mask, dtype=torch.int64)
-        if ids.dim() != 2 or ids.shape != mask.shape:
+        if ids.dim() != 2 or ids.shape != mask.shape or not 1 <= ids.shape[1] <= MAX_SEQ or ids.shape[0] < 1:
             raise ValueError(f"input_ids {tuple(ids.shape)} and attention_mask {tuple(mask.shape)}: "
-                             "expected two [batch, seq] lists of the same shape")
+                             f"expected two [batch, seq] lists of the same shape, seq 1-{MAX_SEQ}")
+        # Checked before any engine runs: an artifact given an id >= vocab
+        # aborts the whole process ("index must be smaller than dim size").
+        if int(ids.min()) < 0 or int(ids.max()) >= self.vocab_size:
+            raise ValueError(f"input_ids: token ids must lie in [0, {self.vocab_size}), "
+                             f"got {int(ids.min())}..{int(ids.max())}")
         with torch.inference_mode():
             return self.model(ids, mask).tolist()
 

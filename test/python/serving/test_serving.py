@@ -87,6 +87,9 @@ def test_bad_requests_get_a_400_saying_why(server: tuple[str, Prepared]) -> None
     assert status == 400 and "larger than every bucket" in str(body)
     status, body = _post(f"{base}/eager", {"input_ids": [[1, 2, 3]]})
     assert status == 400 and "attention_mask" in str(body)
+    for engine in ENGINES:   # refused before any engine runs (the artifact would abort the replica)
+        status, body = _post(f"{base}/{engine}", {"input_ids": [[1, SMALL.vocab_size]], "attention_mask": [[1, 1]]})
+        assert status == 400 and f"token ids must lie in [0, {SMALL.vocab_size})" in str(body), (engine, body)
     # The replica is still serving.
     ids, mask = example_inputs(1, 32)
     assert _post(f"{base}/artifact", {"input_ids": ids.tolist(), "attention_mask": mask.tolist()})[0] == 200
