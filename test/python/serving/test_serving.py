@@ -19,7 +19,8 @@ import torch
 
 from conftest import REPO_ROOT
 
-pytest.importorskip("ray.serve", reason="ray[serve] is not installed (requirements-dev.txt pins it)")
+pytest.importorskip("ray.serve", reason="ray[serve] is not importable (requirements-dev.txt pins it)",
+                    exc_type=ImportError)
 
 sys.path.insert(0, str(REPO_ROOT / "examples" / "serve"))
 from classifier import ModelConfig, Prepared, example_inputs, prepare, pruned_model  # noqa: E402
