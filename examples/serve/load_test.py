@@ -18,6 +18,7 @@ import itertools
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -226,6 +227,7 @@ def main() -> None:
         report["engines"] = run_engines(args, engines, shapes, pid_dir)
     finally:
         stop_ray()
+        shutil.rmtree(pid_dir, ignore_errors=True)
     report["machine"]["load_average_1min_end"] = round(os.getloadavg()[0], 2)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
