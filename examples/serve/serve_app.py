@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -141,7 +142,7 @@ def start_ray(cpus: int, port: int) -> None:
     the driver runs from the source tree."""
     import ray
     ray.init(num_cpus=cpus, include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False,
-             runtime_env={"working_dir": SERVE_DIR, "excludes": ["__pycache__"]})
+             runtime_env={"working_dir": SERVE_DIR})
     serve.start(http_options={"host": "127.0.0.1", "port": port})
 
 
@@ -165,6 +166,9 @@ def main() -> None:
     if not (Path(args.workdir) / "meta.json").exists():
         buckets = [tuple(int(v) for v in b.split("x")) for b in args.buckets.split(",")]
         prepare(args.workdir, ModelConfig(), args.format, buckets)
+    # SIGTERM (a service manager, `kill`) stops Ray and Serve as Ctrl-C does,
+    # instead of leaving Ray's processes behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     start_ray(args.replicas * args.threads, args.port)
     try:
         serve.run(build_app(args.engine, args.workdir, replicas=args.replicas, threads=args.threads,
