@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -222,6 +223,7 @@ def main() -> None:
         "engines": []}
     pid_dir = Path(tempfile.mkdtemp(prefix="sparse_mlir_serve_pids_"))
     engines = args.engines.split(",")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))   # stop Ray (finally below), as on Ctrl-C
     start_ray(len(engines) * args.replicas * args.threads, args.port)
     try:
         report["engines"] = run_engines(args, engines, shapes, pid_dir)
