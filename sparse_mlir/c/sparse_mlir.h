@@ -36,6 +36,10 @@
  *
  *   record: uint32 dtype, uint32 rank (<= 8), int64 shape[8] (unused ones 0),
  *           uint64 offset, uint64 bytes (= the elements' bytes; 0 for CUDA scratch)
+ *           An input's record has no data: its offset is, for an integer input
+ *           whose values index a table (an embedding's ids), the exclusive upper
+ *           bound of its values (they must lie in [0, offset); 0: unchecked).
+ *           smlir_run checks them: the compiled gather would abort the process.
  *   file:   char name[64] (NUL-padded path under the artifact: "model.so",
  *           "lib/libomp.so.5"), uint64 bytes, uint8 sha256[32]
  *

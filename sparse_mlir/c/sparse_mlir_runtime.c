@@ -688,6 +688,31 @@ static void copy_result(const descriptor *d, int rank, size_t element, void *out
   }
 }
 
+/* An integer input whose values index a table (its record's offset: their
+ * exclusive upper bound) has one outside [0, bound): the compiled gather
+ * would abort the process. Returns 1 (error set) or 0. */
+static int out_of_bounds(const record *r, const smlir_tensor *t, char *error, size_t error_size, int index) {
+  if (!r->offset)
+    return 0;
+  size_t n = smlir_num_elements(t);
+  for (size_t k = 0; k < n; ++k) {
+    int64_t v;
+    switch (r->dtype) {
+    case SMLIR_I8: v = ((const int8_t *)t->data)[k]; break;
+    case SMLIR_I16: v = ((const int16_t *)t->data)[k]; break;
+    case SMLIR_I32: v = ((const int32_t *)t->data)[k]; break;
+    case SMLIR_I64: v = ((const int64_t *)t->data)[k]; break;
+    default: return 0;
+    }
+    if (v < 0 || (uint64_t)v >= r->offset) {
+      fail(error, error_size, "input %d: its values index a table of size %llu: expected values in [0, %llu), got %lld at "
+           "element %zu", index, (unsigned long long)r->offset, (unsigned long long)r->offset, (long long)v, k);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 int smlir_run(smlir_model *model, const smlir_tensor *inputs, int num_inputs, smlir_tensor *output, char *error,
               size_t error_size) {
   char want[256], got[256];
@@ -703,6 +728,9 @@ int smlir_run(smlir_model *model, const smlir_tensor *inputs, int num_inputs, sm
            i, want, got, inputs[i].data ? "" : " with data = NULL");
       return -1;
     }
+  for (int i = 0; i < num_inputs; ++i)
+    if (out_of_bounds(&model->inputs[i], &inputs[i], error, error_size, i))
+      return -1;
   if (!output || !output->data) {
     fail(error, error_size, "output: pass a tensor whose data holds smlir_output_spec()'s size");
     return -1;

@@ -29,7 +29,8 @@ from sparse_mlir.compiler.importers.torch_fx import import_model, start_importer
 from sparse_mlir.compiler.intermediates import find_node_value, location_names
 from sparse_mlir.compiler.propagation import Propagated, linear_tokens, propagate_linear_zeros
 from sparse_mlir.runtime.memref import Kernel
-from sparse_mlir.runtime.callable import InputSpec, ModelCallable
+from sparse_mlir.runtime.callable import IndexBound, InputSpec, ModelCallable
+from sparse_mlir.compiler.index_bounds import index_bounds
 from sparse_mlir.compiler.jit import jit, kernel as jit_kernel
 from sparse_mlir.sparsifiers import RandomFraction
 from sparse_mlir.runtime.threads import openmp_available, runtime_library
@@ -52,8 +53,8 @@ class CompiledModule(CompileReports, ModelCallable):
     def __init__(self, kernel: Kernel, input_specs: list[InputSpec], result: tuple[tuple[int, ...], np.dtype],
                  effective: dict[str, torch.Tensor], stats: dict[str, TensorStats], stages: dict[str, str],
                  compile_seconds: float, pipeline: str, plan: list[PlanEntry], counts_calls: bool, openmp: bool,
-                 engine: Any, keep_alive: tuple) -> None:
-        super().__init__(kernel, input_specs, counts_calls)
+                 engine: Any, keep_alive: tuple, index_bounds: dict[int, IndexBound] | None = None) -> None:
+        super().__init__(kernel, input_specs, counts_calls, index_bounds)
         self._result_shape, self._result_dtype = result
         self._effective = effective
         self._stats = stats
@@ -257,7 +258,8 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
               for node, source, type_text in inferred)]
     return CompiledModule(kernel, input_specs, (result_shape, result_dtype), effective, stats, stages,
                           time.perf_counter() - start, pipeline, plan, counts_calls=counts_calls, openmp=openmp,
-                          engine=engine, keep_alive=(context, module))
+                          engine=engine, keep_alive=(context, module),
+                          index_bounds=index_bounds(imported, example_args))
 
 
 def _mentions(name: str, messages: list[str]) -> tuple[str, ...]:

@@ -66,7 +66,9 @@ def export(fn: "CompiledModule", path: str | os.PathLike, *, linker: str | None 
     cc = _linker(linker)
     engine, bound = fn._export_parts()
     result = TensorRecord(np.dtype(fn._result_dtype), tuple(fn._result_shape))
-    inputs = [TensorRecord(NUMPY_DTYPES[dtype], tuple(shape)) for shape, dtype in fn.input_specs]
+    # An integer input indexing a table records its values' bound in `offset` (sparse_mlir.h).
+    inputs = [TensorRecord(NUMPY_DTYPES[dtype], tuple(shape), fn._index_bounds.get(i, (0, ""))[0])
+              for i, (shape, dtype) in enumerate(fn.input_specs)]
     with tempfile.TemporaryDirectory(prefix=".smlir-export-", dir=target.parent if target.parent.exists() else None) \
             as staging_name:
         staging = Path(staging_name)
@@ -262,7 +264,9 @@ def _manifest(fn: "CompiledModule", result: TensorRecord, inputs: Sequence[Tenso
         "target": {"machine": platform.machine(), "cpu": cpu_model(), "isa_flags": host_isa_flags(),
                    "threads": "openmp" if fn._openmp else "single"},
         "signature": {
-            "inputs": [{"shape": list(r.shape), "dtype": str(r.dtype)} for r in inputs],
+            "inputs": [{"shape": list(r.shape), "dtype": str(r.dtype),
+                        **({"values_below": r.offset, "indexes": fn._index_bounds[i][1]} if r.offset else {})}
+                       for i, r in enumerate(inputs)],
             "output": {"shape": list(result.shape), "dtype": str(result.dtype)},
             "call_number": fn._counts_calls,
         },

@@ -109,8 +109,9 @@ class LoadedModule(ModelCallable):
     """An artifact's model, called like the `CompiledModule` it was exported from."""
 
     def __init__(self, kernel: Kernel, input_specs: Sequence[InputSpec], counts_calls: bool,
-                 manifest: dict[str, Any], path: Path, sha256: str) -> None:
-        super().__init__(kernel, input_specs, counts_calls)
+                 manifest: dict[str, Any], path: Path, sha256: str,
+                 index_bounds: dict[int, tuple[int, str]] | None = None) -> None:
+        super().__init__(kernel, input_specs, counts_calls, index_bounds)
         self.manifest = manifest
         self.path = path
         self.sha256 = sha256   # the artifact's hash (`artifact_sha256`)
@@ -182,7 +183,20 @@ def load(path: str | os.PathLike, *, expect_sha256: str | None = None) -> "Loade
     function.argtypes, function.restype = [ctypes.c_void_p], None
     kernel = Kernel(function, bound, len(header.result.shape), header.result.dtype, owner=library)
     specs = [(r.shape, _TORCH_DTYPES[r.dtype]) for r in header.inputs]
-    return LoadedModule(kernel, specs, bool(header.flags & FLAG_CALL_NUMBER), manifest, root, header.sha256)
+    return LoadedModule(kernel, specs, bool(header.flags & FLAG_CALL_NUMBER), manifest, root, header.sha256,
+                        _index_bounds(header.inputs, manifest))
+
+
+def _index_bounds(inputs: Sequence[TensorRecord], manifest: dict[str, Any]) -> dict[int, tuple[int, str]]:
+    """Integer inputs whose values index a table: their bound (weights.bin) and what they index (manifest)."""
+    described = manifest["signature"].get("inputs")
+    bounds = {}
+    for index, record in enumerate(inputs):
+        if record.offset:
+            entry = described[index] if isinstance(described, list) and index < len(described) else None
+            what = entry.get("indexes") if isinstance(entry, dict) else None
+            bounds[index] = (record.offset, what if isinstance(what, str) else f"table of size {record.offset}")
+    return bounds
 
 
 def _view(blob: bytearray, record: TensorRecord) -> np.ndarray:
@@ -375,7 +389,9 @@ def _unpack_record(path: Path, blob: bytearray, index: int, num_inputs: int, fla
         if elements > MAX_ELEMENTS:
             raise wrong("more than 2^48 elements")
     record = TensorRecord(dtype, tuple(shape[:rank]), offset, nbytes)
-    if index <= num_inputs:
+    if index <= num_inputs:   # (offset: an integer input's values bound, 0 for none)
+        if offset and (dtype.kind not in "iu" or offset > 2**63 - 1):
+            raise wrong(f"a values bound of {offset} for a {dtype} input (bounds are for integer inputs)")
         return record
     scratch = bool(flags & FLAG_CUDA) and nbytes == 0   # a CUDA scratch buffer: a shape, no data
     if nbytes != elements * dtype.itemsize and not scratch:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import abc
 import itertools
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -16,6 +16,8 @@ from sparse_mlir.runtime.memref import Kernel, row_major_strides
 from sparse_mlir.errors import SpecError
 
 InputSpec = tuple[tuple[int, ...], torch.dtype]
+# An integer input that indexes a table: (exclusive upper bound of its values, what it indexes).
+IndexBound = tuple[int, str]
 
 
 class CheckedCallable(abc.ABC):
@@ -25,8 +27,10 @@ class CheckedCallable(abc.ABC):
     # Devices inputs may live on; "cpu" alone where compiled code reads them in place.
     _input_devices: tuple[str, ...] = ("cpu",)
 
-    def __init__(self, input_specs: Sequence[InputSpec]) -> None:
+    def __init__(self, input_specs: Sequence[InputSpec], index_bounds: Mapping[int, IndexBound] | None = None) -> None:
         self._input_specs = list(input_specs)
+        # The compiled gathers abort the process on an index out of range: checked here first.
+        self._index_bounds = dict(index_bounds or {})
 
     @property
     def input_specs(self) -> list[InputSpec]:
@@ -78,6 +82,12 @@ class CheckedCallable(abc.ABC):
             raise SpecError(f"input {index}: expected shape {shape} (shapes are static, as in example_args), "
                             f"got {tuple(tensor.shape)}")
         self._check_memory(index, tensor)
+        if index in self._index_bounds and tensor.numel():
+            upper, what = self._index_bounds[index]
+            low, high = (int(v) for v in torch.aminmax(tensor))
+            if low < 0 or high >= upper:
+                raise SpecError(f"input {index}: its values index the {what}: expected values in [0, {upper}), got "
+                                f"{'min ' + str(low) if low < 0 else 'max ' + str(high)}")
         if tensor.is_neg() or tensor.is_conj():  # lazy views: the memory holds -x or conj(x)
             tensor = tensor.resolve_neg().resolve_conj()
         return tensor
@@ -89,8 +99,9 @@ class CheckedCallable(abc.ABC):
 class ModelCallable(CheckedCallable):
     """Calls a CPU kernel on torch tensors, reading their memory in place."""
 
-    def __init__(self, kernel: Kernel, input_specs: Sequence[InputSpec], counts_calls: bool) -> None:
-        super().__init__(input_specs)
+    def __init__(self, kernel: Kernel, input_specs: Sequence[InputSpec], counts_calls: bool,
+                 index_bounds: Mapping[int, IndexBound] | None = None) -> None:
+        super().__init__(input_specs, index_bounds)
         self._kernel = kernel
         self._counts_calls = counts_calls
         self._calls = itertools.count()
