@@ -38,11 +38,12 @@ _INDEXES = {
 def index_bounds(imported: ImportedModel, example_args: Sequence[torch.Tensor]) -> dict[int, IndexBound]:
     """Input position -> (exclusive upper bound of its values, what it indexes)."""
     nodes = {node.name: node for node in imported.graph}
-    placeholders = [node.name for node in imported.graph if node.op == "placeholder"]
-    params = len(imported.param_names)
-    shapes: dict[str, tuple[int, ...]] = {name: tuple(p.shape) for name, p in
-                                          zip(placeholders[:params], imported.params)}
-    shapes.update({name: tuple(a.shape) for name, a in zip(placeholders[params:], example_args)})
+    # The importer passes the parameters as the leading inputs: args_0.. are
+    # they, then the model's inputs (lifted constants have names of their own).
+    params = {f"args_{i}": name for i, name in enumerate(imported.param_names)}
+    inputs = [f"args_{len(params) + i}" for i in range(len(example_args))]
+    shapes: dict[str, tuple[int, ...]] = {f"args_{i}": tuple(p.shape) for i, p in enumerate(imported.params)}
+    shapes.update({name: tuple(a.shape) for name, a in zip(inputs, example_args)})
     shapes.update({name: tuple(info.shape) for name, info in imported.nodes.items() if info.shape is not None})
     bounds: dict[int, IndexBound] = {}
     for node in imported.graph:
@@ -56,13 +57,14 @@ def index_bounds(imported: ImportedModel, example_args: Sequence[torch.Tensor]) 
         if dim is None or shape is None or not -len(shape) <= dim < len(shape):
             continue
         source = _source(nodes, node.inputs[index_at])
-        if source is None or source not in placeholders[params:]:
+        if source is None or source not in inputs:
             continue
-        position = placeholders.index(source) - params
+        position = inputs.index(source)
         if example_args[position].is_floating_point():
             continue
         upper = shape[dim]
-        what = (f"{node.target.removeprefix('aten.').split('.')[0]} of {_name(table, placeholders, imported)} "
+        what = (f"{node.target.removeprefix('aten.').split('.')[0]} of "
+                f"{repr(params[table]) if table in params else f'torch.fx node {table!r}'} "
                 f"(dim {dim % len(shape)} of size {upper})")
         if position not in bounds or upper < bounds[position][0]:
             bounds[position] = (upper, what)
@@ -77,9 +79,3 @@ def _source(nodes: Mapping[str, GraphNode], name: str) -> str | None:
             return None
         name = node.inputs[0]
     return name if name in nodes else None
-
-
-def _name(table: str, placeholders: list[str], imported: ImportedModel) -> str:
-    if table in placeholders[:len(imported.param_names)]:
-        return repr(imported.param_names[placeholders.index(table)])
-    return f"torch.fx node {table!r}"

@@ -94,3 +94,19 @@ def test_loaded_artifacts_check_the_bounds(compiled, tmp_path: Path) -> None:
         else:
             assert done.returncode == 1, (done.returncode, done.stdout + done.stderr)
             assert "input 1: its values index a table of size 30: expected values in [0, 30), got 41" in done.stderr
+
+
+def test_bert_bounds_only_the_token_ids_by_the_vocabulary() -> None:
+    # HF BERT also gathers token types and positions from lifted buffers
+    # (placeholders of their own): those are no inputs and bound nothing.
+    from transformers import BertConfig, BertModel
+
+    from sparse_mlir.compiler.importers.torch_fx import import_model
+    from sparse_mlir.compiler.index_bounds import index_bounds
+
+    config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    model = BertModel(config).eval()
+    ids, mask = torch.randint(0, 99, (1, 8)), torch.ones(1, 8, dtype=torch.int64)
+    bounds = index_bounds(import_model(model, (ids, mask)), (ids, mask))
+    assert bounds == {0: (99, "embedding of 'embeddings.word_embeddings.weight' (dim 0 of size 99)")}
