@@ -99,14 +99,14 @@ def test_loaded_artifacts_check_the_bounds(compiled, tmp_path: Path) -> None:
 def test_bert_bounds_only_the_token_ids_by_the_vocabulary() -> None:
     # HF BERT also gathers token types and positions from lifted buffers
     # (placeholders of their own): those are no inputs and bound nothing.
-    from transformers import BertConfig, BertModel
-
     from sparse_mlir.compiler.importers.torch_fx import import_model
     from sparse_mlir.compiler.index_bounds import index_bounds
+    from sparse_mlir.testing import import_transformers
 
-    config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+    transformers = import_transformers()
+    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=64)
-    model = BertModel(config).eval()
+    model = transformers.BertModel(config).eval()
     ids, mask = torch.randint(0, 99, (1, 8)), torch.ones(1, 8, dtype=torch.int64)
     bounds = index_bounds(import_model(model, (ids, mask)), (ids, mask))
     assert bounds == {0: (99, "embedding of 'embeddings.word_embeddings.weight' (dim 0 of size 99)")}
