@@ -106,7 +106,15 @@ def test_bert_bounds_only_the_token_ids_by_the_vocabulary() -> None:
     transformers = import_transformers()
     config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=64)
-    model = transformers.BertModel(config).eval()
+
+    class Hidden(torch.nn.Module):   # (whole-graph imports return one tensor)
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = transformers.BertModel(config)
+
+        def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            return self.bert(input_ids=ids, attention_mask=mask).last_hidden_state
+
     ids, mask = torch.randint(0, 99, (1, 8)), torch.ones(1, 8, dtype=torch.int64)
-    bounds = index_bounds(import_model(model, (ids, mask)), (ids, mask))
-    assert bounds == {0: (99, "embedding of 'embeddings.word_embeddings.weight' (dim 0 of size 99)")}
+    bounds = index_bounds(import_model(Hidden().eval(), (ids, mask)), (ids, mask))
+    assert bounds == {0: (99, "embedding of 'bert.embeddings.word_embeddings.weight' (dim 0 of size 99)")}
