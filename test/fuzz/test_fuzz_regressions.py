@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import fuzz_support
-from test_fuzz_artifacts import _damage, bases, c_loader, check_c, check_python, loader_worker  # noqa: F401
+from test_fuzz_artifacts import _damage, bases, c_loader, check_python, loader_worker, run_c  # noqa: F401
 
 LOADER_FIX = "issue 25, loader hardening (sparse_mlir/c, runtime/artifact.py): another helper's part"
 
@@ -60,6 +60,4 @@ def test_c_loader_case(bases: list[dict[str, Any]], c_loader: Path, label: str) 
         path = Path(scratch) / "a.smlir"
         base, done = _damage(case, bases, path)
         output = Path(scratch) / "y.bin"
-        rc, out, err = fuzz_support.run_command([str(c_loader), str(path), base["x_bin"], str(output)], timeout=10,
-                                                env=fuzz_support.sanitizer_env())
-        check_c(case, base, rc, out, err, output, done)
+        run_c(case, base, c_loader, path, output, done)
