@@ -98,6 +98,8 @@ def handle(case: dict[str, Any]) -> dict[str, Any]:
             warnings.simplefilter("ignore")
             fn = sm.compile(model, {name: spec}, example_args=(x,), mode=case["mode"], cost_model=False)
             got = fn(x)
+    except sm.CompileError as error:
+        return {"outcome": "compile_error", "name": name, "shape": shape, "message": str(error)[:2000]}
     except sm.SpecError as error:
         return {"outcome": "spec_error", "stage": "compile", "name": name, "shape": shape, "message": str(error)[:2000]}
     state = {**model.state_dict(), **fn.effective_state_dict()}

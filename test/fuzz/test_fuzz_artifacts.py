@@ -17,6 +17,7 @@ crash once loading is done; those are counted apart).
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -127,17 +128,24 @@ def _damage(case: dict[str, Any], bases: list[dict[str, Any]], into: Path) -> tu
     return base, done
 
 
-def _crash_after_load(case: dict[str, Any], loaded: bool) -> bool:
-    """A re-sealed artifact's own code crashed after a successful load: its
-    model.so runs on the records it was given (outside what a loader can check)."""
-    return case["reseal"] and loaded
+def _forged_code(case: dict[str, Any], done: list[str]) -> bool:
+    """Re-sealed with a changed shared library: code no loader can verify
+    (the dynamic loader maps it, its constructors run)."""
+    return case["reseal"] and any(re.match(r"\S*\.so(\.\d+)*\b", what) for what in done)
+
+
+def _crash_after_load(case: dict[str, Any], loaded: bool, done: list[str]) -> bool:
+    """A re-sealed artifact's own code crashed: after a successful load (its
+    model.so runs on the records it was given, outside what a loader can
+    check), or anywhere when a library itself was changed."""
+    return case["reseal"] and loaded or _forged_code(case, done)
 
 
 def check_python(case: dict[str, Any], result: dict[str, Any], done: list[str]) -> str:
     outcome = result["outcome"]
     if outcome in ("crash", "hang"):
         loaded = "fuzz-stage: call" in result["stderr"].split("fuzz-stage: load")[-1]
-        if _crash_after_load(case, loaded):
+        if _crash_after_load(case, loaded, done):
             fuzz_support.log(f"python loader: model code {outcome} after a re-sealed load: {done}")
             return f"model_code_{outcome}"
         raise FuzzFailure(outcome, f"sm.load {outcome} (exit {result['returncode']}) on {done}\n{result['stderr'][-2000:]}")
@@ -155,11 +163,11 @@ def check_c(case: dict[str, Any], base: dict[str, Any], rc: int | None, out: str
             done: list[str]) -> str:
     loaded = "output:" in out
     report = fuzz_support.sanitizer_report(err)
-    if report and not (("SEGV" in report or "BUS" in report) and _crash_after_load(case, loaded)):
+    if report and not (("SEGV" in report or "BUS" in report) and _crash_after_load(case, loaded, done)):
         raise FuzzFailure("leak" if "LeakSanitizer" in err else "sanitizer", f"C loader: {report} on {done}\n{err[-3000:]}")
     if rc is None or rc < 0 or report:
         kind = "hang" if rc is None else "crash"
-        if _crash_after_load(case, loaded):
+        if _crash_after_load(case, loaded, done):
             fuzz_support.log(f"C loader: model code {kind} after a re-sealed load: {done}")
             return f"model_code_{kind}"
         raise FuzzFailure(kind, f"C loader {'timed out' if rc is None else f'killed by signal {-rc}' if rc < 0 else report}"

@@ -35,6 +35,10 @@ PYTHON_CASES = {
     # 0xff there (checksum re-sealed) raises UnicodeDecodeError, not ArtifactError.
     "cpu_flags_not_utf8": ({"base": 0, "mutations": [_word(40, "0xff")], "reseal": True},
                            "UnicodeDecodeError from the CPU-feature field"),
+    # issue 25 item 2: a header count past the records (re-sealed) reshapes an
+    # empty buffer: ValueError "cannot reshape array of size 0".
+    "header_count_reshape": ({"base": 0, "mutations": [_word(17, "one")], "reseal": True},
+                             "ValueError from a reshape"),
 }
 C_CASES = {
     # issue 25 item 1: a FIFO named weights.bin blocks the C loader forever.
