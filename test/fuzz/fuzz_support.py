@@ -32,7 +32,7 @@ LONG = PROFILE == "long"
 
 # Per-fuzzer example counts: CI's are sized to stay well under a minute each on
 # two cores; the long run's to a few tens of minutes in all.
-_EXAMPLES = {"ci": {"models": 12, "artifacts_python": 60, "artifacts_c": 60, "opt": 60},
+_EXAMPLES = {"ci": {"models": 16, "artifacts_python": 200, "artifacts_c": 200, "opt": 200},
              "long": {"models": 400, "artifacts_python": 3000, "artifacts_c": 3000, "opt": 3000}}
 
 
