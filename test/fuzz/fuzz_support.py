@@ -116,7 +116,12 @@ def sanitizer_env() -> dict[str, str]:
     """Environment for sanitized binaries: every report is fatal, with an exit
     code of its own (leaks included), and UBSan prints its stack."""
     env = dict(os.environ)
-    env.setdefault("ASAN_OPTIONS", "detect_leaks=1:exitcode=86:abort_on_error=0:allocator_may_return_null=1")
+    # allow_user_poisoning=0: LLVM's BumpPtrAllocator, inlined from its headers
+    # into our instrumented code, poisons slabs that the wheel's uninstrumented
+    # libMLIR.so then allocates from without unpoisoning: every such report
+    # (use-after-poison in StorageUniquer::get) was that, gone with this option.
+    env.setdefault("ASAN_OPTIONS", "detect_leaks=1:exitcode=86:abort_on_error=0:allocator_may_return_null=1:"
+                                   "allow_user_poisoning=0")
     env.setdefault("UBSAN_OPTIONS", "halt_on_error=1:exitcode=87:print_stacktrace=1")
     env.setdefault("LSAN_OPTIONS", "exitcode=86")
     return env
