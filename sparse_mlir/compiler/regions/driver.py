@@ -151,6 +151,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
                  example_kwargs, cost_model)
     elif (sparsifiers or input_regions) and warm_up:
         module(*example_args, **example_kwargs)   # the kernels for the example's shapes
+    module.reset_call_number(0)   # the warm-up drew masks: the first call is call 0, as in graph mode and export()
     _finish(module, regions, encodings, effective, readers, in_out)
     module._plan += [_activation_plan(region) for region in sparsifiers.values()]
     module._plan += [inputs.plan_entry(region, input_fallbacks) for region in input_regions.values()]
@@ -195,6 +196,7 @@ def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], 
             _channels_last(copied, convs, False)
     elif sparsifiers and warm_up:
         module(*example_args, **example_kwargs)   # the sparsifiers' kernels for the example's shapes
+    module.reset_call_number(0)   # the warm-up drew masks: the first call is call 0, as in graph mode and export()
     _finish(module, regions, encodings, effective, readers, in_out)
     module._plan += [_activation_plan(region) for region in sparsifiers.values()]
     module.compile_seconds = time.perf_counter() - start

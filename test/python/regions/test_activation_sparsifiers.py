@@ -78,6 +78,18 @@ def test_random_fraction_draws_per_call_and_replays() -> None:
     torch.testing.assert_close(fn(x), first, rtol=0, atol=0)
 
 
+def test_first_call_draws_call_zero() -> None:
+    """The compile's warm-up call drew a mask: the user's first call drew call
+    1's, while mode="graph" and export() start at call 0 (found by test/fuzz)."""
+    torch.manual_seed(0)
+    model = MLP().eval()
+    fn = compile_pruned(model, {"gelu": sm.Dense(sparsifier=sm.RandomFraction(0.25, seed=3))}, torch.randn(2, 8, 32))
+    x = torch.randn(2, 8, 32)
+    first = fn(x)
+    fn.reset_call_number(0)
+    torch.testing.assert_close(fn(x), first, rtol=0, atol=0)
+
+
 def test_straight_through_gradient() -> None:
     torch.manual_seed(0)
     model = MLP().eval()
