@@ -194,9 +194,6 @@ def run_c(case: dict[str, Any], base: dict[str, Any], c_loader: Path, path: Path
     return [check_c(case, base, rc, out, err, output, done)]
 
 
-@pytest.mark.xfail(not fuzz_support.LONG, strict=True, reason=(  # CI's fixed examples; the long run fails plainly
-    "sm.load raises UnicodeDecodeError on a non-UTF-8 CPU-feature field (test_fuzz_regressions.py "
-    "cpu_flags_not_utf8), which the CI examples hit; fixed by issue 25's loader part: drop this marker then"))
 def test_python_loader_refuses_or_runs(bases: list[dict[str, Any]], loader_worker: Worker) -> None:
     def one(case: dict[str, Any]) -> str:
         with tempfile.TemporaryDirectory() as scratch:

@@ -1,8 +1,8 @@
 """Cases the fuzzers found, kept as fixed reproducers.
 
-Bugs in the artifact loaders (sparse_mlir/c/, sparse_mlir/runtime/artifact.py)
-are fixed by issue 25's loader part, not here: their cases are strict xfails
-that start passing (and so fail, until the marker goes) once that lands.
+Each was a loader bug on main at 0591bd4 (artifact format 1), fixed by
+issue 25's loader hardening (format 2); the offsets are format 2's (the
+counts at 16-31 did not move, the CPU-feature field moved from 40 to 112).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import pytest
 import fuzz_support
 from test_fuzz_artifacts import _damage, bases, c_loader, check_python, loader_worker, run_c  # noqa: F401
 
-LOADER_FIX = "issue 25, loader hardening (sparse_mlir/c, runtime/artifact.py): another helper's part"
 
 
 def _word(offset: int, value: str, width: int = 4, file: str = "weights.bin") -> dict[str, Any]:
@@ -30,11 +29,11 @@ def _special(op: str, file: str = "weights.bin") -> dict[str, Any]:
             "json": "zero", "bit": 0}
 
 
-# (case, reason): each one a loader bug the artifact fuzzer found on main at 0591bd4.
+# (case, what it did before the fix): each one a loader bug the artifact fuzzer found on main at 0591bd4.
 PYTHON_CASES = {
     # The header's CPU-feature field is decoded as UTF-8 before any check: a byte
     # 0xff there (checksum re-sealed) raises UnicodeDecodeError, not ArtifactError.
-    "cpu_flags_not_utf8": ({"base": 0, "mutations": [_word(40, "0xff")], "reseal": True},
+    "cpu_flags_not_utf8": ({"base": 0, "mutations": [_word(112, "0xff")], "reseal": True},
                            "UnicodeDecodeError from the CPU-feature field"),
     # issue 25 item 2: a header count past the records (re-sealed) reshapes an
     # empty buffer: ValueError "cannot reshape array of size 0".
@@ -52,7 +51,6 @@ C_CASES = {
 NEEDS_ASAN = {"negative_buffer_count"}  # without ASan the stray read goes unnoticed
 
 
-@pytest.mark.xfail(strict=True, reason=LOADER_FIX)
 @pytest.mark.parametrize("label", PYTHON_CASES)
 def test_python_loader_case(bases: list[dict[str, Any]], loader_worker: fuzz_support.Worker, label: str) -> None:
     case, _ = PYTHON_CASES[label]
@@ -62,7 +60,6 @@ def test_python_loader_case(bases: list[dict[str, Any]], loader_worker: fuzz_sup
         check_python(case, loader_worker.run({"artifact": str(path), "input": base["x"], "expected": base["y"]}), done)
 
 
-@pytest.mark.xfail(strict=True, reason=LOADER_FIX)
 @pytest.mark.parametrize("label", C_CASES)
 def test_c_loader_case(bases: list[dict[str, Any]], c_loader: Path, label: str) -> None:
     case, _ = C_CASES[label]
