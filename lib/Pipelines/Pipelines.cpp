@@ -140,6 +140,9 @@ void mlir::smlir::buildSparseCPUFrontend(
 
 void mlir::smlir::buildSparseCPULowering(
     OpPassManager &pm, const SparseCPUPipelineOptions &options) {
+  // What upstream sparsification would crash on, as an error (only IR that
+  // skipped the frontend has it).
+  pm.addNestedPass<func::FuncOp>(createCheckBlockSparseReads());
   // Sparse arguments and results of public functions become their buffers
   // (positions, coordinates, values), so callers pass torch storage directly.
   // (direct-out=false: sparse results are written into caller-provided

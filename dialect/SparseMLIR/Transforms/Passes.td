@@ -658,4 +658,25 @@ def DropDeviceAnnotations
   }];
 }
 
+def CheckBlockSparseReads
+    : Pass<"smlir-check-block-sparse-reads", "::mlir::func::FuncOp"> {
+  let summary = "Refuse linalg reads of n:m / block tensors that upstream sparsification cannot take";
+  let description = [{
+    Upstream `sparse-reinterpret-map` rewrites a linalg op reading a tensor
+    whose dim-to-level map is not a permutation (n:m: `d1 floordiv 4`,
+    `d1 mod 4`; BSR blocks) into level coordinates; given such an operand
+    read through a map that reorders dimensions (a transpose, a matmul's
+    right operand) it crashes (LLVM 22, `genReplaceDimToLvlMap`).
+    `smlir-sparse-cpu-frontend` never leaves such reads (our micro-kernels
+    take n:m linears; `smlir-sparse-fallback` stores the other readers
+    densely), so this only fires when `smlir-sparse-cpu-lowering` runs on IR
+    that skipped it: an error naming the op and the operand, not a crash.
+
+    ```mlir
+    %t = linalg.transpose ins(%w : tensor<64x32xf32, #NM24>) outs(%e : tensor<32x64xf32>) permutation = [1, 0]
+    // error: 'linalg.transpose' reads operand 0 (an n:m / block sparse tensor) through a map that reorders its dimensions ...
+    ```
+  }];
+}
+
 #endif // SPARSE_MLIR_TRANSFORMS_PASSES_TD
