@@ -660,13 +660,14 @@ def DropDeviceAnnotations
 
 def CheckBlockSparseReads
     : Pass<"smlir-check-block-sparse-reads", "::mlir::func::FuncOp"> {
-  let summary = "Refuse linalg reads of n:m / block tensors that upstream sparsification cannot take";
+  let summary = "Refuse linalg reads of n:m tensors that upstream sparsification crashes on";
   let description = [{
     Upstream `sparse-reinterpret-map` rewrites a linalg op reading a tensor
-    whose dim-to-level map is not a permutation (n:m: `d1 floordiv 4`,
-    `d1 mod 4`; BSR blocks) into level coordinates; given such an operand
-    read through a map that reorders dimensions (a transpose, a matmul's
-    right operand) it crashes (LLVM 22, `genReplaceDimToLvlMap`).
+    whose dim-to-level map is not a permutation into level coordinates;
+    given an n:m operand (`d1 floordiv 4`, `d1 mod 4 : structured[2, 4]`)
+    read through a map that reorders its dimensions (a transpose, a
+    matmul's right operand) it crashes (LLVM 22, `genReplaceDimToLvlMap`;
+    BSR's block maps it takes).
     `smlir-sparse-cpu-frontend` never leaves such reads (our micro-kernels
     take n:m linears; `smlir-sparse-fallback` stores the other readers
     densely), so this only fires when `smlir-sparse-cpu-lowering` runs on IR
@@ -674,7 +675,7 @@ def CheckBlockSparseReads
 
     ```mlir
     %t = linalg.transpose ins(%w : tensor<64x32xf32, #NM24>) outs(%e : tensor<32x64xf32>) permutation = [1, 0]
-    // error: 'linalg.transpose' reads operand 0 (an n:m / block sparse tensor) through a map that reorders its dimensions ...
+    // error: 'linalg.transpose' reads operand 0 (an n:m tensor, ...) through an indexing map that reorders its dimensions ...
     ```
   }];
 }
