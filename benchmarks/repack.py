@@ -21,10 +21,7 @@ import json
 import logging
 import os
 import platform
-import statistics
-import time
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -33,20 +30,11 @@ from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.linear import LinearRegion
 from sparse_mlir.compiler.weights import apply_sparsifier, pack
 from sparse_mlir.runtime.cpu import cpu_model
+from sparse_mlir.testing import median_ms
 
 RESULTS = Path(__file__).resolve().parent / "results"
 log = logging.getLogger("benchmarks.repack")
 SHAPES = {"BERT FFN up [3072, 768]": (3072, 768), "BERT FFN down [768, 3072]": (768, 3072)}
-
-
-def _median_ms(run: Callable[[], object], repeats: int) -> float:
-    run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 def _eager_nm(weight: torch.Tensor) -> torch.Tensor:
@@ -77,13 +65,13 @@ def run(repeats: int, threads: list[int]) -> list[dict]:
             torch.set_num_threads(t)
             for label, encoding in formats.items():
                 region = _region(encoding, master)
-                ours = _median_ms(lambda: region.reprune(master), repeats)
+                ours = median_ms(lambda: region.reprune(master), repeats)
                 if label == "2:4":
-                    eager = _median_ms(lambda: _eager_nm(master), repeats)
-                    numpy_path = _median_ms(lambda: pack(encoding, apply_sparsifier(
+                    eager = median_ms(lambda: _eager_nm(master), repeats)
+                    numpy_path = median_ms(lambda: pack(encoding, apply_sparsifier(
                         encoding.effective_sparsifier, master.numpy().copy(), "w"), "w"), max(3, repeats // 4))
                 else:
-                    eager = _median_ms(lambda: _eager_fraction(master, 0.9), repeats)
+                    eager = median_ms(lambda: _eager_fraction(master, 0.9), repeats)
                     numpy_path = None
                 rows.append(dict(shape=shape_name, format=label, threads=t, ours_ms=round(ours, 2),
                                  eager_mask_ms=round(eager, 2),

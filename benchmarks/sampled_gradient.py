@@ -9,8 +9,6 @@ sides agree.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 
@@ -20,18 +18,9 @@ from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.reprune import prune_and_pack
 from sparse_mlir.compiler.weights import stored_coordinates
 from sparse_mlir.runtime.threads import set_num_threads
+from sparse_mlir.testing import median_ms
 
 FORMATS = {"csr90": sm.CSR(sparsifier=sm.ScalarFraction(0.9)), "2:4": sm.NM(2, 4), "2:4r4": sm.NM(2, 4, rows=4)}
-
-
-def median_ms(function, repeats: int) -> float:
-    function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 def main() -> None:

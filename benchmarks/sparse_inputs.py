@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import time
 from pathlib import Path
 
@@ -33,6 +32,7 @@ import torch
 
 import sparse_mlir as sm
 from sparse_mlir.runtime.threads import set_num_threads
+from sparse_mlir.testing import best_ms, median_ms
 
 
 class SpMM(torch.nn.Module):
@@ -77,28 +77,6 @@ def _csr(rows: np.ndarray, cols: np.ndarray, nodes: int, rng: np.random.Generato
 
 def as_int32(adj: torch.Tensor) -> torch.Tensor:
     return torch.sparse_csr_tensor(adj.crow_indices().int(), adj.col_indices().int(), adj.values(), adj.shape)
-
-
-def median_ms(function, repeats: int) -> float:
-    function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
-
-def best_ms(function, repeats: int) -> float:
-    """The fastest of `repeats` calls: on a loaded shared machine the
-    median mostly measures who else ran."""
-    function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times) * 1e3
 
 
 def main() -> None:
