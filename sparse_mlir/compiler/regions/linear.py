@@ -87,10 +87,8 @@ class LinearRegion(Region):
                 self.values.data = tensors[-1]
                 self.choices = {}
                 self.sampled_choices = {}   # bound to the buffers replaced
-            self._coordinates = None   # made again when asked for
             self._matrix.copy_(pruned)
-            self._synced = self.values._version
-            self._transposed = None
+            self._repruned()
 
     def _prune_in_place(self, matrix: torch.Tensor) -> bool:
         """n:m magnitude pruning written straight into the stored buffers and
@@ -105,10 +103,14 @@ class LinearRegion(Region):
             return False
         with self._lock, torch.no_grad():
             prune_nm_into(matrix, encoding, coordinates, values, self._matrix)
-            self._coordinates = None   # made again when asked for
-            self._synced = self.values._version
-            self._transposed = None
+            self._repruned()
         return True
+
+    def _repruned(self) -> None:
+        """After a pruning wrote the stored buffers and the dense copy: what follows them is made again."""
+        self._coordinates = None   # made again when asked for
+        self._synced = self.values._version
+        self._transposed = None
 
     def _input_gradient(self, dy: torch.Tensor) -> torch.Tensor:
         """dx = dy W2, as the linear dy (W2^T)^T: W2^T stored as CSR (its
