@@ -363,8 +363,13 @@ static const char *check_record(const record *r, int buffer, uint64_t data_offse
     if (elements > MAX_ELEMENTS)
       return snprintf(why, why_size, "more than 2^48 elements"), why;
   }
-  if (!buffer)
+  if (!buffer) {   /* an input: offset is its values' bound, for integer inputs only */
+    int integer = r->dtype == SMLIR_I8 || r->dtype == SMLIR_I16 || r->dtype == SMLIR_I32 || r->dtype == SMLIR_I64;
+    if (r->offset && (!integer || r->offset > (uint64_t)INT64_MAX))
+      return snprintf(why, why_size, "a values bound of %llu for a %s input (bounds are for integer inputs)",
+                      (unsigned long long)r->offset, dtype_name(r->dtype)), why;
     return NULL;
+  }
   uint64_t bytes = elements * smlir_dtype_size(r->dtype);
   if (r->bytes != bytes)
     return snprintf(why, why_size, "%llu bytes for %llu elements of %s (expected %llu)", (unsigned long long)r->bytes,

@@ -118,3 +118,20 @@ def test_bert_bounds_only_the_token_ids_by_the_vocabulary() -> None:
     ids, mask = torch.randint(0, 99, (1, 8)), torch.ones(1, 8, dtype=torch.int64)
     bounds = index_bounds(import_model(Hidden().eval(), (ids, mask)), (ids, mask))
     assert bounds == {0: (99, "embedding of 'bert.embeddings.word_embeddings.weight' (dim 0 of size 99)")}
+
+
+def test_a_bound_on_a_float_input_is_refused(compiled, tmp_path: Path) -> None:
+    from .crafting import rewrite_record
+
+    _, fn, _ = compiled
+    path = fn.export(tmp_path / "tagger")
+    rewrite_record(path, 3, offset=7)   # records: the result, then inputs 0-2; input 2 is x (float32)
+    with pytest.raises(artifact.ArtifactError, match=r"record of input 2: a values bound of 7 for a float32 input "
+                                                     r"\(bounds are for integer inputs\)"):
+        sm.load(path)
+    runner = _build_c(tmp_path, [REPO_ROOT / "examples" / "c" / "run_model.c",
+                                 artifact.c_dir() / "sparse_mlir_runtime.c"], "run_model")
+    done = subprocess.run([str(runner), str(path), *["unused"] * 3, str(tmp_path / "y.bin")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "record of input 2: a values bound of 7 for a float32 input (bounds are for integer inputs)" in done.stderr
