@@ -420,8 +420,16 @@ struct SparseFallbackPass
 
   void report(Operation *op, StringRef tensorName, StringRef format,
               llvm::StringSet<> &reported) {
+    // Per named location too: two torch ops lowered to the same MLIR op (exp
+    // and cos, both linalg.generic) are two warnings, which the caller names
+    // by their torch op (a NameLoc is the torch.fx node).
     std::string key =
         (op->getName().getStringRef() + "/" + format + "/" + tensorName).str();
+    op->getLoc()->walk([&](Location location) {
+      if (auto name = dyn_cast<NameLoc>(location))
+        key += "/" + name.getName().str();
+      return WalkResult::advance();
+    });
     if (!reported.insert(key).second)
       return;
     InFlightDiagnostic diag = fail ? op->emitError() : op->emitWarning();

@@ -25,6 +25,7 @@ from sparse_mlir.context import make_context
 from sparse_mlir.compiler.cost_model import choose_storage
 from sparse_mlir.encodings import Dense, Encoding
 from sparse_mlir.errors import SparseFallbackWarning, SpecError
+from sparse_mlir.compiler.fallback_names import name_torch_ops
 from sparse_mlir.compiler.importers.torch_fx import import_model, start_importer
 from sparse_mlir.compiler.intermediates import find_node_value, location_names
 from sparse_mlir.compiler.propagation import Propagated, linear_tokens, propagate_linear_zeros
@@ -224,7 +225,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
             run_passes(frontend, module, stages["annotated"], pipeline, diagnostics)
             fusion, inferred = _fusion_decisions(module)
             run_passes(convert, module, stages["annotated"], pipeline, diagnostics)
-        fallback_messages = list(dict.fromkeys(diagnostics.warnings))
+        fallback_messages = name_torch_ops(diagnostics.warnings, diagnostics.locations, imported.nodes)
         for message in fallback_messages:
             warnings.warn(message, SparseFallbackWarning, stacklevel=2)
         stages["sparse"] = str(module)

@@ -16,6 +16,7 @@ from sparse_mlir import _tools
 from sparse_mlir.dialects import smlir
 from sparse_mlir.dialects.smlir import ATTR, storage_decision
 from sparse_mlir.encodings import Encoding
+from sparse_mlir.compiler.intermediates import location_names
 from sparse_mlir.errors import CompileError, SpecError
 from sparse_mlir.sparsifiers import RandomFraction
 from sparse_mlir.runtime.cpu import vector_lanes as host_vector_lanes
@@ -110,6 +111,7 @@ class Diagnostics:
     def __init__(self, context: ir.Context) -> None:
         self._context = context
         self.warnings: list[str] = []
+        self.locations: list[set[str]] = []   # each warning's torch.fx node names (its location)
 
     def __enter__(self) -> "Diagnostics":
         self._handler = self._context.attach_diagnostic_handler(self._handle)
@@ -125,6 +127,7 @@ class Diagnostics:
     def _handle(self, diagnostic: ir.Diagnostic) -> bool:
         if diagnostic.severity == ir.DiagnosticSeverity.WARNING:
             self.warnings.append(str(diagnostic.message))
+            self.locations.append(location_names(diagnostic.location))
             return True
         return False  # errors propagate into the MLIRError
 

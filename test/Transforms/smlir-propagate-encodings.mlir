@@ -182,3 +182,174 @@ func.func @changes_the_element_type(%x: tensor<4x8xf64, #CSR>, %w: tensor<8x2xf3
   %y = linalg.matmul ins(%r, %w : tensor<4x8xf32>, tensor<8x2xf32>) outs(%out : tensor<4x2xf32>) -> tensor<4x2xf32>
   return %y : tensor<4x2xf32>
 }
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed) }>
+#map = affine_map<(d0, d1) -> (d0, d1)>
+
+/// A chain (`relu(w * 3) @ x`): the scaling's reader is the ReLU, which keeps
+/// the encoding for the matmul, so both keep it (the whole chain or none).
+// CHECK-LABEL: func.func @chain_keeps_csr(
+// CHECK:         %[[S:.*]] = linalg.generic
+// CHECK-SAME:        outs(%{{.*}} : tensor<4x8xf32, #sparse>)
+// CHECK:           sparse_tensor.unary
+// CHECK:             arith.mulf
+// CHECK:         %[[R:.*]] = linalg.generic
+// CHECK-SAME:        ins(%[[S]] : tensor<4x8xf32, #sparse>) outs(%{{.*}} : tensor<4x8xf32, #sparse>)
+// CHECK:           sparse_tensor.unary
+// CHECK:             arith.select
+// CHECK:         linalg.matmul ins(%[[R]], %{{.*}} : tensor<4x8xf32, #sparse>, tensor<8x2xf32>)
+func.func @chain_keeps_csr(%w: tensor<4x8xf32, #CSR>, %x: tensor<8x2xf32>, %out: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  %zero = arith.constant 0.0 : f32
+  %three = arith.constant 3.0 : f32
+  %init = tensor.empty() : tensor<4x8xf32>
+  %s = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%w : tensor<4x8xf32, #CSR>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.mulf %a, %three : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %r = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%s : tensor<4x8xf32>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %c = arith.cmpf ugt, %a, %zero : f32
+    %m = arith.select %c, %a, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %y = linalg.matmul ins(%r, %x : tensor<4x8xf32>, tensor<8x2xf32>) outs(%out : tensor<4x2xf32>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed) }>
+#map = affine_map<(d0, d1) -> (d0, d1)>
+
+/// `w * w + 2 * w`, as torch-mlir imports it: the square reads the same
+/// sparse value twice (one sparse_tensor.unary), and the sum of the two
+/// sparse results is a union (sparse_tensor.binary: where only one is
+/// stored, the body with the other zero).
+// CHECK-LABEL: func.func @polynomial_keeps_csr(
+// CHECK:         %[[SQ:.*]] = linalg.generic
+// CHECK-SAME:        outs(%{{.*}} : tensor<4x8xf32, #sparse>)
+// CHECK:           sparse_tensor.unary
+// CHECK-NEXT:        present = {
+// CHECK-NEXT:        ^bb0(%[[V:.*]]: f32):
+// CHECK-NEXT:          arith.mulf %[[V]], %[[V]] : f32
+// CHECK:         %[[TW:.*]] = linalg.generic
+// CHECK-SAME:        outs(%{{.*}} : tensor<4x8xf32, #sparse>)
+// CHECK:         %[[SUM:.*]] = linalg.generic
+// CHECK-SAME:        ins(%[[SQ]], %[[TW]] : tensor<4x8xf32, #sparse>, tensor<4x8xf32, #sparse>) outs(%{{.*}} : tensor<4x8xf32, #sparse>)
+// CHECK:           sparse_tensor.binary
+// CHECK-NEXT:        overlap = {
+// CHECK:               arith.addf
+// CHECK:             left = {
+// CHECK:               arith.constant 0.000000e+00
+// CHECK:               arith.addf
+// CHECK:             right = {
+// CHECK:               arith.constant 0.000000e+00
+// CHECK:               arith.addf
+// CHECK:         linalg.matmul ins(%[[SUM]], %{{.*}} : tensor<4x8xf32, #sparse>, tensor<8x2xf32>)
+func.func @polynomial_keeps_csr(%w: tensor<4x8xf32, #CSR>, %x: tensor<8x2xf32>, %out: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  %two = arith.constant 2.0 : f32
+  %init = tensor.empty() : tensor<4x8xf32>
+  %sq = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%w, %w : tensor<4x8xf32, #CSR>, tensor<4x8xf32, #CSR>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %tw = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%w : tensor<4x8xf32, #CSR>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.mulf %a, %two : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %sum = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%sq, %tw : tensor<4x8xf32>, tensor<4x8xf32>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %y = linalg.matmul ins(%sum, %x : tensor<4x8xf32>, tensor<8x2xf32>) outs(%out : tensor<4x2xf32>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed) }>
+#map = affine_map<(d0, d1) -> (d0, d1)>
+
+/// The product of two sparse tensors of one encoding is an intersection:
+/// zero where either is absent, so the binary's left and right regions stay
+/// empty.
+// CHECK-LABEL: func.func @product_is_an_intersection(
+// CHECK:         linalg.generic
+// CHECK-SAME:        outs(%{{.*}} : tensor<4x8xf32, #sparse>)
+// CHECK:           sparse_tensor.binary
+// CHECK-NEXT:        overlap = {
+// CHECK:               arith.mulf
+// CHECK:             left = {
+// CHECK-NEXT:        }
+// CHECK-NEXT:        right = {
+// CHECK-NEXT:        }
+func.func @product_is_an_intersection(%a: tensor<4x8xf32, #CSR>, %b: tensor<4x8xf32, #CSR>, %x: tensor<8x2xf32>, %out: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  %init = tensor.empty() : tensor<4x8xf32>
+  %p = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%a, %b : tensor<4x8xf32, #CSR>, tensor<4x8xf32, #CSR>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%u: f32, %v: f32, %o: f32):
+    %m = arith.mulf %u, %v : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %y = linalg.matmul ins(%p, %x : tensor<4x8xf32>, tensor<8x2xf32>) outs(%out : tensor<4x2xf32>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed) }>
+#map = affine_map<(d0, d1) -> (d0, d1)>
+
+/// A chain whose end is returned (read densely): none of it is worth
+/// computing sparsely, so nothing is inferred, its first link included.
+// CHECK-LABEL: func.func @negative_chain_to_a_dense_reader(
+// CHECK-NOT:     smlir.inferred_encoding
+// CHECK-NOT:     sparse_tensor.unary
+func.func @negative_chain_to_a_dense_reader(%w: tensor<4x8xf32, #CSR>) -> tensor<4x8xf32> {
+  %three = arith.constant 3.0 : f32
+  %init = tensor.empty() : tensor<4x8xf32>
+  %s = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%w : tensor<4x8xf32, #CSR>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.mulf %a, %three : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %t = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%s : tensor<4x8xf32>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = math.tanh %a : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  return %t : tensor<4x8xf32>
+}
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed) }>
+#CSC = #sparse_tensor.encoding<{ map = (d0, d1) -> (d1 : dense, d0 : compressed) }>
+#map = affine_map<(d0, d1) -> (d0, d1)>
+
+/// Two sparse operands of different encodings: no single encoding to keep.
+// CHECK-LABEL: func.func @negative_two_encodings(
+// CHECK-NOT:     smlir.inferred_encoding
+func.func @negative_two_encodings(%a: tensor<4x8xf32, #CSR>, %b: tensor<4x8xf32, #CSC>, %x: tensor<8x2xf32>, %out: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  %init = tensor.empty() : tensor<4x8xf32>
+  %p = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%a, %b : tensor<4x8xf32, #CSR>, tensor<4x8xf32, #CSC>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%u: f32, %v: f32, %o: f32):
+    %m = arith.mulf %u, %v : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %y = linalg.matmul ins(%p, %x : tensor<4x8xf32>, tensor<8x2xf32>) outs(%out : tensor<4x2xf32>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
