@@ -129,18 +129,29 @@ def PropagateEncodings
     | dense        | everything else (exp, cos, add of a bias, ...)   | never: f(0) != 0 |
 
     A `linalg.generic` that is element-wise (all loops parallel, identity
-    output map), reads one sparse operand element-wise and nothing else, and
-    whose yielded value is zero wherever that operand is zero by the table
-    (ReLU `select(x > 0, x, 0)`, GELU `x * 0.5 * (1 + erf(x / sqrt 2))`,
-    scaling), keeps the operand's encoding: its body becomes a
-    `sparse_tensor.unary` with an empty absent region, so only stored entries
-    are computed, and the result is marked `smlir.inferred_encoding =
-    "<source tensor name>"`. This is done only where it makes the code
-    faster: when every reader of the result runs faster on a sparse operand
-    (the left operand of a `linalg.matmul` with a dense right one). A result
-    the user sparsified explicitly is left alone: the user's choice wins.
+    output map), reads its sparse operands element-wise (one sparse value,
+    possibly several times, or two of one encoding) and no dense operand, and
+    whose yielded value is zero wherever those operands are all zero by the
+    table (ReLU `select(x > 0, x, 0)`, GELU `x * 0.5 * (1 + erf(x / sqrt 2))`,
+    scaling, `x * x + 2 * x`), keeps their encoding. With one sparse value
+    its body becomes a `sparse_tensor.unary` with an empty absent region, so
+    only stored entries are computed; with two, a `sparse_tensor.binary`
+    whose left / right regions are the body with the absent operand zero, or
+    empty where the table says that is zero (an intersection: `a * b`). The
+    result is marked `smlir.inferred_encoding = "<source tensor name>"`.
+
+    This is done only where it makes the code faster, decided for whole
+    chains by a greatest fixpoint: every element-wise op is first assumed to
+    keep its encoding, then ops are dropped, until nothing changes, whose
+    operands turn out dense, whose body the table says is dense, or that
+    have a reader which neither runs faster on a sparse operand (the left
+    operand of a `linalg.matmul` with a dense right one) nor is itself kept.
+    So `relu(w * 3) @ x` computes both links on w's stored entries, and a
+    chain whose end is returned stays dense. A result the user sparsified
+    explicitly is left alone: the user's choice wins.
   }];
-  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
                            "::mlir::sparse_tensor::SparseTensorDialect",
                            "::mlir::tensor::TensorDialect"];
 }
@@ -155,8 +166,9 @@ def SparseFallback : Pass<"smlir-sparse-fallback", "::mlir::func::FuncOp"> {
     `linalg.matmul` with the sparse operand on the left, a `sparse_tensor`
     op, or `func.return`. Otherwise the argument goes back to its dense type
     (marked `smlir.fallback`, so the caller passes the dense-equivalent
-    weight) and one warning per (op, format, tensor), at the first such
-    reader, names them. Readers that did have a sparse lowering read the
+    weight) and one warning per (op, format, tensor) and named location (a
+    NameLoc is the torch.fx node: two torch ops lowered to one MLIR op are
+    two warnings), at the first such reader, names them. Readers that did have a sparse lowering read the
     dense argument stored back in its sparse type, once: an n:m weight is
     packed directly (exactly n entries per group, the nonzeros padded with
     the lowest-index zeros, as the caller packs it) and assembled, since
