@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-
+import dataclasses
 import logging
 import time
 import warnings
@@ -32,6 +32,7 @@ from sparse_mlir.compiler.regions.linear import LinearRegion
 from sparse_mlir.compiler.regions.activation import ActivationRegion, insert_sparsifiers, sparsify_outputs
 from sparse_mlir.compiler.regions.gradients import gradient_format, wants_dense_master
 from sparse_mlir.compiler.regions.module import RegionModule, SwappedModule
+from sparse_mlir.compiler.regions.weight_chains import FoldedChain, fold_weight_chains
 
 log = logging.getLogger("sparse_mlir.compiler.regions")
 
@@ -45,6 +46,8 @@ REGION_OPS = (torch.ops.sparse_mlir.linear.default, torch.ops.sparse_mlir.conv2d
 # Node meta of a region's call: the torch op it replaced (target, args,
 # kwargs, the weight's get_attr node in them), to hand it back.
 ORIGINAL = "sparse_mlir_replaced"
+# A weight's reader that is a chain folded at compile time (weight_chains.py).
+FOLDED = "the folded chain"
 
 
 def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], example_args: Sequence[Any],
@@ -129,7 +132,14 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
                  for name, encoding in encodings.items()}
     effective.update({alias: effective[name] for alias, name in aliases.items()})
     snapshot(graph_module, effective)
-    regions, readers = _replace_linears(graph_module, encodings, aliases, in_out, effective, options, cost_model)
+    folded = fold_weight_chains(graph_module, encodings, aliases, effective,
+                                lambda user, node: _linear_use(user, node) is not None)
+    # The linears read the folded chains as encoded weights of their own.
+    read = {**encodings, **{target: chain.encoding for target, chain in folded.items()}}
+    read_effective = {**effective, **{target: graph_module.get_buffer(target) for target in folded}}
+    regions, readers = _replace_linears(graph_module, read, aliases, in_out, read_effective, options, cost_model)
+    for chain in folded.values():
+        readers.setdefault(chain.source, []).append(f"{FOLDED} '{chain.node}'")
     _warn_other_readers(readers, encodings)
     module = RegionModule(graph_module, captured, regions, effective, {}, [], 0.0, all_encodings, sparsifiers,
                           input_regions)
@@ -152,7 +162,8 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     elif (sparsifiers or input_regions) and warm_up:
         module(*example_args, **example_kwargs)   # the kernels for the example's shapes
     module.reset_call_number(0)   # the warm-up drew masks: the first call is call 0, as in graph mode and export()
-    _finish(module, regions, encodings, effective, readers, in_out)
+    _finish(module, regions, read, read_effective, readers, in_out)
+    module._plan = [_folded_plan(entry, folded, readers.get(entry.name, [])) for entry in module._plan]
     module._plan += [_activation_plan(region) for region in sparsifiers.values()]
     module._plan += [inputs.plan_entry(region, input_fallbacks) for region in input_regions.values()]
     module.compile_seconds = time.perf_counter() - start
@@ -644,7 +655,7 @@ def _warn_other_readers(readers: Mapping[str, list[str]], encodings: Mapping[str
     """One SparseFallbackWarning per (torch op, weight) with no sparse region."""
     for name, ops_reading in readers.items():
         for op in dict.fromkeys(ops_reading):
-            if op.startswith("sparse_mlir::"):
+            if op.startswith(("sparse_mlir::", FOLDED)):
                 continue
             warnings.warn(f"no sparse region for '{op}' reading tensor '{name}' stored as "
                           f"{encodings[name].format_name}; torch runs it on the pruned dense weight",
@@ -666,8 +677,9 @@ def _stats(encoding: Encoding, effective: torch.Tensor, sparse: bool, handed_bac
 def _plan(name: str, encoding: Encoding, stats: TensorStats, readers: list[str], in_out: bool) -> PlanEntry:
     sparsifier = encoding.effective_sparsifier
     regions = [r for r in readers if r.startswith("sparse_mlir::")]
-    others = [r for r in dict.fromkeys(readers) if not r.startswith("sparse_mlir::")]
-    where = "read by " + ", ".join([*dict.fromkeys(regions), *others]) if readers else "not read by the graph"
+    others = [r for r in dict.fromkeys(readers) if not r.startswith(("sparse_mlir::", FOLDED))]
+    where = "read by " + ", ".join([*dict.fromkeys(regions), *others]) if regions or others else \
+        "not read by the graph"
     applied = "once, at compile time"
     if in_out:
         applied += "; n:m groups along dim 0 (read as x @ W: the reduction dimension)"
@@ -679,6 +691,25 @@ def _plan(name: str, encoding: Encoding, stats: TensorStats, readers: list[str],
                      stored_as=stats.format, sparsifier=sparsifier.attr_text(), kind=sparsifier.kind,
                      applied=f"{applied}; {where}", origin="user",
                      fallbacks=tuple(f"'{op}' runs on torch (pruned dense weight)" for op in others))
+
+
+def _folded_plan(entry: PlanEntry, folded: Mapping[str, FoldedChain], readers: list[str]) -> PlanEntry:
+    """A folded chain's entry is named by its torch.fx node and inferred from
+    its weight; a weight read only by folded chains is not read at run time."""
+    if entry.name in folded:
+        chain = folded[entry.name]
+        return dataclasses.replace(entry, name=chain.node, origin=f"inferred from '{chain.source}'",
+                                   applied=f"{chain.describe()}; {entry.applied}")
+    into = [chain.node for chain in folded.values() if chain.source == entry.name]
+    if not into:
+        return entry
+    names = ", ".join(map(repr, into))
+    folded_by = f"folded at compile time into {names}"
+    applied = entry.applied.replace("not read by the graph", folded_by) if "not read by the graph" in \
+        entry.applied else f"{entry.applied}; {folded_by}"
+    if all(reader.startswith(FOLDED) for reader in readers):
+        return dataclasses.replace(entry, stored_as=f"not read at run time (folded into {names})", applied=applied)
+    return dataclasses.replace(entry, applied=applied)
 
 
 def _activation_plan(region: ActivationRegion) -> PlanEntry:
