@@ -138,8 +138,12 @@ def compile_with_extensions(compile_fn: Callable[..., Any], model: torch.nn.Modu
         result = ExtensionModule(graph_module, regions)
     weakref.finalize(result, _release, list(handles))
     if not isinstance(result, ExtensionModule):
+        pruned = {name: graph_module.get_parameter(name).detach().clone() for name in ext_weights}
+        compiled_state = getattr(result, "effective_state_dict", None)
         try:
             result.extension_regions = lambda: list(regions)
+            if compiled_state is not None:   # the user formats' pruned weights beside the compiled ones
+                result.effective_state_dict = lambda: {**pruned, **compiled_state()}
         except (AttributeError, TypeError):
             log.info("cannot attach extension_regions() to %s", type(result).__name__)
     return result
@@ -164,10 +168,10 @@ class _Rewriter:
         self.warned: set[tuple] = set()
 
     def run(self) -> None:
+        self._check_names()
         self._prune_weights()
         self._linear_modules_to_functions()
         sources = self._formatted_sources()
-        self._check_names()
         for node in list(self.graph.nodes):
             if node.op in ("call_function", "call_method"):
                 self._rewrite_reader(node, sources)

@@ -117,6 +117,10 @@ class FunctionSparsifier(UserSparsifier):
     def keep(self, w: Any) -> Any:
         return self.function(w)
 
+    def __call__(self, w: Any) -> Any:
+        """The function itself (e.g. for an eager reference)."""
+        return self.function(w)
+
     def dialect(self) -> Sparsifier | None:
         return self.dialect_equivalent
 
