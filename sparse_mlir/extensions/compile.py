@@ -285,7 +285,15 @@ class _Rewriter:
         function = node.target if node.op == "call_function" else _method(node.target)
         label = f"{op} reading {tensor} ({encoding.format_name})"
         region: Any
-        if impl is not None:
+        if impl is not None and impl.mlir is not None:
+            region = self._mlir_region(op, label, function, args, kwargs, formatted, index, impl)
+            if region is None:
+                raise SpecError(f"{label}: the MLIR kernel registered for {impl.label} takes F.linear(x, W, bias) "
+                                f"or x @ W with W the formatted weight; {node.name} calls {op} otherwise")
+            weight = self.gm.get_parameter(tensor)
+            region.compiled(encoding, tuple(weight.shape), weight.detach().numpy().dtype, tensor)
+            runs = f"user MLIR kernel ({impl.label})"
+        elif impl is not None:
             region = CallRegion(label, function, args, kwargs, formatted, impl)
             runs = f"user implementation ({impl.label})"
         elif isinstance(encoding, SparseTensorFormat) and mask is not None:
@@ -306,16 +314,17 @@ class _Rewriter:
         self.regions.append(ExtensionRegion(node.name, op, tensor, encoding.format_name, runs))
 
     def _mlir_region(self, op: str, label: str, function: Callable, args: tuple, kwargs: dict,
-                     formatted: dict, index: int) -> FormatLinearRegion | None:
+                     formatted: dict, index: int, impl: Any = None) -> FormatLinearRegion | None:
         """F.linear(x, W, bias?) or x @ W with W the formatted weight: the MLIR kernel, else None."""
         if kwargs or op not in _MLIR_READERS or len(formatted) != 1:
             return None
         if op == "linear" and len(args) in (2, 3) and args[1] == Slot(index) and args[0] != Slot(index):
             if len(args) == 3 and args[2] is not None and not isinstance(args[2], Slot):
                 return None
-            return FormatLinearRegion(label, function, args, kwargs, formatted, None, weight_index=index)
+            return FormatLinearRegion(label, function, args, kwargs, formatted, impl, weight_index=index)
         if op in ("mm", "matmul") and len(args) == 2 and args[1] == Slot(index) and args[0] != Slot(index):
-            return FormatLinearRegion(label, function, args, kwargs, formatted, None, weight_index=index, in_out=True)
+            return FormatLinearRegion(label, function, args, kwargs, formatted, impl, weight_index=index,
+                                      in_out=True)
         return None
 
     def _fallback(self, node: torch.fx.Node, op: str, tensor: str, encoding: Encoding) -> None:

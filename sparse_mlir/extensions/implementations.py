@@ -61,8 +61,9 @@ def _format_label(key: object) -> str:
 class Implementation:
     op: str
     format: object
-    forward: Callable[..., Any]
+    forward: Callable[..., Any] | None
     backward: Callable[..., Any] | None
+    mlir: str | None = None     # an MLIR kernel template (a SparseTensorFormat read by linear / mm / matmul)
 
     @property
     def label(self) -> str:
@@ -93,14 +94,32 @@ class _Implementations:
 IMPLEMENTATIONS = _Implementations()
 
 
-def register_implementation(op: object, fmt: object, forward: Callable[..., Any], backward: Callable[..., Any] | None = None,
-                            *, replace: bool = False) -> Implementation:
-    """Runs `forward` (and `backward` in training) for `op` reading a tensor stored in `fmt`."""
-    if not callable(forward):
-        raise SpecError(f"register_implementation({op!r}): forward must be a function, got {forward!r}")
+def register_implementation(op: object, fmt: object, forward: Callable[..., Any] | None = None,
+                            backward: Callable[..., Any] | None = None, *, mlir: str | None = None,
+                            replace: bool = False) -> Implementation:
+    """Runs `forward` (and `backward` in training) for `op` reading a tensor stored in `fmt`.
+
+    `mlir=` instead of `forward`: the MLIR text of `func.func @main(%w: <W's type, #ENC>,
+    %x: tensor<?x${in}x${elem}>) -> tensor<?x${out}x${elem}>` (with `llvm.emit_c_interface`) for a
+    `SparseTensorFormat` weight read by "linear" (W [out, in]) or "mm" / "matmul" (`x @ W`, W [in, out]);
+    `${out}`, `${in}`, `${elem}` (string.Template) and `#ENC` (the format) are filled in, and
+    `smlir-sparse-cpu-lowering` lowers it. The bias, if any, is added in torch; `backward=` (a torch
+    function, W passed dense) gives its gradient."""
+    name = op_name(op)
+    if (forward is None) == (mlir is None):
+        raise SpecError(f"register_implementation({name!r}): give forward= (a torch function) or mlir= (MLIR text), "
+                        "one of them")
+    if forward is not None and not callable(forward):
+        raise SpecError(f"register_implementation({name!r}): forward must be a function, got {forward!r}")
     if backward is not None and not callable(backward):
-        raise SpecError(f"register_implementation({op!r}): backward must be a function or None, got {backward!r}")
-    impl = Implementation(op_name(op), format_key(fmt), forward, backward)
+        raise SpecError(f"register_implementation({name!r}): backward must be a function or None, got {backward!r}")
+    if mlir is not None:
+        if not isinstance(fmt, SparseTensorFormat) or name not in ("linear", "mm", "matmul"):
+            raise SpecError(f"register_implementation({name!r}): mlir= kernels take a SparseTensorFormat weight read "
+                            f"by 'linear', 'mm' or 'matmul', got {fmt!r}")
+        if not isinstance(mlir, str) or "@main" not in mlir:
+            raise SpecError(f"register_implementation({name!r}): mlir= must be the text of a func.func @main")
+    impl = Implementation(name, format_key(fmt), forward, backward, mlir)
     IMPLEMENTATIONS.add(impl, replace)
     return impl
 

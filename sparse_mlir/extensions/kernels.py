@@ -11,6 +11,7 @@ dynamic: one kernel per (shape, format, orientation, dtype).
 from __future__ import annotations
 
 import functools
+import string
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -35,11 +36,14 @@ class KernelKey:
     encoding: str      # the canonical #sparse_tensor.encoding text
     in_out: bool       # W stored [in, out] (x @ W), else [out, in] (F.linear)
     dtype: str
+    template: str = ""  # a user's kernel (register_implementation(..., mlir=)); "": the generated one
 
 
 def kernel_text(key: KernelKey) -> str:
     """The annotated kernel (what `sparse-mlir-opt --pass-pipeline=<pipeline>` reproduces)."""
     n, k, e = key.out_features, key.in_features, key.dtype
+    if key.template:
+        return f"#ENC = {key.encoding}\n" + string.Template(key.template).safe_substitute(out=n, elem=e, **{"in": k})
     w_type = f"tensor<{k}x{n}x{e}, #ENC>" if key.in_out else f"tensor<{n}x{k}x{e}, #ENC>"
     w_map = "(t, o, k) -> (k, o)" if key.in_out else "(t, o, k) -> (o, k)"
     return f"""#ENC = {key.encoding}

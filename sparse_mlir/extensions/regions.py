@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from sparse_mlir.encodings import Encoding
-from sparse_mlir.errors import CompileError, SpecError
+from sparse_mlir.errors import CompileError, SparseMLIRError, SpecError
 from sparse_mlir.extensions.formats import PythonFormat, SparseTensorFormat
 from sparse_mlir.extensions.implementations import Implementation
 from sparse_mlir.extensions.kernels import KernelKey, element_type, format_kernel
@@ -192,13 +192,20 @@ class FormatLinearRegion(CallRegion):
                             "float64 matrices")
         n, k = (shape[1], shape[0]) if self.in_out else shape
         try:
-            return format_kernel(KernelKey(n, k, fmt.canonical_text, self.in_out, element))
+            template = self.implementation.mlir if self.implementation is not None else None
+            return format_kernel(KernelKey(n, k, fmt.canonical_text, self.in_out, element, template or ""))
         except CompileError as error:
             raise SpecError(f"{name}: format {fmt.name} ({fmt.canonical_text}) cannot run {self.label}: MLIR's "
                             f"sparsification of its kernel failed: {error}") from error
+        except SparseMLIRError:
+            raise
+        except Exception as error:   # a user's kernel text MLIR cannot parse
+            raise SpecError(f"{name}: the MLIR kernel for {self.label} does not parse: {error}") from error
 
     def backward(self, grad: torch.Tensor, inputs: Sequence[torch.Tensor],
                  needs: Sequence[bool]) -> list[torch.Tensor | None]:
+        if self.implementation is not None:   # a user's MLIR kernel: its registered backward
+            return super().backward(grad, inputs, needs)
         x, w = inputs[0], inputs[self.weight_index]
         mask = self.formatted[self.weight_index].mask
         weight = w.t() if self.in_out else w                      # [out, in]

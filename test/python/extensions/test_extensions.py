@@ -384,8 +384,12 @@ def test_implementation_returning_the_wrong_shape_or_no_backward_is_a_spec_error
 def test_bad_registrations_and_names() -> None:
     with pytest.raises(SpecError, match="format must be a sm.PythonFormat subclass or a sm.SparseTensorFormat"):
         sm.register_implementation(torch.mm, sm.CSR, forward=_mm)
+    with pytest.raises(SpecError, match="give forward= .* or mlir= .*, one of them"):
+        sm.register_implementation(torch.mm, ScipyCSR)
     with pytest.raises(SpecError, match="forward must be a function"):
-        sm.register_implementation(torch.mm, ScipyCSR, forward=None)
+        sm.register_implementation(torch.mm, ScipyCSR, forward=42)
+    with pytest.raises(SpecError, match="mlir= kernels take a SparseTensorFormat weight"):
+        sm.register_implementation(torch.mm, ScipyCSR, mlir=_TWICE_LINEAR)
     with pytest.raises(SpecError, match="unknown tensor name 'nope'"):
         sm.compile(_WeightFirst(), {"w": ScipyCSR(), "nope": ScipyCSR()}, example_args=(torch.randn(8, 3),))
 
@@ -420,3 +424,62 @@ def test_user_sparsifier_re_prunes_under_mask_update_as_eager_straight_through()
         eager_opt.step()
         assert abs(loss.item() - expected.item()) <= 1e-5 * abs(expected.item())
     assert any(not torch.equal(masks[0], m) for m in masks[1:])   # the rows kept changed: re-pruned
+
+
+# A user's MLIR kernel: 2 * x W^T (twice F.linear, so the test sees that it ran), W in the registered format.
+_TWICE_LINEAR = """
+func.func @main(%w: tensor<${out}x${in}x${elem}, #ENC>, %x: tensor<?x${in}x${elem}>) -> tensor<?x${out}x${elem}>
+    attributes {llvm.emit_c_interface} {
+  %c0 = arith.constant 0 : index
+  %t = tensor.dim %x, %c0 : tensor<?x${in}x${elem}>
+  %zero = arith.constant 0.0 : ${elem}
+  %two = arith.constant 2.0 : ${elem}
+  %empty = tensor.empty(%t) : tensor<?x${out}x${elem}>
+  %init = linalg.fill ins(%zero : ${elem}) outs(%empty : tensor<?x${out}x${elem}>) -> tensor<?x${out}x${elem}>
+  %y = linalg.generic {indexing_maps = [affine_map<(t, o, k) -> (t, k)>, affine_map<(t, o, k) -> (o, k)>,
+                                        affine_map<(t, o, k) -> (t, o)>],
+                       iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<?x${in}x${elem}>, tensor<${out}x${in}x${elem}, #ENC>) outs(%init : tensor<?x${out}x${elem}>) {
+    ^bb0(%a: ${elem}, %b: ${elem}, %acc: ${elem}):
+      %p = arith.mulf %a, %b : ${elem}
+      %q = arith.mulf %p, %two : ${elem}
+      %s = arith.addf %acc, %q : ${elem}
+      linalg.yield %s : ${elem}
+  } -> tensor<?x${out}x${elem}>
+  return %y : tensor<?x${out}x${elem}>
+}
+"""
+
+
+def test_user_mlir_kernel_for_a_sparse_tensor_format() -> None:
+    fmt = sm.SparseTensorFormat(DCSR, name="DCSR_twice")
+
+    def twice_backward(grad, x, w, b):
+        return 2 * grad @ w, 2 * grad.t() @ x, grad.sum(0)
+
+    sm.register_implementation("linear", fmt, mlir=_TWICE_LINEAR, backward=twice_backward)
+    try:
+        model = _Functional()
+        fn = sm.compile(model, {"fc.weight": fmt}, example_args=(torch.randn(4, 16),))
+        assert fn.extension_regions()[0].runs == "user MLIR kernel (linear on DCSR_twice)"
+        x = torch.randn(5, 16, requires_grad=True)
+        x_ref = x.detach().clone().requires_grad_()
+        fc = model.fc
+        h = torch.nn.functional.linear(x_ref, 2 * fc.weight, fc.bias)
+        y_ref = torch.mm(torch.relu(h), model.w)
+        y = fn(x)
+        torch.testing.assert_close(y, y_ref, rtol=1e-5, atol=1e-5)
+        y.sum().backward()
+        y_ref.sum().backward()
+        torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(fn.model.fc.weight.grad, fc.weight.grad * (fc.weight != 0), rtol=1e-5,
+                                   atol=1e-5)
+    finally:
+        sm.unregister_implementation("linear", fmt)
+    sm.register_implementation("linear", fmt, mlir="func.func @main(%w: tensor<$out x$in x$elem, #ENC>) { bogus }")
+    try:
+        with pytest.raises(SpecError, match="fc.weight: the MLIR kernel for linear reading fc.weight .* does not "
+                                            "parse"):
+            sm.compile(_Functional(), {"fc.weight": fmt}, example_args=(torch.randn(4, 16),))
+    finally:
+        sm.unregister_implementation("linear", fmt)
