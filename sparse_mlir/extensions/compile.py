@@ -91,6 +91,15 @@ class ExtensionModule(torch.nn.Module):
     def effective_state_dict(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
 
+    def export(self, path: Any) -> None:
+        _refuse_export(path)
+
+
+def _refuse_export(path: Any) -> None:
+    raise SpecError("export() writes one compiled MLIR function; a model with user formats, user op implementations "
+                    "or Python sparsifiers on intermediates calls Python, so it cannot be exported (compile it with "
+                    "built-in formats and sparsifiers to export it)")
+
 
 def compile_with_extensions(compile_fn: Callable[..., Any], model: torch.nn.Module, encodings: Mapping[str, Any],
                             example_args: Sequence[torch.Tensor], options: dict[str, Any]) -> Any:
@@ -142,6 +151,7 @@ def compile_with_extensions(compile_fn: Callable[..., Any], model: torch.nn.Modu
         compiled_state = getattr(result, "effective_state_dict", None)
         try:
             result.extension_regions = lambda: list(regions)
+            result.export = _refuse_export
             if compiled_state is not None:   # the user formats' pruned weights beside the compiled ones
                 result.effective_state_dict = lambda: {**pruned, **compiled_state()}
         except (AttributeError, TypeError):

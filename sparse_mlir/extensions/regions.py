@@ -171,8 +171,13 @@ class FormatLinearRegion(CallRegion):
         spec = self.formatted[self.weight_index]
         fmt = spec.encoding
         assert isinstance(fmt, SparseTensorFormat)
+        k = w.shape[0] if self.in_out else w.shape[1]
+        # Checked before the kernel reads x: it trusts its argument's type and row length.
+        if x.dtype != w.dtype or x.dim() < 1 or x.shape[-1] != k or x.device.type != "cpu":
+            raise SpecError(f"{self.label}: expected x of shape [..., {k}], dtype {w.dtype} on the CPU, got shape "
+                            f"{tuple(x.shape)}, dtype {x.dtype} on {x.device}")
         run = spec.stored(w, lambda t: self._bound_kernel(fmt, t, spec.tensor_name))
-        flat = x.reshape(-1, x.shape[-1]).contiguous()
+        flat = x.detach().reshape(-1, k).contiguous()
         y = torch.from_numpy(run([flat.numpy()])).reshape(*x.shape[:-1], -1)
         bias = inputs[2] if len(inputs) > 2 else None
         return y + bias if bias is not None else y

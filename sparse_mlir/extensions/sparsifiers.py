@@ -94,7 +94,7 @@ def kept_values(result: Any, w: np.ndarray, name: str, sparsifier: str) -> np.nd
     if result.dtype != w.dtype:
         raise SpecError(f"{name} (dtype {w.dtype}): sparsifier {sparsifier} returned dtype {result.dtype}; expected "
                         f"a bool mask or values of dtype {w.dtype}")
-    changed = (result != 0) & (result != w)
+    changed = (result != 0) & (result != w) & ~(np.isnan(result) & np.isnan(w))
     if changed.any():
         raise SpecError(f"{name}: sparsifier {sparsifier} changed {int(changed.sum())} values; a sparsifier keeps "
                         "values or drops them (return a bool mask or w with zeros)")

@@ -70,6 +70,15 @@ def test_sparse_tensor_format_linear_and_mm_match_eager_values_and_gradients(nam
     torch.testing.assert_close(fn.model.fc.bias.grad, model.fc.bias.grad, rtol=1e-5, atol=1e-5)
 
 
+def test_sparse_tensor_format_kernel_refuses_inputs_it_would_misread() -> None:
+    fn = sm.compile(_Functional(), {"fc.weight": sm.SparseTensorFormat(DCSR)}, example_args=(torch.randn(4, 16),))
+    with pytest.raises(SpecError, match=r"linear reading fc.weight .*: expected x of shape \[..., 16\], dtype "
+                                        r"torch.float32 on the CPU, got shape \(4, 16\), dtype torch.float64"):
+        fn(torch.randn(4, 16, dtype=torch.float64))
+    with pytest.raises(SpecError, match=r"got shape \(4, 9\)"):
+        fn(torch.randn(4, 9))
+
+
 def test_sparse_tensor_format_with_a_sparsifier_and_a_builtin_format_in_one_compile() -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
@@ -78,6 +87,8 @@ def test_sparse_tensor_format_with_a_sparsifier_and_a_builtin_format_in_one_comp
                     example_args=(torch.randn(4, 16),))
     state = fn.effective_state_dict()
     assert float((state["0.weight"] == 0).float().mean()) == pytest.approx(0.7, abs=0.01)
+    with pytest.raises(SpecError, match="with user formats.*cannot be exported"):
+        fn.export("unused")
     reference = copy.deepcopy(model)
     reference.load_state_dict(state, strict=False)
     x = torch.randn(6, 16)
