@@ -165,7 +165,7 @@ def main() -> None:
     theirs = train(reference, masks, xs, ys)
     print("losses (compiled):", " ".join(f"{v:.5f}" for v in ours))
     print("losses (eager):   ", " ".join(f"{v:.5f}" for v in theirs))
-    weight_error = max(float((fn.model.get_parameter(n) - reference.get_parameter(n)).abs().max())
+    weight_error = max(float((fn.model.get_parameter(n) - reference.get_parameter(n)).detach().abs().max())
                        for n in ("fc1.weight", "fc1.bias", "shift", "delta"))
     print(f"after {args.steps} steps: max |weight difference| = {weight_error:.2e}")
 

@@ -111,6 +111,9 @@ def compile_with_extensions(compile_fn: Callable[..., Any], model: torch.nn.Modu
                         if _python_sparsifier(e) is not None and _python_sparsifier(e).dialect() is None}
     formatted_intermediates = {n: e for n, e in intermediates.items() if is_extension_format(e)}
     in_torch = sorted({*ext_weights, *torch_sparsified, *formatted_intermediates})
+    if options.get("target", "cpu") != "cpu" and in_torch:
+        raise SpecError(f"{', '.join(in_torch)}: user formats and Python sparsifiers on intermediates run on the CPU "
+                        f"(target='cpu'), got target={options.get('target')!r}")
     if mode == "graph" and in_torch:
         raise SpecError(f"{', '.join(in_torch)}: user formats and Python sparsifiers on intermediates run in "
                         "mode='regions' (mode='graph' compiles one MLIR function, which cannot call Python)")

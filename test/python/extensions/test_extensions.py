@@ -392,6 +392,11 @@ def test_implementation_returning_the_wrong_shape_or_no_backward_is_a_spec_error
         sm.unregister_implementation(torch.mm, ScipyCSR)
 
 
+def test_user_formats_refuse_the_gpu_target() -> None:
+    with pytest.raises(SpecError, match=r"w: user formats .* run on the CPU \(target='cpu'\), got target='cuda'"):
+        sm.compile(_WeightFirst(), {"w": ScipyCSR()}, example_args=(torch.randn(8, 3),), target="cuda")
+
+
 def test_bad_registrations_and_names() -> None:
     with pytest.raises(SpecError, match="format must be a sm.PythonFormat subclass or a sm.SparseTensorFormat"):
         sm.register_implementation(torch.mm, sm.CSR, forward=_mm)
