@@ -45,7 +45,7 @@ from sparse_mlir.sparsifiers import KeepAll
 
 log = logging.getLogger("sparse_mlir.extensions")
 
-_MLIR_READERS = ("linear", "mm", "matmul")
+_MLIR_READERS = ("linear", "mm", "matmul", "bmm")
 
 
 def _python_sparsifier(encoding: Encoding) -> UserSparsifier | None:
@@ -335,9 +335,13 @@ class _Rewriter:
             if len(args) == 3 and args[2] is not None and not isinstance(args[2], Slot):
                 return None
             return FormatLinearRegion(label, function, args, kwargs, formatted, impl, weight_index=index)
-        if op in ("mm", "matmul") and len(args) == 2 and args[1] == Slot(index) and args[0] != Slot(index):
+        if op in ("mm", "matmul", "bmm") and len(args) == 2 and args[1] == Slot(index) and args[0] != Slot(index):
+            rank = self.gm.get_parameter(formatted[index].tensor_name).dim()
+            if (op == "mm" and rank != 2) or (op == "bmm" and rank != 3) or rank not in (2, 3) \
+                    or (impl is not None and rank == 3):   # mlir= templates are 2-d
+                return None
             return FormatLinearRegion(label, function, args, kwargs, formatted, impl, weight_index=index,
-                                      in_out=True)
+                                      in_out=True, rank=rank)
         return None
 
     def _fallback(self, node: torch.fx.Node, op: str, tensor: str, encoding: Encoding) -> None:

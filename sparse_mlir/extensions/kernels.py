@@ -37,6 +37,7 @@ class KernelKey:
     in_out: bool       # W stored [in, out] (x @ W), else [out, in] (F.linear)
     dtype: str
     template: str = ""  # a user's kernel (register_implementation(..., mlir=)); "": the generated one
+    batch: int = 0      # > 0: W [batch, in, out] read by torch.bmm / matmul (x [batch, T, in])
 
 
 def kernel_text(key: KernelKey) -> str:
@@ -44,6 +45,8 @@ def kernel_text(key: KernelKey) -> str:
     n, k, e = key.out_features, key.in_features, key.dtype
     if key.template:
         return f"#ENC = {key.encoding}\n" + string.Template(key.template).safe_substitute(out=n, elem=e, **{"in": k})
+    if key.batch:
+        return _batched_text(key)
     w_type = f"tensor<{k}x{n}x{e}, #ENC>" if key.in_out else f"tensor<{n}x{k}x{e}, #ENC>"
     w_map = "(t, o, k) -> (k, o)" if key.in_out else "(t, o, k) -> (o, k)"
     return f"""#ENC = {key.encoding}
@@ -63,6 +66,31 @@ func.func @main(%w: {w_type}, %x: tensor<?x{k}x{e}>) -> tensor<?x{n}x{e}> attrib
       linalg.yield %s : {e}
   }} -> tensor<?x{n}x{e}>
   return %y : tensor<?x{n}x{e}>
+}}
+"""
+
+
+def _batched_text(key: KernelKey) -> str:
+    """y[b, t, o] = sum_k x[b, t, k] W(b, k, o): a rank-3 weight (CSF, ...) read by torch.bmm."""
+    b, n, k, e = key.batch, key.out_features, key.in_features, key.dtype
+    x_type, y_type, w_type = f"tensor<{b}x?x{k}x{e}>", f"tensor<{b}x?x{n}x{e}>", f"tensor<{b}x{k}x{n}x{e}, #ENC>"
+    return f"""#ENC = {key.encoding}
+func.func @main(%w: {w_type}, %x: {x_type}) -> {y_type} attributes {{llvm.emit_c_interface}} {{
+  %c1 = arith.constant 1 : index
+  %t = tensor.dim %x, %c1 : {x_type}
+  %zero = arith.constant 0.0 : {e}
+  %empty = tensor.empty(%t) : {y_type}
+  %init = linalg.fill ins(%zero : {e}) outs(%empty : {y_type}) -> {y_type}
+  %y = linalg.generic {{indexing_maps = [affine_map<(b, t, o, k) -> (b, t, k)>, affine_map<(b, t, o, k) -> (b, k, o)>,
+                                         affine_map<(b, t, o, k) -> (b, t, o)>],
+                        iterator_types = ["parallel", "parallel", "parallel", "reduction"]}}
+      ins(%x, %w : {x_type}, {w_type}) outs(%init : {y_type}) {{
+    ^bb0(%a: {e}, %v: {e}, %acc: {e}):
+      %p = arith.mulf %a, %v : {e}
+      %s = arith.addf %acc, %p : {e}
+      linalg.yield %s : {e}
+  }} -> {y_type}
+  return %y : {y_type}
 }}
 """
 

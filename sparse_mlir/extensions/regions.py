@@ -165,18 +165,24 @@ class FormatLinearRegion(CallRegion):
 
     weight_index: int = 1
     in_out: bool = False
+    rank: int = 2            # 3: W [batch, in, out] read by torch.bmm
 
     def forward(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
         x, w = inputs[0], inputs[self.weight_index]
         spec = self.formatted[self.weight_index]
         fmt = spec.encoding
         assert isinstance(fmt, SparseTensorFormat)
-        k = w.shape[0] if self.in_out else w.shape[1]
-        # Checked before the kernel reads x: it trusts its argument's type and row length.
-        if x.dtype != w.dtype or x.dim() < 1 or x.shape[-1] != k or x.device.type != "cpu":
-            raise SpecError(f"{self.label}: expected x of shape [..., {k}], dtype {w.dtype} on the CPU, got shape "
+        k = w.shape[-2] if self.in_out else w.shape[1]
+        batch = (w.shape[0],) if self.rank == 3 else ()
+        # Checked before the kernel reads x: it trusts its argument's type and sizes.
+        if x.dtype != w.dtype or x.dim() < 1 + len(batch) or x.shape[-1] != k or x.device.type != "cpu" \
+                or (batch and (x.dim() != 3 or x.shape[0] != batch[0])):
+            expected = f"[{batch[0]}, T, {k}]" if batch else f"[..., {k}]"
+            raise SpecError(f"{self.label}: expected x of shape {expected}, dtype {w.dtype} on the CPU, got shape "
                             f"{tuple(x.shape)}, dtype {x.dtype} on {x.device}")
         run = spec.stored(w, lambda t: self._bound_kernel(fmt, t, spec.tensor_name))
+        if batch:
+            return torch.from_numpy(run([x.detach().contiguous().numpy()]))
         flat = x.detach().reshape(-1, k).contiguous()
         y = torch.from_numpy(run([flat.numpy()])).reshape(*x.shape[:-1], -1)
         bias = inputs[2] if len(inputs) > 2 else None
@@ -187,18 +193,19 @@ class FormatLinearRegion(CallRegion):
         weight = w.contiguous().numpy()
         compiled = self.compiled(fmt, tuple(weight.shape), weight.dtype, name)
         buffers = pack_levels(fmt.layout, weight, name)
-        return Kernel(compiled.engine.lookup("main"), buffers, 2, weight.dtype, owner=compiled.engine)
+        return Kernel(compiled.engine.lookup("main"), buffers, self.rank, weight.dtype, owner=compiled.engine)
 
     def compiled(self, fmt: SparseTensorFormat, shape: tuple[int, ...], dtype: Any, name: str) -> Any:
         """The kernel of this weight's shape (built at compile time: a format MLIR cannot lower is a SpecError)."""
         element = element_type(np.dtype(dtype))
-        if element is None or len(shape) != 2:
-            raise SpecError(f"{name} (shape {shape}, {np.dtype(dtype)}): format {fmt.name} kernels take float32 / "
-                            "float64 matrices")
-        n, k = (shape[1], shape[0]) if self.in_out else shape
+        if element is None or len(shape) != self.rank:
+            raise SpecError(f"{name} (shape {shape}, {np.dtype(dtype)}): format {fmt.name} kernels for {self.label} "
+                            f"take float32 / float64 tensors of rank {self.rank}")
+        batch = shape[0] if self.rank == 3 else 0
+        n, k = (shape[-1], shape[-2]) if self.in_out else shape
         try:
             template = self.implementation.mlir if self.implementation is not None else None
-            return format_kernel(KernelKey(n, k, fmt.canonical_text, self.in_out, element, template or ""))
+            return format_kernel(KernelKey(n, k, fmt.canonical_text, self.in_out, element, template or "", batch))
         except CompileError as error:
             raise SpecError(f"{name}: format {fmt.name} ({fmt.canonical_text}) cannot run {self.label}: MLIR's "
                             f"sparsification of its kernel failed: {error}") from error
@@ -213,6 +220,10 @@ class FormatLinearRegion(CallRegion):
             return super().backward(grad, inputs, needs)
         x, w = inputs[0], inputs[self.weight_index]
         mask = self.formatted[self.weight_index].mask
+        if self.rank == 3:   # y = bmm(x, W)
+            dx = torch.bmm(grad, w.transpose(1, 2)) if needs[0] else None
+            dw = torch.bmm(x.transpose(1, 2), grad) * mask if needs[self.weight_index] else None
+            return [dx, dw]
         weight = w.t() if self.in_out else w                      # [out, in]
         out: list[torch.Tensor | None] = [None] * len(inputs)
         if needs[0]:

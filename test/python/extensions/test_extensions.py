@@ -103,6 +103,41 @@ def test_sparse_tensor_format_traced_by_torch_compile() -> None:
     torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
 
 
+CSF = "#sparse_tensor.encoding<{ map = (i, j, k) -> (i : compressed, j : compressed, k : compressed) }>"
+CSF_DENSE_BATCH = "#sparse_tensor.encoding<{ map = (i, j, k) -> (i : dense, k : dense, j : compressed) }>"
+
+
+class _Experts(torch.nn.Module):
+    """Per-expert weights [experts, in, out] read by torch.bmm (a rank-3 weight)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(_sparse((3, 16, 8), density=0.2, seed=5))
+        with torch.no_grad():
+            self.w[1, 4:9] = 0    # empty (expert, row) fibres
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.bmm(x, self.w)
+
+
+@pytest.mark.parametrize("text", [CSF, CSF_DENSE_BATCH], ids=["CSF", "dense-batch-CSC"])
+def test_rank3_format_read_by_bmm_matches_eager_values_and_gradients(text: str) -> None:
+    model = _Experts()
+    fn = sm.compile(model, {"w": sm.SparseTensorFormat(text, name="F3")}, example_args=(torch.randn(3, 4, 16),))
+    assert fn.extension_regions()[0].runs == "MLIR kernel (F3)"
+    x = torch.randn(3, 5, 16, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    y, y_ref = fn(x), model(x_ref)
+    torch.testing.assert_close(y, y_ref, rtol=1e-5, atol=1e-5)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    y_ref.backward(dy)
+    torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(fn.model.w.grad, model.w.grad * (model.w != 0), rtol=1e-5, atol=1e-5)
+    with pytest.raises(SpecError, match=r"expected x of shape \[3, T, 16\]"):
+        fn(torch.randn(2, 5, 16))
+
+
 @pytest.mark.parametrize("builtin, text", [(sm.CSC(), CSC), (sm.BSR(block=(2, 4)), BLOCKED)])
 def test_level_packer_agrees_with_the_builtin_packers(builtin: sm.Encoding, text: str) -> None:
     w = _sparse((8, 12), seed=3).numpy()
@@ -126,8 +161,7 @@ def test_level_packer_builds_dcsr_and_csf_levels() -> None:
     np.testing.assert_array_equal(values, [1, 2, 3])
     t = np.zeros((2, 3, 4), np.float32)
     t[0, 1, 2], t[1, 0, 0], t[1, 0, 3], t[1, 2, 1] = 1, 2, 3, 4
-    csf = sm.SparseTensorFormat("#sparse_tensor.encoding<{ map = (i, j, k) -> (i : compressed, j : compressed, "
-                                "k : compressed) }>")
+    csf = sm.SparseTensorFormat(CSF)
     buffers = pack_levels(csf.layout, t, "t")
     expected = [[0, 2], [0, 1], [0, 1, 3], [1, 0, 2], [0, 1, 3, 4], [2, 0, 3, 1], [1, 2, 3, 4]]
     assert len(buffers) == len(expected)
