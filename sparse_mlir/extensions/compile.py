@@ -48,8 +48,8 @@ log = logging.getLogger("sparse_mlir.extensions")
 _MLIR_READERS = ("linear", "mm", "matmul", "bmm")
 
 
-def _python_sparsifier(encoding: Encoding) -> UserSparsifier | None:
-    s = encoding.sparsifier
+def _python_sparsifier(encoding: object) -> UserSparsifier | None:
+    s = getattr(encoding, "sparsifier", None)
     return s if isinstance(s, UserSparsifier) else None
 
 
@@ -132,6 +132,8 @@ def compile_with_extensions(compile_fn: Callable[..., Any], model: torch.nn.Modu
         if s is not None and name not in params:
             e = dataclasses.replace(e, sparsifier=s.dialect())   # compiled: the dialect's keep-condition
         rest[name] = e
+    if not in_torch:   # every Python sparsifier has a keep-condition in the dialect: nothing runs in Python
+        return compile_fn(model, rest, example_args, **options)
 
     copied = copy.deepcopy(model)
     try:
