@@ -25,6 +25,8 @@ _LAZY_NAMES = {
     "compiler.driver": ("compile", "CompiledModule", "PlanEntry"),
     "context": ("make_context",),
     "training": ("MaskUpdate",),
+    "extensions": ("PythonFormat", "SparseTensorFormat", "UserSparsifier", "register_implementation",
+                   "register_sparsifier", "unregister_implementation", "unregister_sparsifier"),
     "encodings": ("BSR", "COO", "CSC", "CSR", "NM", "Dense", "Encoding"),
     "sparsifiers": ("BlockFraction", "KeepAll", "NMMagnitude", "RandomFraction", "ScalarFraction", "Sparsifier",
                     "Threshold"),

@@ -135,6 +135,12 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     `vector_lanes` (8 or 16): f32 lanes per micro-kernel vector; by default
     16 where the host has AVX-512F, else 8 (`fn.pipeline` records it).
     """
+    from sparse_mlir.extensions.compile import compile_with_extensions, needs_extensions
+    if needs_extensions(model, encodings or {}):   # user formats, Python sparsifiers on intermediates
+        return compile_with_extensions(compile, model, encodings or {}, example_args, dict(
+            on_fallback=on_fallback, opt_level=opt_level, fuse_sparsifiers=fuse_sparsifiers, cost_model=cost_model,
+            target=target, vector_lanes=vector_lanes, mode=mode, example_kwargs=example_kwargs, dynamic=dynamic,
+            capture_by=capture_by, mask_update=mask_update))
     if mode is None:
         mode = default_mode(model, encodings or {}, target, on_fallback, fuse_sparsifiers, example_kwargs)
     if mode not in ("graph", "regions"):

@@ -31,6 +31,9 @@ def apply_sparsifier(sparsifier: Sparsifier, w: np.ndarray, name: str = "tensor"
     `call` is the call number random fractions draw their mask for (weights: 0).
     """
     sparsifier.check_shape(w.shape, name)
+    user = getattr(sparsifier, "apply", None)   # a Python sparsifier (sparse_mlir.extensions)
+    if user is not None:
+        return user(w, name, call)
     if isinstance(sparsifier, KeepAll):
         return w.copy()
     if isinstance(sparsifier, Threshold):

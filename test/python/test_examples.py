@@ -19,6 +19,7 @@ EXAMPLES = {
     "bert_model.py": ["--layers", "2", "--batch", "2", "--seq", "32", "--repeats", "1"],
     "train_sparse.py": ["--steps", "8", "--layers", "1", "--batch", "4", "--seq", "16"],
     "gcn.py": ["--nodes", "300", "--features", "16", "--hidden", "8", "--classes", "8", "--graphs", "3"],
+    "custom_format.py": ["--steps", "3"],
 }
 
 
