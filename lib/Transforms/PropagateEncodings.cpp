@@ -153,16 +153,15 @@ static std::optional<Inference> inferEncoding(linalg::GenericOp op,
       !op.getMatchingIndexingMap(init).isIdentity() ||
       op.payloadUsesValueFromOperand(init))
     return std::nullopt;
-  // Sparse inputs read element-wise in one encoding; the body may use no
-  // dense input (it becomes a sparse_tensor.unary / binary of the sparse).
+  // Sparse inputs read element-wise in one encoding. Dense inputs (a
+  // broadcast row scale: `w * s[:, None]`) are read inside the
+  // sparse_tensor.unary / binary, at the stored entries only; the table
+  // decides whether the result stays zero (a product does, a sum does not).
   Inference inference;
   for (OpOperand *input : op.getDpsInputOperands()) {
     SparseTensorEncodingAttr encoding = encodingOf(input->get(), assumed);
-    if (!encoding) {
-      if (op.payloadUsesValueFromOperand(input))
-        return std::nullopt;
+    if (!encoding)
       continue;
-    }
     if ((inference.encoding && inference.encoding != encoding) ||
         !op.getMatchingIndexingMap(input).isIdentity() ||
         cast<RankedTensorType>(input->get().getType()).getShape() !=
@@ -190,11 +189,14 @@ static std::optional<Inference> inferEncoding(linalg::GenericOp op,
 
 /// Clones `op`'s body into the builder's block with the arguments that read
 /// each of `sources` replaced by `values` (a stored element, or zero where
-/// that operand is absent) and returns the yielded value.
+/// that operand is absent), the others (dense operands) by the new kernel's
+/// `arguments`, and returns the yielded value.
 static Value cloneBody(OpBuilder &b, linalg::GenericOp op,
-                       ArrayRef<Value> sources, ArrayRef<Value> values) {
+                       ArrayRef<Value> sources, ArrayRef<Value> values,
+                       ValueRange arguments) {
   Block &body = op.getRegion().front();
   IRMapping mapping;
+  mapping.map(body.getArguments(), arguments);
   for (auto [source, value] : llvm::zip_equal(sources, values))
     for (BlockArgument arg : body.getArguments())
       if (readsFrom(op, arg, source))
@@ -235,7 +237,7 @@ static void propagate(linalg::GenericOp op, const Inference &inference,
   };
   // A region computing the body from the operands present in it.
   auto buildRegion = [&](OpBuilder &b, Region &region, Location at,
-                         ArrayRef<bool> present) {
+                         ArrayRef<bool> present, ValueRange arguments) {
     SmallVector<Type> types;
     SmallVector<Location> locs;
     for (auto [source, isPresent] : llvm::zip_equal(sources, present))
@@ -250,7 +252,8 @@ static void propagate(linalg::GenericOp op, const Inference &inference,
     for (auto [source, isPresent] : llvm::zip_equal(sources, present))
       values.push_back(isPresent ? Value(block->getArgument(next++))
                                  : zeroOf(b, at, source));
-    sparse_tensor::YieldOp::create(b, at, cloneBody(b, op, sources, values));
+    sparse_tensor::YieldOp::create(b, at,
+                                   cloneBody(b, op, sources, values, arguments));
   };
   auto fused = linalg::GenericOp::create(
       rewriter, loc, TypeRange{sparseType}, op.getInputs(), ValueRange{init},
@@ -264,12 +267,12 @@ static void propagate(linalg::GenericOp op, const Inference &inference,
         if (sources.size() == 1) {
           auto unary = sparse_tensor::UnaryOp::create(b, bodyLoc, resultElement,
                                                       stored(sources[0]));
-          buildRegion(b, unary.getPresentRegion(), bodyLoc, {true});
+          buildRegion(b, unary.getPresentRegion(), bodyLoc, {true}, args);
           result = unary.getResult();
         } else {
           auto binary = sparse_tensor::BinaryOp::create(
               b, bodyLoc, resultElement, stored(sources[0]), stored(sources[1]));
-          buildRegion(b, binary.getOverlapRegion(), bodyLoc, {true, true});
+          buildRegion(b, binary.getOverlapRegion(), bodyLoc, {true, true}, args);
           // Only one operand stored: the body with the other one zero,
           // unless the table says that is zero (an intersection).
           Value yielded = op.getRegion().front().getTerminator()->getOperand(0);
@@ -281,7 +284,7 @@ static void propagate(linalg::GenericOp op, const Inference &inference,
               continue;
             Region &region = absent == 1 ? binary.getLeftRegion()
                                          : binary.getRightRegion();
-            buildRegion(b, region, bodyLoc, {absent != 0, absent != 1});
+            buildRegion(b, region, bodyLoc, {absent != 0, absent != 1}, args);
           }
           result = binary.getResult();
         }

@@ -353,3 +353,32 @@ func.func @negative_two_encodings(%a: tensor<4x8xf32, #CSR>, %b: tensor<4x8xf32,
   %y = linalg.matmul ins(%p, %x : tensor<4x8xf32>, tensor<8x2xf32>) outs(%out : tensor<4x2xf32>) -> tensor<4x2xf32>
   return %y : tensor<4x2xf32>
 }
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed) }>
+#map = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+/// A row scale `w * s[:, None]` is a product with a dense operand: zero where
+/// w is, so the result keeps w's encoding; the dense element is read inside
+/// the unary (at stored entries only).
+// CHECK-LABEL: func.func @dense_row_scale_keeps_csr(
+// CHECK:         linalg.generic
+// CHECK-SAME:        outs(%{{.*}} : tensor<4x8xf32, #sparse>)
+// CHECK:         ^bb0(%[[W:.*]]: f32, %[[S:.*]]: f32, %{{.*}}: f32):
+// CHECK:           sparse_tensor.unary %[[W]] : f32 to f32
+// CHECK-NEXT:        present = {
+// CHECK-NEXT:        ^bb0(%[[V:.*]]: f32):
+// CHECK-NEXT:          arith.mulf %[[V]], %[[S]] : f32
+func.func @dense_row_scale_keeps_csr(%w: tensor<4x8xf32, #CSR>, %s: tensor<4xf32>, %x: tensor<8x2xf32>, %out: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  %init = tensor.empty() : tensor<4x8xf32>
+  %p = linalg.generic {indexing_maps = [#map, #row, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%w, %s : tensor<4x8xf32, #CSR>, tensor<4xf32>) outs(%init : tensor<4x8xf32>) {
+  ^bb0(%u: f32, %v: f32, %o: f32):
+    %m = arith.mulf %u, %v : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %y = linalg.matmul ins(%p, %x : tensor<4x8xf32>, tensor<8x2xf32>) outs(%out : tensor<4x2xf32>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}

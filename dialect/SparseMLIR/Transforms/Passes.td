@@ -130,10 +130,12 @@ def PropagateEncodings
 
     A `linalg.generic` that is element-wise (all loops parallel, identity
     output map), reads its sparse operands element-wise (one sparse value,
-    possibly several times, or two of one encoding) and no dense operand, and
-    whose yielded value is zero wherever those operands are all zero by the
-    table (ReLU `select(x > 0, x, 0)`, GELU `x * 0.5 * (1 + erf(x / sqrt 2))`,
-    scaling, `x * x + 2 * x`), keeps their encoding. With one sparse value
+    possibly several times, or two of one encoding), and whose yielded value
+    is zero wherever those operands are all zero by the table (ReLU
+    `select(x > 0, x, 0)`, GELU `x * 0.5 * (1 + erf(x / sqrt 2))`, scaling,
+    `x * x + 2 * x`, a dense row scale `x * s[:, None]`; not `x + bias`),
+    keeps their encoding; dense operands are read inside the sparse_tensor
+    region, at the stored entries only. With one sparse value
     its body becomes a `sparse_tensor.unary` with an empty absent region, so
     only stored entries are computed; with two, a `sparse_tensor.binary`
     whose left / right regions are the body with the absent operand zero, or

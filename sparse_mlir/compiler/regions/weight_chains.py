@@ -52,6 +52,14 @@ ZERO_RULES: dict[Any, ZeroRule] = {
 }
 
 
+# Shape ops on constants (a row scale's `s[:, None]`): evaluated so that a
+# product with them can fold; they read no values a chain keeps.
+CONSTANT_VIEWS = frozenset({
+    aten.unsqueeze.default, aten.view.default, aten.reshape.default, aten.expand.default, aten.slice.Tensor,
+    aten.select.int, aten.permute.default, aten.t.default, aten.clone.default, aten._to_copy.default,
+    aten.alias.default, aten.squeeze.dim})
+
+
 @dataclass(frozen=True)
 class FoldedChain:
     """A chain folded into the graph buffer `target`."""
@@ -72,6 +80,13 @@ def _attribute(graph_module: torch.fx.GraphModule, target: str) -> torch.Tensor:
     for part in target.split("."):
         value = getattr(value, part)
     return value
+
+
+def _evaluate(node: torch.fx.Node, values: Mapping[torch.fx.Node, torch.Tensor]) -> Any:
+    args = torch.fx.node.map_arg(node.args, lambda arg: values[arg])
+    kwargs = torch.fx.node.map_arg(node.kwargs, lambda arg: values[arg])
+    with torch.no_grad():
+        return node.target(*args, **kwargs)
 
 
 def _keeps_zeros(rule: ZeroRule, args: tuple[Any, ...], from_source: Callable[[Any], bool]) -> bool:
@@ -111,20 +126,22 @@ def fold_weight_chains(graph_module: torch.fx.GraphModule, encodings: Mapping[st
                 if isinstance(value, torch.Tensor):
                     values[node] = value
             continue
-        rule = ZERO_RULES.get(node.target) if node.op == "call_function" else None
         inputs = node.all_input_nodes
-        if rule is None or not inputs or not all(arg in values for arg in inputs):
+        if node.op != "call_function" or not inputs or not all(arg in values for arg in inputs):
             continue
         found = {sources[arg] for arg in inputs if arg in sources}
+        if not found and node.target in CONSTANT_VIEWS:
+            values[node] = _evaluate(node, values)
+            continue
+        rule = ZERO_RULES.get(node.target)
+        if rule is None:
+            continue
         if len(found) != 1:
             continue
         source = found.pop()
         if not _keeps_zeros(rule, node.args, lambda arg: isinstance(arg, torch.fx.Node) and sources.get(arg) == source):
             continue
-        args = torch.fx.node.map_arg(node.args, lambda arg: values[arg])
-        kwargs = torch.fx.node.map_arg(node.kwargs, lambda arg: values[arg])
-        with torch.no_grad():
-            value = node.target(*args, **kwargs)
+        value = _evaluate(node, values)
         # Element-wise (or transposed: not for n:m, whose groups would move).
         same = isinstance(value, torch.Tensor) and value.shape == effective[source].shape
         transposed = isinstance(value, torch.Tensor) and value.shape == effective[source].shape[::-1]

@@ -22,6 +22,7 @@ ZERO_PRESERVING: dict[str, Chain] = {
     "relu_of_scaled": lambda w: torch.relu(w * 3.0),
     "tanh_then_scale": lambda w: torch.tanh(w) * 0.5,
     "difference": lambda w: torch.sin(w) - w * w,
+    "dense_row_scale": lambda w: torch.relu(w * torch.linspace(0.5, 2.0, w.shape[0])[:, None]),
 }
 
 

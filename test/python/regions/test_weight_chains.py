@@ -14,12 +14,14 @@ import torch.nn.functional as F
 import sparse_mlir as sm
 
 Chain = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+ROW_SCALE = torch.linspace(0.5, 2.0, 96)
 
 FOLDED: dict[str, Chain] = {
     "polynomial": lambda x, w: F.linear(x, w * w + 2 * w),
     "tanh_then_scale": lambda x, w: F.linear(x, torch.tanh(w) * 0.5),
     "relu_of_scaled_transposed": lambda x, w: x @ torch.relu(w * 3.0).t(),
     "quotient": lambda x, w: F.linear(x, torch.sin(w) / 4.0),
+    "row_scale": lambda x, w: F.linear(x, torch.relu(w * ROW_SCALE[:, None])),   # a constant, broadcast
 }
 
 
