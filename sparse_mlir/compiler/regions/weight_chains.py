@@ -52,12 +52,12 @@ ZERO_RULES: dict[Any, ZeroRule] = {
 }
 
 
-# Shape ops on constants (a row scale's `s[:, None]`): evaluated so that a
-# product with them can fold; they read no values a chain keeps.
+# Views of constants (a row scale's `s[:, None]`): evaluated, for free, so
+# that a product with them can fold. (No copies: every parameter's views
+# are evaluated, in models of any size.)
 CONSTANT_VIEWS = frozenset({
-    aten.unsqueeze.default, aten.view.default, aten.reshape.default, aten.expand.default, aten.slice.Tensor,
-    aten.select.int, aten.permute.default, aten.t.default, aten.clone.default, aten._to_copy.default,
-    aten.alias.default, aten.squeeze.dim})
+    aten.unsqueeze.default, aten.view.default, aten.expand.default, aten.slice.Tensor, aten.select.int,
+    aten.permute.default, aten.t.default, aten.alias.default, aten.squeeze.dim})
 
 
 @dataclass(frozen=True)
