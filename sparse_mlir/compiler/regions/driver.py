@@ -23,7 +23,7 @@ from sparse_mlir.training import MaskUpdate
 from sparse_mlir.runtime import ops  # noqa: F401  (registers torch.ops.sparse_mlir.linear)
 from sparse_mlir.runtime.ops import REGIONS
 from sparse_mlir.compiler.weights import apply_sparsifier, is_aligned, pack
-from sparse_mlir.compiler.regions import inputs, swap
+from sparse_mlir.compiler.regions import inputs, moe, swap
 from sparse_mlir.compiler.regions.capture import capture
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.base import Choice, Region, mark_handed_back, torch_won_everywhere
@@ -142,6 +142,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
             named = dict(model.named_parameters())
         module._captured_because = "; ".join(swap.why_not_swapped(model, {n: named[n] for n in encodings},
                                                                    encodings))
+    routed = moe.route_experts(regions, example_args, example_kwargs)
     if regions and warm_up:
         # With sparsifiers on intermediates the user's model computes
         # something else: the comparison runs the graph with torch's ops.
@@ -153,6 +154,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
         module(*example_args, **example_kwargs)   # the kernels for the example's shapes
     module.reset_call_number(0)   # the warm-up drew masks: the first call is call 0, as in graph mode and export()
     _finish(module, regions, encodings, effective, readers, in_out)
+    module._plan = moe.describe(module._plan, routed)
     module._plan += [_activation_plan(region) for region in sparsifiers.values()]
     module._plan += [inputs.plan_entry(region, input_fallbacks) for region in input_regions.values()]
     module.compile_seconds = time.perf_counter() - start
@@ -178,6 +180,7 @@ def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], 
         _channels_last(copied, convs, True)
     module = SwappedModule(copied, regions, effective, encodings, example_args, example_kwargs, sparsifiers)
     module._readers = readers
+    routed = moe.route_experts(regions, example_args, example_kwargs)
     if regions and warm_up:
         # Eager as the user runs it (their layout); their model where calling
         # it changes nothing (eval mode). With sparsifiers on outputs the
@@ -198,6 +201,7 @@ def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], 
         module(*example_args, **example_kwargs)   # the sparsifiers' kernels for the example's shapes
     module.reset_call_number(0)   # the warm-up drew masks: the first call is call 0, as in graph mode and export()
     _finish(module, regions, encodings, effective, readers, in_out)
+    module._plan = moe.describe(module._plan, routed)
     module._plan += [_activation_plan(region) for region in sparsifiers.values()]
     module.compile_seconds = time.perf_counter() - start
     log.info("compiled %s (modules swapped) with %d sparse regions in %.2f s", type(model).__name__, len(regions),
