@@ -206,3 +206,32 @@ def test_routed_plan_pads_to_a_bounded_set_of_sizes() -> None:
     assert not moe.is_expert("encoder.layer.0.output.dense.weight") and not moe.is_expert("experts")
     assert moe.example_tokens((torch.zeros(2, 8, dtype=torch.int64),), {}) == 16
     assert moe.example_tokens((torch.zeros(3, 5, 32),), {"mask": torch.ones(3, 5)}) == 15
+
+
+class DenseDispatch(torch.nn.Module):
+    """Static shapes: every expert on every token, the gates scattered from topk."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.router = torch.nn.Linear(32, 4, bias=False)
+        self.experts = torch.nn.ModuleList(Expert(32, 64) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        top, chosen = torch.topk(self.router(x), 2, dim=-1)
+        gates = torch.zeros(x.shape[0], 4).scatter(1, chosen, torch.softmax(top, -1))
+        return sum(gates[:, e:e + 1] * expert(x) for e, expert in enumerate(self.experts))
+
+
+def test_graph_mode_names_the_routing_ops_and_points_to_regions() -> None:
+    """mode="graph" (one static-shape linalg function) refuses MoE routing,
+    naming the torch op: a data-dependent size (torch.where of the routes),
+    or ops torch-mlir lowers to tm_tensor (topk, scatter)."""
+    torch.manual_seed(6)
+    encoding = {"experts.0.w1.weight": FORMATS["csr90"]}
+    with pytest.raises(sm.SparseMLIRError, match=r"aten\.where\.default \(fx node 'where'\).*static shapes: use "
+                                                  r"mode='regions'"):
+        sm.compile(MoE().eval(), encoding, example_args=(torch.randn(8, 32),), mode="graph")
+    with pytest.raises(sm.SparseMLIRError, match=r"tm_tensor\.sort \(fx node 'topk', aten\.topk\.default\), "
+                                                  r"tm_tensor\.scatter \(fx node 'scatter', aten\.scatter\.src\).*"
+                                                  r"use mode='regions'"):
+        sm.compile(DenseDispatch().eval(), encoding, example_args=(torch.randn(8, 32),), mode="graph")
