@@ -2,7 +2,8 @@
 
 Public API: storage formats (`Dense`, `CSR`, `CSC`, `COO`, `BSR`, `NM`),
 sparsifiers (`KeepAll`, `Threshold`, `RandomFraction`, `ScalarFraction`,
-`BlockFraction`, `NMMagnitude`), `compile`, `load` (run an exported
+`BlockFraction`, `NMMagnitude`), `compile`, `unstack_experts` (transformers' stacked MoE
+experts as nn.Linears), `load` (run an exported
 artifact), `make_context`, threads (`set_num_threads`), the allocation cache
 (`cached_bytes`, `release_cached_memory`) and the error hierarchy.
 
@@ -25,6 +26,7 @@ _LAZY_NAMES = {
     "compiler.driver": ("compile", "CompiledModule", "PlanEntry"),
     "context": ("make_context",),
     "training": ("MaskUpdate",),
+    "moe": ("unstack_experts",),
     "encodings": ("BSR", "COO", "CSC", "CSR", "NM", "Dense", "Encoding"),
     "sparsifiers": ("BlockFraction", "KeepAll", "NMMagnitude", "RandomFraction", "ScalarFraction", "Sparsifier",
                     "Threshold"),

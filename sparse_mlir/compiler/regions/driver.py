@@ -20,6 +20,7 @@ from sparse_mlir.compiler.specs import check_cpu_dtypes, parameters, tied_aliase
 from sparse_mlir.encodings import NM, Dense, Encoding
 from sparse_mlir.errors import SpecError
 from sparse_mlir.training import MaskUpdate
+from sparse_mlir.moe import check_not_stacked
 from sparse_mlir.runtime import ops  # noqa: F401  (registers torch.ops.sparse_mlir.linear)
 from sparse_mlir.runtime.ops import REGIONS
 from sparse_mlir.compiler.weights import apply_sparsifier, is_aligned, pack
@@ -69,6 +70,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     # or a torch.fx node of the captured graph.
     # Names of the forward's inputs (or "args.<i>") are sparse inputs (inputs.py).
     encodings = dict(encodings)
+    check_not_stacked(model, list(encodings))
     sparse_inputs = inputs.split_inputs(model, encodings, example_args, dict(example_kwargs))
     with capture_lock():
         names = {name for name, _ in model.named_parameters(remove_duplicate=False)}

@@ -235,3 +235,48 @@ def test_graph_mode_names_the_routing_ops_and_points_to_regions() -> None:
                                                   r"tm_tensor\.scatter \(fx node 'scatter', aten\.scatter\.src\).*"
                                                   r"use mode='regions'"):
         sm.compile(DenseDispatch().eval(), encoding, example_args=(torch.randn(8, 32),), mode="graph")
+
+
+def _tiny_hf(kind: str) -> torch.nn.Module:
+    from sparse_mlir.testing import import_transformers
+
+    transformers = import_transformers()
+    common = dict(num_hidden_layers=1, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                  num_experts_per_tok=2, vocab_size=100)
+    if kind == "mixtral":
+        return transformers.MixtralForCausalLM(transformers.MixtralConfig(intermediate_size=64, num_local_experts=4,
+                                                                          **common))
+    return transformers.Qwen2MoeForCausalLM(transformers.Qwen2MoeConfig(
+        intermediate_size=64, moe_intermediate_size=64, shared_expert_intermediate_size=64, num_experts=4, **common))
+
+
+@pytest.mark.parametrize("kind", ["mixtral", "qwen2-moe"])
+def test_transformers_stacked_experts_unstacked_and_compiled(kind: str, compiles: list[int]) -> None:
+    import copy
+
+    torch.manual_seed(7)
+    stacked = _tiny_hf(kind).eval()
+    ids = torch.randint(0, 100, (2, 6))
+    with pytest.raises(SpecError, match=r"model\.layers\.0\.mlp\.experts\.gate_up_proj: a stack of 4 expert weights "
+                                        r"\[4, 128, 32\].*sm\.unstack_experts\(model\).*"
+                                        r"'model\.layers\.0\.mlp\.experts\.gate_up\.<e>\.weight'"):
+        sm.compile(stacked, {"model.layers.0.mlp.experts.gate_up_proj": FORMATS["csr90"]}, example_args=(ids,))
+    model = sm.unstack_experts(copy.deepcopy(stacked))
+    with torch.no_grad():   # the same function as transformers' stacked experts
+        torch.testing.assert_close(model(ids).logits, stacked(ids).logits, rtol=1e-5, atol=1e-5)
+    encodings = {name: FORMATS["csr90"] for name, _ in model.named_parameters()
+                 if ".experts.gate_up." in name or ".experts.down." in name}
+    assert len(encodings) == 8
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sm.SparseFallbackWarning)
+        fn = sm.compile(model, encodings, example_args=(ids,), cost_model=False)
+    assert sum(r.routing is not None for r in fn.regions()) == 8
+    model.load_state_dict(fn.effective_state_dict(), strict=False)
+    built = compiles[0]
+    for shape in [(2, 6), (1, 5), (3, 4), (1, 1)]:
+        other = torch.randint(0, 100, shape)
+        with torch.no_grad():
+            torch.testing.assert_close(fn(other).logits, model(other).logits, rtol=1e-4, atol=1e-5)
+    assert compiles[0] == built
+    with pytest.raises(SpecError, match="holds no stacked experts"):
+        sm.unstack_experts(MoE())
