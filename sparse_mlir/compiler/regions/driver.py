@@ -289,7 +289,8 @@ def _keep_if_faster(module: torch.nn.Module, eager: Any, regions: Mapping[int, R
     live = [r for r in regions.values() if not r.handed_back]
     if not live:
         return True
-    predicted_ms = sum(max(0.0, c.torch_ms - c.ours_ms) for r in live for c in r.choices.values()
+    # (Not a routed expert's: its choices cover every padded size, not the example's calls.)
+    predicted_ms = sum(max(0.0, c.torch_ms - c.ours_ms) for r in live if r.routing is None for c in r.choices.values()
                        if c.kernel is not None and c.torch_ms is not None and c.ours_ms is not None)
     ours = (lambda: module(*example_args, **example_kwargs))
     with torch.no_grad():
