@@ -2,7 +2,8 @@
 
 Public API: storage formats (`Dense`, `CSR`, `CSC`, `COO`, `BSR`, `NM`),
 sparsifiers (`KeepAll`, `Threshold`, `RandomFraction`, `ScalarFraction`,
-`BlockFraction`, `NMMagnitude`), `compile`, `load` (run an exported
+`BlockFraction`, `NMMagnitude`), `compile`, `unstack_experts` (transformers' stacked MoE
+experts as nn.Linears), `load` (run an exported
 artifact), `make_context`, threads (`set_num_threads`), the allocation cache
 (`cached_bytes`, `release_cached_memory`) and the error hierarchy.
 
@@ -27,6 +28,7 @@ _LAZY_NAMES = {
     "training": ("MaskUpdate",),
     "extensions": ("PythonFormat", "SparseTensorFormat", "UserSparsifier", "register_implementation",
                    "register_sparsifier", "unregister_implementation", "unregister_sparsifier"),
+    "moe": ("unstack_experts",),
     "encodings": ("BSR", "COO", "CSC", "CSR", "NM", "Dense", "Encoding"),
     "sparsifiers": ("BlockFraction", "KeepAll", "NMMagnitude", "RandomFraction", "ScalarFraction", "Sparsifier",
                     "Threshold"),

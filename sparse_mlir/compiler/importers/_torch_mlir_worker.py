@@ -47,6 +47,8 @@ def describe_nodes(program) -> list[dict]:
             continue
         value = node.meta.get("val")
         shape = list(value.shape) if hasattr(value, "shape") else None
+        if shape is not None and not all(isinstance(d, int) for d in shape):
+            shape = None   # a data-dependent size (a torch.SymInt: MoE routing's nonzero / where)
         dtype = str(value.dtype).replace("torch.", "") if hasattr(value, "dtype") else None
         nodes.append({"name": node.name, "target": str(node.target), "shape": shape, "dtype": dtype})
     return nodes

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import torch
 
 from sparse_mlir.errors import SparseMLIRError
-from sparse_mlir.compiler.importers.unsupported import foreign_ops
+from sparse_mlir.compiler.importers.unsupported import REGIONS_HINT, data_dependent_nodes, foreign_ops
 
 
 class ExportError(SparseMLIRError):
@@ -262,12 +262,17 @@ def _check_linalg_only(text: str, nodes: dict[str, NodeInfo]) -> None:
                         + (f", {nodes[node].target})" if node in nodes else ")") for op, node in foreign)
         raise ExportError(f"torch-mlir lowered some ops outside linalg-on-tensors, which sparse_mlir compiles: "
                           f"{ops}; rewrite them with ops that lower to linalg (or compute them outside the "
-                          "compiled model)")
+                          f"compiled model), or use {REGIONS_HINT}")
 
 
 def import_model(model: torch.nn.Module, example_args: Sequence[torch.Tensor]) -> ImportedModel:
     _SERVER.start()
     program, names, params = export_program(model, example_args)
+    dynamic = data_dependent_nodes(program.graph)
+    if dynamic:
+        raise ExportError(f"{type(model).__name__}: the size of some results depends on the input's values: "
+                          + ", ".join(f"{op} (fx node '{node}')" for node, op in dynamic)
+                          + f"; a whole-graph compile has static shapes: use {REGIONS_HINT}")
     with tempfile.TemporaryDirectory(prefix="sparse_mlir_import_") as tmp:
         program_path, out_path = Path(tmp) / "program.pt2", Path(tmp) / "linalg.mlir"
         nodes_path = Path(tmp) / "nodes.json"

@@ -9,6 +9,7 @@ node's name: the importer's `loc("cumsum")`) says which model op it was.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 # Dialects torch-mlir owns; the text crosses to our MLIR, which has neither.
 # An op name where an op starts (after its results' `=`, or first on its
@@ -40,3 +41,28 @@ def foreign_ops(text: str) -> list[tuple[str, str]]:
                     break
             found[op] = node
     return list(found.items())
+
+
+# What a whole-graph compile cannot take, said with the way out: regions
+# run such ops on torch (MoE routing: topk, the gather, the scatter) and
+# only the encoded linears on our kernels.
+REGIONS_HINT = ("mode='regions', which runs them on torch and the encoded linears (an MoE's experts included) on "
+                "our kernels")
+
+
+def data_dependent_nodes(graph: Any) -> list[tuple[str, str]]:
+    """(fx node, torch op) where a result's size starts to depend on the
+    input's values (nonzero, `torch.where(mask)`, boolean indexing: MoE
+    routing), first per torch op. A whole-graph compile has static shapes
+    (torch-mlir fails on these without naming them)."""
+    found: dict[str, str] = {}
+    dynamic: set[str] = set()
+    for node in graph.nodes:
+        value = node.meta.get("val")
+        shapes = [getattr(v, "shape", None) for v in (value if isinstance(value, (tuple, list)) else [value])]
+        if node.op == "call_function" and any(shape is not None and not all(isinstance(d, int) for d in shape)
+                                              for shape in shapes):
+            dynamic.add(node.name)
+            if not any(arg.name in dynamic for arg in node.all_input_nodes):
+                found.setdefault(str(node.target), node.name)
+    return [(node, op) for op, node in found.items()]

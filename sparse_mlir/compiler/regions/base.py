@@ -22,6 +22,7 @@ from sparse_mlir.runtime.versions import follow
 from sparse_mlir.compiler.weights import stored_coordinates
 from sparse_mlir.compiler.regions import sampled
 from sparse_mlir.compiler.regions.kernels import KERNELS, CompiledLinear, KernelOptions, LinearSignature, median_seconds
+from sparse_mlir.compiler.regions.routing import RoutedTokens
 from sparse_mlir.compiler.regions.token_plan import Piece, plan
 
 log = logging.getLogger("sparse_mlir.compiler.regions")
@@ -162,6 +163,8 @@ class Region:
         # (the example's); later ones run on the token plan's buckets.
         self._exact: set[int] = set()
         self._frozen = False
+        # Set for a routed weight (an MoE expert's, moe.py): counts pad to fixed sizes, prepared at compile time.
+        self.routing: RoutedTokens | None = None
         # Set when torch won every shape seen at compile time: the graph then
         # calls torch's op directly (the region no longer runs).
         self.handed_back = False
@@ -298,9 +301,10 @@ class Region:
         if buffers and not self._own(buffers[-1]):
             # Another tensor than the kernels' (gradcheck's, a copy): torch's op on it.
             return self._torch(x, bias, self._weight_of(self.dense_matrix(buffers[-1])))
+        if self._tokens(x) == 0:   # an expert the router sent no token: no kernel has 0 rows
+            return self._torch(x, bias)
         self.sync()
-        # Which side is faster depends on the threads each may use.
-        key = (tuple(x.shape), self._layout(x), torch.get_num_threads(), get_num_threads())
+        key = self._choice_key(x)
         choice = self.choices.get(key)
         if choice is None:
             with self._lock:
@@ -308,12 +312,31 @@ class Region:
                     start = time.perf_counter()
                     self.choices[key] = self._decide(x, bias)
                     self.decide_ms += (time.perf_counter() - start) * 1e3
-                    log.info("%s, input %s, threads %d / %d: %s", self.name, list(key[0]), key[2], key[3],
+                    log.info("%s, input %s, threads %d / %d: %s", self.name, list(x.shape), torch.get_num_threads(),
+                             get_num_threads(),
                              self.choices[key].reason)
                 choice = self.choices[key]
         if choice.kernel is None or self.force_torch or x.dtype != torch.float32 or x.device.type != "cpu":
             return self._torch(x, bias)
-        return self._ours(choice.kernel, x, bias)
+        kernel = choice.kernel
+        if self.routing is not None:   # the choice serves every count padding to its sizes: this count's rows
+            kernel = PieceKernels(self.routing.plan(self._tokens(x)), kernel.by_size)
+        return self._ours(kernel, x, bias)
+
+    def _choice_key(self, x: torch.Tensor) -> Hashable:
+        """What a choice depends on: x's shape (a routed weight: the kernel
+        sizes its count pads to), layout and the threads each side may use."""
+        threads = (torch.get_num_threads(), get_num_threads())
+        if self.routing is not None:
+            return ("routed", self.routing.key(self._tokens(x)), self._layout(x), *threads)
+        return (tuple(x.shape), self._layout(x), *threads)
+
+    def _plan(self, tokens: int) -> tuple[Piece, ...]:
+        if self.routing is not None:
+            return self.routing.plan(tokens)
+        if not self._frozen:
+            self._exact.add(tokens)
+        return plan(tokens, frozenset(self._exact))
 
     def freeze(self) -> None:
         """Later token counts run on bucket-sized kernels (no compile on the call path)."""
@@ -373,9 +396,7 @@ class Region:
         if x.dtype != torch.float32 or (bias is not None and bias.dtype != torch.float32):
             return Choice(0, None, None, None, f"torch: {x.dtype} (the CPU kernels take float32)")
         tokens = self._tokens(x)
-        if not self._frozen:
-            self._exact.add(tokens)
-        pieces = plan(tokens, frozenset(self._exact))
+        pieces = self._plan(tokens)
         try:
             built = {size: KERNELS.get(self.signature, self.encoding, size, self._options)
                      for size in dict.fromkeys(piece.size for piece in pieces)}
@@ -435,7 +456,7 @@ class Region:
         (sampled.py) where it has one (CSR, n:m) and, with the cost model,
         beats torch's dense product and gather at this size (timed once
         per shape, format, density, token range and threads); else torch's."""
-        kernel = self._sampled_kernel(dy, x)
+        kernel = self._sampled_kernel(dy, x) if dy.shape[0] else None
         if kernel is None:
             return self._sampled_torch(dy, x)
         return sampled.run(kernel, dy, x)

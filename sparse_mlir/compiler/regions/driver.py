@@ -20,10 +20,11 @@ from sparse_mlir.compiler.specs import check_cpu_dtypes, parameters, tied_aliase
 from sparse_mlir.encodings import NM, Dense, Encoding
 from sparse_mlir.errors import SpecError
 from sparse_mlir.training import MaskUpdate
+from sparse_mlir.moe import check_not_stacked
 from sparse_mlir.runtime import ops  # noqa: F401  (registers torch.ops.sparse_mlir.linear)
 from sparse_mlir.runtime.ops import REGIONS
 from sparse_mlir.compiler.weights import apply_sparsifier, is_aligned, pack
-from sparse_mlir.compiler.regions import inputs, swap
+from sparse_mlir.compiler.regions import inputs, moe, swap
 from sparse_mlir.compiler.regions.capture import capture
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.base import Choice, Region, mark_handed_back, torch_won_everywhere
@@ -72,6 +73,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     # or a torch.fx node of the captured graph.
     # Names of the forward's inputs (or "args.<i>") are sparse inputs (inputs.py).
     encodings = dict(encodings)
+    check_not_stacked(model, list(encodings))
     sparse_inputs = inputs.split_inputs(model, encodings, example_args, dict(example_kwargs))
     with capture_lock():
         names = {name for name, _ in model.named_parameters(remove_duplicate=False)}
@@ -152,6 +154,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
             named = dict(model.named_parameters())
         module._captured_because = "; ".join(swap.why_not_swapped(model, {n: named[n] for n in encodings},
                                                                    encodings))
+    routed = moe.route_experts(regions, example_args, example_kwargs)
     if regions and warm_up:
         # With sparsifiers on intermediates the user's model computes
         # something else: the comparison runs the graph with torch's ops.
@@ -164,6 +167,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     module.reset_call_number(0)   # the warm-up drew masks: the first call is call 0, as in graph mode and export()
     _finish(module, regions, read, read_effective, readers, in_out)
     module._plan = [_folded_plan(entry, folded, readers.get(entry.name, [])) for entry in module._plan]
+    module._plan = moe.describe(module._plan, routed)
     module._plan += [_activation_plan(region) for region in sparsifiers.values()]
     module._plan += [inputs.plan_entry(region, input_fallbacks) for region in input_regions.values()]
     module.compile_seconds = time.perf_counter() - start
@@ -189,6 +193,7 @@ def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], 
         _channels_last(copied, convs, True)
     module = SwappedModule(copied, regions, effective, encodings, example_args, example_kwargs, sparsifiers)
     module._readers = readers
+    routed = moe.route_experts(regions, example_args, example_kwargs)
     if regions and warm_up:
         # Eager as the user runs it (their layout); their model where calling
         # it changes nothing (eval mode). With sparsifiers on outputs the
@@ -209,6 +214,7 @@ def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], 
         module(*example_args, **example_kwargs)   # the sparsifiers' kernels for the example's shapes
     module.reset_call_number(0)   # the warm-up drew masks: the first call is call 0, as in graph mode and export()
     _finish(module, regions, encodings, effective, readers, in_out)
+    module._plan = moe.describe(module._plan, routed)
     module._plan += [_activation_plan(region) for region in sparsifiers.values()]
     module.compile_seconds = time.perf_counter() - start
     log.info("compiled %s (modules swapped) with %d sparse regions in %.2f s", type(model).__name__, len(regions),
@@ -294,7 +300,8 @@ def _keep_if_faster(module: torch.nn.Module, eager: Any, regions: Mapping[int, R
     live = [r for r in regions.values() if not r.handed_back]
     if not live:
         return True
-    predicted_ms = sum(max(0.0, c.torch_ms - c.ours_ms) for r in live for c in r.choices.values()
+    # (Not a routed expert's: its choices cover every padded size, not the example's calls.)
+    predicted_ms = sum(max(0.0, c.torch_ms - c.ours_ms) for r in live if r.routing is None for c in r.choices.values()
                        if c.kernel is not None and c.torch_ms is not None and c.ours_ms is not None)
     ours = (lambda: module(*example_args, **example_kwargs))
     with torch.no_grad():

@@ -118,6 +118,7 @@ class LinearRegion(Region):
         its own, so the cost model picks our kernel or torch's per token count."""
         if self._transposed is None:
             self._transposed = _transposed_region(self)
+            self._transposed[0].routing = self.routing   # an expert's dy has its routed count too
         region, order = self._transposed
         if region.synced_from != self.values._version:
             with torch.no_grad():   # (order's last index: a stored zero of W2^T's n:m padding)
