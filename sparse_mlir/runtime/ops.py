@@ -284,7 +284,9 @@ def spmm(h: torch.Tensor, buffers: list[torch.Tensor], rows: int, region: int) -
 
 @spmm.register_fake
 def _(h: torch.Tensor, buffers: list[torch.Tensor], rows: int, region: int) -> torch.Tensor:
-    return h.new_empty((h.shape[1], rows)).t()   # the kernel writes y^T [F, rows]: y is its transpose
+    if getattr(REGIONS.get(region), "transpose_free", False):
+        return h.new_empty((rows, h.shape[1]))   # the SpMM kernel writes y row-major
+    return h.new_empty((h.shape[1], rows)).t()   # the linear kernel writes y^T [F, rows]: y is its transpose
 
 
 def _save_spmm(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:

@@ -1,8 +1,10 @@
 """Sparse model inputs (graphs): `encodings={"adj": CSR()}` names a forward
 argument, a call passes a torch sparse tensor for it, and `adj @ h` runs on
-the linear region kernels.
+our kernels.
 
-SpMM as a linear: y = adj @ h is (h^T adj^T)^T, the linear x W^T with
+CSR: the SpMM kernel (spmm_kernel.py: `smlir.spmm`, rows of h in, rows of
+y out, one kernel per feature count for any graph). COO and BSR, SpMM as a
+linear: y = adj @ h is (h^T adj^T)^T, the linear x W^T with
 W = adj [M, K] and x = h^T [F, K] (F tokens). compile_linear's kernels take
 the packed weight as runtime arguments with dynamic nnz, so one kernel per
 (M, K, F) serves every graph of that node count: a new graph (another nnz)
@@ -32,6 +34,8 @@ from sparse_mlir.errors import SpecError
 from sparse_mlir.runtime.memref import Kernel
 from sparse_mlir.runtime.threads import shares_torch_threads, single_threaded
 from sparse_mlir.compiler.regions.kernels import KERNELS, KernelOptions, LinearSignature
+from sparse_mlir.compiler.regions.spmm_kernel import SPMM_KERNELS, SpMMSignature
+from sparse_mlir.runtime.spmm import SpMMKernel
 
 log = logging.getLogger("sparse_mlir.compiler.regions")
 
@@ -229,8 +233,12 @@ def _check_compressed(owner: SparseInput, pos: torch.Tensor, crd: torch.Tensor, 
 
 
 class SpMMRegion:
-    """adj @ h for one encoded input `adj` [M, K] and a dense h [K, F]: the
-    linear kernel of W = adj on x = h^T, compiled once per (M, K, F)."""
+    """adj @ h for one encoded input `adj` [M, K] and a dense h [K, F].
+
+    CSR: the transpose-free SpMM kernel (`smlir.spmm`, spmm_kernel.py), one
+    per (F, index widths) for every graph and node count; y comes back
+    row-major. COO and BSR: the linear kernel of W = adj on x = h^T,
+    compiled once per (M, K, F); y is the transpose of its y^T."""
 
     op_name = "adj @ h"
 
@@ -242,6 +250,7 @@ class SpMMRegion:
         self._cost_model = cost_model
         self._lock = threading.Lock()
         self._kernels: dict[tuple[int, int, int], Kernel] = {}
+        self._spmm: dict[int, SpMMKernel] = {}
         self.compile_seconds = 0.0
         # (rows, cols, features, threads) -> (ours: bool, why): with the cost
         # model, the first call of a shape times our kernel against torch.sparse.
@@ -249,8 +258,27 @@ class SpMMRegion:
 
     @property
     def compiles(self) -> int:
-        """Kernels this region built (one per node count and feature count)."""
-        return len(self._kernels)
+        """Kernels this region built (CSR: one per feature count; COO / BSR:
+        one per node count and feature count)."""
+        return len(self._kernels) + len(self._spmm)
+
+    @property
+    def transpose_free(self) -> bool:
+        """True where y comes back row-major (the SpMM kernel, CSR)."""
+        return isinstance(self.encoding, CSR)
+
+    def spmm_kernel(self, features: int) -> SpMMKernel:
+        """The CSR kernel for `features` (built on first use; any graph)."""
+        kernel = self._spmm.get(features)
+        if kernel is None:
+            signature = SpMMSignature(features, self.encoding.pos_width, self.encoding.crd_width)
+            compiled = SPMM_KERNELS.get(signature, self._options)
+            with self._lock:
+                if features not in self._spmm:
+                    self.compile_seconds += compiled.seconds
+                    self._spmm[features] = compiled.kernel
+            kernel = self._spmm[features]
+        return kernel
 
     def kernel(self, rows: int, cols: int, features: int) -> Kernel:
         key = (rows, cols, features)
@@ -291,7 +319,7 @@ class SpMMRegion:
                 y = self._torch(buffers, rows, h)
                 # Through the dispatcher (torch.compile, autograd) the output
                 # has the fake implementation's strides: those of our y.
-                return y.t().contiguous().t() if fake_strides else y
+                return y.t().contiguous().t() if fake_strides and not self.transpose_free else y
         return self._ours(buffers, rows, h)
 
     def _torch_side(self, buffers: Sequence[torch.Tensor]) -> Any:
@@ -309,16 +337,31 @@ class SpMMRegion:
         return adj @ h
 
     def _decide(self, buffers: Sequence[torch.Tensor], rows: int, h: torch.Tensor) -> tuple[bool, str]:
-        from sparse_mlir.compiler.regions.base import WIN_MARGIN, _timed_pair
+        from sparse_mlir.compiler.regions.base import WIN_MARGIN, _timed_pair, call_overhead_ms
         h = h.detach().contiguous()
-        self.kernel(rows, h.shape[0], h.shape[1])   # built before the timing
-        ours, theirs = _timed_pair(lambda: self._ours(buffers, rows, h), lambda: self._torch(buffers, rows, h), 0.0)
+        if self.transpose_free:   # built before the timing
+            self.spmm_kernel(h.shape[1])
+        else:
+            self.kernel(rows, h.shape[0], h.shape[1])
+        # Ours pays its whole call from the module (validation aside): the
+        # shape checks, the handle lookup and the kernel call.
+        ours, theirs = _timed_pair(lambda: self._ours(buffers, rows, h), lambda: self._torch(buffers, rows, h),
+                                   call_overhead_ms() if self.transpose_free else 0.0)
         wins = ours < WIN_MARGIN * theirs
         return wins, (f"{'ours' if wins else 'torch.sparse'} (ours {ours:.3f} ms, torch.sparse {theirs:.3f} ms, "
                       f"nnz {buffers[-1].numel()} at the first call)")
 
     def _ours(self, buffers: Sequence[torch.Tensor], rows: int, h: torch.Tensor) -> torch.Tensor:
         cols, features = h.shape
+        if self.transpose_free:
+            kernel = self.spmm_kernel(features)
+            h = h.detach()
+            if not h.is_contiguous():
+                h = h.contiguous()
+            if torch.get_num_threads() > 1 and not shares_torch_threads():
+                with single_threaded():   # (see Region._call: two OpenMP runtimes on shared cores)
+                    return kernel(buffers[0], buffers[1], buffers[2], h)
+            return kernel(buffers[0], buffers[1], buffers[2], h)
         kernel = self.kernel(rows, cols, features)
         x = h.detach().t().contiguous()                     # [F, K]
         arrays = [b.detach().numpy() for b in buffers] + [x.numpy()]
