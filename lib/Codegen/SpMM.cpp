@@ -68,7 +68,7 @@ public:
     auto yType = MemRefType::get({ShapedType::kDynamic, F}, f32);
     y = memref::AllocOp::create(b, loc, yType, ValueRange{rows},
                                 b.getI64IntegerAttr(64));
-    std::string name = llvm::formatv("spmm_csr_f{0}", F).str();
+    std::string name = llvm::formatv("spmm_csr_features{0}", F).str();
     emitKernelRegion(b, loc, name, [&] {
       nnz = toIndex(load(pos, {rows}));
       scf::ParallelOp::create(

@@ -31,6 +31,7 @@ import torch
 
 from sparse_mlir.encodings import BSR, COO, CSR, Encoding, KeepAll
 from sparse_mlir.errors import SpecError
+from sparse_mlir.runtime.check_csr import csr_valid
 from sparse_mlir.runtime.memref import Kernel
 from sparse_mlir.runtime.threads import shares_torch_threads, single_threaded
 from sparse_mlir.compiler.regions.kernels import KERNELS, KernelOptions, LinearSignature
@@ -211,7 +212,10 @@ class SparseInput:
 
 def _check_compressed(owner: SparseInput, pos: torch.Tensor, crd: torch.Tensor, nnz: int, inner: int) -> None:
     """O(rows + nnz): positions start at 0, end at nnz and never decrease;
-    coordinates in [0, inner), strictly increasing within each row."""
+    coordinates in [0, inner), strictly increasing within each row. One
+    pass in C (runtime/check_csr.py); torch ops where it fails, to say why."""
+    if csr_valid(pos, crd, nnz, inner):
+        return
     if int(pos[0]) != 0 or int(pos[-1]) != nnz:
         raise owner._error(f"crow_indices must start at 0 and end at nnz = {nnz}, got {int(pos[0])} .. "
                            f"{int(pos[-1])}")
@@ -315,12 +319,12 @@ class SpMMRegion:
             if choice is None:
                 choice = self.choices[key] = self._decide(buffers, rows, h)
                 log.info("input %r, adj @ h [%d, %d] x [%d, %d]: %s", self.name, rows, cols, cols, features, choice[1])
-            if not choice[0]:
-                y = self._torch(buffers, rows, h)
-                # Through the dispatcher (torch.compile, autograd) the output
-                # has the fake implementation's strides: those of our y.
-                return y.t().contiguous().t() if fake_strides and not self.transpose_free else y
-        return self._ours(buffers, rows, h)
+            y = self._torch(buffers, rows, h) if not choice[0] else self._ours(buffers, rows, h)
+        else:
+            y = self._ours(buffers, rows, h)
+        # Through the dispatcher (torch.compile, autograd) the output has the
+        # fake implementation's strides: row-major.
+        return y.contiguous() if fake_strides else y
 
     def _torch_side(self, buffers: Sequence[torch.Tensor]) -> Any:
         """The torch sparse layout constructor torch.sparse runs on (None: COO,
