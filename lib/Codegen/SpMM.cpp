@@ -31,14 +31,15 @@ using namespace mlir::smlir::codegen;
 SpMMTile mlir::smlir::codegen::defaultSpMMTile(int64_t features, int64_t lanes,
                                                 int64_t vectors,
                                                 int64_t entries,
-                                                int64_t chunks) {
+                                                int64_t chunks,
+                                                int64_t prefetch) {
   // Half the register file (32 registers with 16 lanes, 16 with 8) holds
   // accumulators; the rest the loaded h vectors and the broadcast value.
   int64_t budget = lanes >= 16 ? 16 : 8;
   int64_t needed = llvm::divideCeil(features, lanes);
   int64_t u = vectors > 0 ? vectors : std::min(needed, budget);
   int64_t e = entries > 0 ? entries : (2 * u <= budget ? 2 : 1);
-  return SpMMTile{lanes, u, e, chunks};
+  return SpMMTile{lanes, u, e, chunks, prefetch};
 }
 
 namespace {
@@ -47,7 +48,7 @@ class SpMMBuilder : KernelBuilder {
 public:
   SpMMBuilder(OpBuilder &b, SpMMOp op, const SpMMTile &tile)
       : KernelBuilder(b, op.getLoc()), op(op), V(tile.lanes), U(tile.vectors),
-        E(tile.entries), C(tile.chunks), f32(b.getF32Type()),
+        E(tile.entries), C(tile.chunks), D(tile.prefetch), f32(b.getF32Type()),
         vecType(VectorType::get({V}, f32)) {
     F = cast<RankedTensorType>(op.getH().getType()).getDimSize(1);
   }
@@ -144,9 +145,26 @@ private:
         });
   }
 
+  /// Asks for the tile of h's row that entry p + D reads (D = `prefetch`
+  /// entries ahead, the last entry past the end): h's rows are read in
+  /// graph order, which no hardware prefetcher follows.
+  void prefetchAhead(Value p, ArrayRef<Value> columns) {
+    Value ahead = arith::MinUIOp::create(
+        b, loc, add(p, idx(D)), arith::SubIOp::create(b, loc, nnz, idx(1)));
+    Value k = toIndex(load(crd, {ahead}));
+    // One prefetch per 64-byte line of the tile.
+    int64_t perLine = std::max<int64_t>(1, 16 / V);
+    for (int64_t u = 0; u < U; u += perLine)
+      memref::PrefetchOp::create(b, loc, h, ValueRange{k, columns[u]},
+                                 /*isWrite=*/false, /*localityHint=*/3,
+                                 /*isDataCache=*/true);
+  }
+
   /// acc[u] += broadcast(values[p]) * h[crd[p], columns[u]:] for u < U.
   void accumulate(Value p, ArrayRef<Value> columns, ArrayRef<Value> masks,
                   Value zero, MutableArrayRef<Value> acc) {
+    if (D > 0)
+      prefetchAhead(p, columns);
     Value k = toIndex(load(crd, {p}));
     Value w = vector::BroadcastOp::create(b, loc, vecType, load(vals, {p}));
     for (int64_t u = 0; u < U; ++u) {
@@ -201,7 +219,7 @@ private:
   }
 
   SpMMOp op;
-  int64_t V, U, E, C, F = 0;
+  int64_t V, U, E, C, D, F = 0;
   Type f32;
   VectorType vecType;
   Value pos, crd, vals, h, y, rows, nnz;

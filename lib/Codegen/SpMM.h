@@ -13,6 +13,7 @@ struct SpMMTile {
   int64_t vectors; // vectors of features kept in registers per row
   int64_t entries; // stored entries per iteration (accumulator sets)
   int64_t chunks;  // row ranges of equal nnz (parallel iterations)
+  int64_t prefetch; // entries ahead whose h row is prefetched (0: none)
 };
 
 /// The tile for F features when the options leave `vectors` / `entries`
@@ -20,7 +21,7 @@ struct SpMMTile {
 /// vectors at 16 lanes, 8 at 8), two entries at a time while both
 /// accumulator sets fit in that half.
 SpMMTile defaultSpMMTile(int64_t features, int64_t lanes, int64_t vectors,
-                         int64_t entries, int64_t chunks);
+                         int64_t entries, int64_t chunks, int64_t prefetch);
 
 /// Emits `op` (f32) as loops in an smlir.kernel; returns y [M, F].
 Value buildSpMMKernel(OpBuilder &b, SpMMOp op, const SpMMTile &tile);

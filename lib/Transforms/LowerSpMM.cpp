@@ -38,7 +38,7 @@ struct LowerSpMMPass : public smlir::impl::LowerSpMMBase<LowerSpMMPass> {
       function_ref<LogicalResult(const Twine &)> errorHandler) override {
     if (failed(smlir::checkIntegerOptions(
             "smlir-lower-spmm", options,
-            {"lanes", "vectors", "entries", "chunks"}, errorHandler)))
+            {"lanes", "vectors", "entries", "chunks", "prefetch"}, errorHandler)))
       return failure();
     return Pass::initializeOptions(options, errorHandler);
   }
@@ -48,10 +48,11 @@ struct LowerSpMMPass : public smlir::impl::LowerSpMMBase<LowerSpMMPass> {
     // register file.
     if (!llvm::is_contained({4, 8, 16, 32}, static_cast<int64_t>(lanes)) ||
         vectors < 0 || vectors > 16 || entries < 0 || entries > 4 ||
-        chunks < 1 || chunks > 4096) {
+        chunks < 1 || chunks > 4096 || prefetch < 0 || prefetch > 1024) {
       getOperation().emitError(
           "smlir-lower-spmm: lanes must be 4, 8, 16 or 32, vectors 1 to 16, "
-          "entries 1 to 4 (or 0: by the feature count) and chunks 1 to 4096");
+          "entries 1 to 4 (or 0: by the feature count), chunks 1 to 4096 and "
+          "prefetch 0 to 1024");
       return signalPassFailure();
     }
     SmallVector<SpMMOp> ops;
@@ -65,7 +66,7 @@ struct LowerSpMMPass : public smlir::impl::LowerSpMMBase<LowerSpMMPass> {
         continue;
       }
       SpMMTile tile =
-          defaultSpMMTile(h.getDimSize(1), lanes, vectors, entries, chunks);
+          defaultSpMMTile(h.getDimSize(1), lanes, vectors, entries, chunks, prefetch);
       OpBuilder b(op);
       Value y = buildSpMMKernel(b, op, tile);
       op.getResult().replaceAllUsesWith(y);

@@ -1,7 +1,7 @@
 // RUN: sparse-mlir-opt %s -smlir-lower-spmm="lanes=16" -split-input-file -verify-diagnostics | FileCheck %s
 // RUN: not sparse-mlir-opt %s -smlir-lower-spmm="lanes=7" -split-input-file 2>&1 | FileCheck %s --check-prefix=OPTIONS
 // RUN: not sparse-mlir-opt %s -smlir-lower-spmm="entries=5" -split-input-file 2>&1 | FileCheck %s --check-prefix=OPTIONS
-// OPTIONS: error: smlir-lower-spmm: lanes must be 4, 8, 16 or 32, vectors 1 to 16, entries 1 to 4 (or 0: by the feature count) and chunks 1 to 4096
+// OPTIONS: error: smlir-lower-spmm: lanes must be 4, 8, 16 or 32, vectors 1 to 16, entries 1 to 4 (or 0: by the feature count), chunks 1 to 4096 and prefetch 0 to 1024
 // RUN: not sparse-mlir-opt %s -smlir-lower-spmm="chunks=x" -split-input-file 2>&1 | FileCheck %s --check-prefix=UNPARSED
 // UNPARSED: smlir-lower-spmm
 

@@ -493,6 +493,8 @@ def LowerSpMM : Pass<"smlir-lower-spmm", "::mlir::func::FuncOp"> {
       one contiguous load of h's row per vector, `entries` stored entries
       per iteration in separate accumulators (independent FMA chains),
       summed at the row's end; a tail of F past the lanes is masked;
+    - h's row for the entry `prefetch` entries ahead is prefetched (rows
+      are read in the graph's order, which no hardware prefetcher follows);
     - the tile is stored into y's row once.
 
     One kernel serves every graph of its feature count and index widths.
@@ -510,6 +512,8 @@ def LowerSpMM : Pass<"smlir-lower-spmm", "::mlir::func::FuncOp"> {
            "where the tile leaves room in the register file, else 1)">,
     Option<"chunks", "chunks", "int64_t", /*default=*/"64",
            "Row ranges of equal nnz the parallel loop splits the rows into">,
+    Option<"prefetch", "prefetch", "int64_t", /*default=*/"16",
+           "Stored entries ahead whose row of h is prefetched (0: none)">,
   ];
   let dependentDialects = ["::mlir::smlir::SparseMLIRDialect",
                            "::mlir::arith::ArithDialect",
