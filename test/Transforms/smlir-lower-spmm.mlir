@@ -25,6 +25,7 @@
 // CHECK:                 vector.load %[[HB]][%{{.*}}, %{{.*}}] : memref<?x64xf32>, vector<16xf32>
 // CHECK:                 vector.fma
 // CHECK-NOT:       vector.maskedload
+// CHECK-NOT:       memref.prefetch
 // CHECK:           vector.store %{{.*}}, %[[Y]][%{{.*}}, %{{.*}}] : memref<?x64xf32>, vector<16xf32>
 // CHECK:         %[[R:.*]] = bufferization.to_tensor %[[Y]] restrict writable : memref<?x64xf32> to tensor<?x64xf32>
 // CHECK:         return %[[R]]
@@ -49,10 +50,14 @@ func.func @spmm_f20_masked_tail(%pos: tensor<?xi64>, %crd: tensor<?xi64>, %value
 // -----
 
 /// F = 512: past 16 vectors the row runs in tiles of 256 features (one
-/// entry at a time: 16 accumulators fill half the register file).
+/// entry at a time: 16 accumulators fill half the register file); tiles
+/// this wide prefetch h's row for the entry 16 ahead, one line per vector.
 // CHECK-LABEL: func.func @spmm_f512_feature_tiles(
 // CHECK:         %[[C256:.*]] = arith.constant 256 : index
 // CHECK:         scf.for %{{.*}} = %{{.*}} to %{{.*}} step %[[C256]]
+// CHECK:           %[[C16:.*]] = arith.constant 16 : index
+// CHECK:           arith.minui
+// CHECK:           memref.prefetch %{{.*}}[%{{.*}}, %{{.*}}], read, locality<3>, data : memref<?x512xf32>
 // CHECK-NOT:     vector.maskedload
 // CHECK:         return
 func.func @spmm_f512_feature_tiles(%pos: tensor<?xi32>, %crd: tensor<?xi32>, %values: tensor<?xf32>, %h: tensor<?x512xf32>) -> tensor<?x512xf32> {
