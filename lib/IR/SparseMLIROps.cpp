@@ -174,3 +174,46 @@ LogicalResult SampledMatmulOp::verify() {
                          << "] (rows of the lhs, columns of the rhs as read)";
   return success();
 }
+
+LogicalResult SpMMOp::verify() {
+  auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
+  RankedTensorType pos = type(getPositions()), crd = type(getCoordinates()),
+                   values = type(getValues()), h = type(getH()),
+                   result = type(getResult());
+  for (RankedTensorType t : {pos, crd, values, h, result})
+    if (sparse_tensor::getSparseTensorEncoding(t))
+      return emitOpError() << "expects dense tensors (A is given by its CSR "
+                              "buffers), got "
+                           << t;
+  if (pos.getRank() != 1 || crd.getRank() != 1 || values.getRank() != 1)
+    return emitOpError() << "expects 1-d positions, coordinates and values, "
+                            "got "
+                         << pos << ", " << crd << " and " << values;
+  if (!pos.getElementType().isSignlessInteger() ||
+      !crd.getElementType().isSignlessInteger())
+    return emitOpError() << "expects integer positions and coordinates, got "
+                         << pos.getElementType() << " and "
+                         << crd.getElementType();
+  auto element = dyn_cast<FloatType>(values.getElementType());
+  if (!element || h.getElementType() != element ||
+      result.getElementType() != element)
+    return emitOpError() << "expects values, h and result of one "
+                            "floating-point element type, got "
+                         << values.getElementType() << ", "
+                         << h.getElementType() << " and "
+                         << result.getElementType();
+  if (h.getRank() != 2 || result.getRank() != 2)
+    return emitOpError() << "expects a 2-d h and result, got " << h << " and "
+                         << result;
+  if (ShapedType::isDynamic(h.getDimSize(1)) ||
+      h.getDimSize(1) != result.getDimSize(1))
+    return emitOpError() << "expects a static feature count shared by h and "
+                            "the result, got "
+                         << h << " and " << result;
+  int64_t rows = pos.getDimSize(0), m = result.getDimSize(0);
+  if (!ShapedType::isDynamic(rows) && !ShapedType::isDynamic(m) &&
+      rows != m + 1)
+    return emitOpError() << "expects " << m + 1
+                         << " positions (result rows + 1), got " << pos;
+  return success();
+}

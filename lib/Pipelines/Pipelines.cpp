@@ -125,6 +125,10 @@ void mlir::smlir::buildSparseCPUFrontend(
   LowerSampledMatmulOptions sampled;
   sampled.lanes = options.lanes;
   pm.addNestedPass<func::FuncOp>(createLowerSampledMatmul(sampled));
+  // SpMM with a sparse input (a graph's adjacency): the op's only lowering.
+  LowerSpMMOptions spmm;
+  spmm.lanes = options.lanes;
+  pm.addNestedPass<func::FuncOp>(createLowerSpMM(spmm));
   if (options.microkernels) {
     // Identical kernels (BERT's q/k/v/o projections) share one function.
     pm.addPass(createOutlineKernels());

@@ -284,7 +284,10 @@ def spmm(h: torch.Tensor, buffers: list[torch.Tensor], rows: int, region: int) -
 
 @spmm.register_fake
 def _(h: torch.Tensor, buffers: list[torch.Tensor], rows: int, region: int) -> torch.Tensor:
-    return h.new_empty((h.shape[1], rows)).t()   # the kernel writes y^T [F, rows]: y is its transpose
+    # Row-major whatever the region (the strides must not depend on state
+    # that compiled-graph caches do not key on): the CSR kernel writes y so;
+    # COO / BSR regions copy their y^T's transpose on this path.
+    return h.new_empty((rows, h.shape[1]))
 
 
 def _save_spmm(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:

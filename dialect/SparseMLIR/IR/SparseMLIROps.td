@@ -186,6 +186,43 @@ def SparseMLIR_SampledMatmulOp : SparseMLIR_Op<"sampled_matmul", [Pure]> {
   let hasVerifier = 1;
 }
 
+def SparseMLIR_SpMMOp : SparseMLIR_Op<"spmm", [Pure]> {
+  let summary = "y = A * h for a CSR matrix A given by its buffers (SpMM with a sparse input)";
+  let description = [{
+    `y[i, :] = sum_p values[p] * h[coordinates[p], :]` over the stored
+    entries `p` in `[positions[i], positions[i + 1])` of each row `i` of the
+    CSR matrix A [M, K]: a graph's adjacency times node features (GCN's
+    `adj @ h`). A is its three buffers (torch's `crow_indices`,
+    `col_indices`, `values`), not a `#sparse_tensor.encoding` tensor,
+    because its shape is dynamic (a new graph per call, any node count,
+    any nnz) and `sparse_tensor.assemble`, which the sparse assembler would
+    put at the function boundary, needs a static shape. M is
+    `dim(positions) - 1`; K (h's rows) is dynamic; the feature count F,
+    h's and y's last dimension, is static. Positions and coordinates are
+    integers of any width (read unsigned); values, h and y one
+    floating-point type.
+
+    `smlir-lower-spmm` lowers f32 to a row-parallel vector kernel. The
+    caller checks positions and coordinates (monotone, in range) before
+    the kernel reads them.
+
+    ```mlir
+    %y = smlir.spmm %pos, %crd, %values, %h
+        : tensor<?xi32>, tensor<?xi32>, tensor<?xf32>, tensor<?x64xf32>
+          -> tensor<?x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$positions, AnyRankedTensor:$coordinates,
+                       AnyRankedTensor:$values, AnyRankedTensor:$h);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $positions `,` $coordinates `,` $values `,` $h attr-dict
+    `:` type($positions) `,` type($coordinates) `,` type($values) `,` type($h)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def SparseMLIR_KernelOp : SparseMLIR_Op<"kernel",
     [SingleBlock, NoTerminator, RecursiveMemoryEffects]> {
   let summary = "The loops of one micro-kernel, named by what they compute";

@@ -1,8 +1,10 @@
 """Sparse model inputs (graphs): `encodings={"adj": CSR()}` names a forward
 argument, a call passes a torch sparse tensor for it, and `adj @ h` runs on
-the linear region kernels.
+our kernels.
 
-SpMM as a linear: y = adj @ h is (h^T adj^T)^T, the linear x W^T with
+CSR: the SpMM kernel (spmm_kernel.py: `smlir.spmm`, rows of h in, rows of
+y out, one kernel per feature count for any graph). COO and BSR, SpMM as a
+linear: y = adj @ h is (h^T adj^T)^T, the linear x W^T with
 W = adj [M, K] and x = h^T [F, K] (F tokens). compile_linear's kernels take
 the packed weight as runtime arguments with dynamic nnz, so one kernel per
 (M, K, F) serves every graph of that node count: a new graph (another nnz)
@@ -29,9 +31,12 @@ import torch
 
 from sparse_mlir.encodings import BSR, COO, CSR, Encoding, KeepAll
 from sparse_mlir.errors import SpecError
+from sparse_mlir.runtime.check_csr import csr_valid
 from sparse_mlir.runtime.memref import Kernel
 from sparse_mlir.runtime.threads import shares_torch_threads, single_threaded
 from sparse_mlir.compiler.regions.kernels import KERNELS, KernelOptions, LinearSignature
+from sparse_mlir.compiler.regions.spmm_kernel import SPMM_KERNELS, SpMMSignature
+from sparse_mlir.runtime.spmm import SpMMKernel
 
 log = logging.getLogger("sparse_mlir.compiler.regions")
 
@@ -207,7 +212,10 @@ class SparseInput:
 
 def _check_compressed(owner: SparseInput, pos: torch.Tensor, crd: torch.Tensor, nnz: int, inner: int) -> None:
     """O(rows + nnz): positions start at 0, end at nnz and never decrease;
-    coordinates in [0, inner), strictly increasing within each row."""
+    coordinates in [0, inner), strictly increasing within each row. One
+    pass in C (runtime/check_csr.py); torch ops where it fails, to say why."""
+    if csr_valid(pos, crd, nnz, inner):
+        return
     if int(pos[0]) != 0 or int(pos[-1]) != nnz:
         raise owner._error(f"crow_indices must start at 0 and end at nnz = {nnz}, got {int(pos[0])} .. "
                            f"{int(pos[-1])}")
@@ -229,8 +237,12 @@ def _check_compressed(owner: SparseInput, pos: torch.Tensor, crd: torch.Tensor, 
 
 
 class SpMMRegion:
-    """adj @ h for one encoded input `adj` [M, K] and a dense h [K, F]: the
-    linear kernel of W = adj on x = h^T, compiled once per (M, K, F)."""
+    """adj @ h for one encoded input `adj` [M, K] and a dense h [K, F].
+
+    CSR: the transpose-free SpMM kernel (`smlir.spmm`, spmm_kernel.py), one
+    per (F, index widths) for every graph and node count; y comes back
+    row-major. COO and BSR: the linear kernel of W = adj on x = h^T,
+    compiled once per (M, K, F); y is the transpose of its y^T."""
 
     op_name = "adj @ h"
 
@@ -242,6 +254,7 @@ class SpMMRegion:
         self._cost_model = cost_model
         self._lock = threading.Lock()
         self._kernels: dict[tuple[int, int, int], Kernel] = {}
+        self._spmm: dict[int, SpMMKernel] = {}
         self.compile_seconds = 0.0
         # (rows, cols, features, threads) -> (ours: bool, why): with the cost
         # model, the first call of a shape times our kernel against torch.sparse.
@@ -249,8 +262,27 @@ class SpMMRegion:
 
     @property
     def compiles(self) -> int:
-        """Kernels this region built (one per node count and feature count)."""
-        return len(self._kernels)
+        """Kernels this region built (CSR: one per feature count; COO / BSR:
+        one per node count and feature count)."""
+        return len(self._kernels) + len(self._spmm)
+
+    @property
+    def transpose_free(self) -> bool:
+        """True where y comes back row-major (the SpMM kernel, CSR)."""
+        return isinstance(self.encoding, CSR)
+
+    def spmm_kernel(self, features: int) -> SpMMKernel:
+        """The CSR kernel for `features` (built on first use; any graph)."""
+        kernel = self._spmm.get(features)
+        if kernel is None:
+            signature = SpMMSignature(features, self.encoding.pos_width, self.encoding.crd_width)
+            compiled = SPMM_KERNELS.get(signature, self._options)
+            with self._lock:
+                if features not in self._spmm:
+                    self.compile_seconds += compiled.seconds
+                    self._spmm[features] = compiled.kernel
+            kernel = self._spmm[features]
+        return kernel
 
     def kernel(self, rows: int, cols: int, features: int) -> Kernel:
         key = (rows, cols, features)
@@ -287,12 +319,12 @@ class SpMMRegion:
             if choice is None:
                 choice = self.choices[key] = self._decide(buffers, rows, h)
                 log.info("input %r, adj @ h [%d, %d] x [%d, %d]: %s", self.name, rows, cols, cols, features, choice[1])
-            if not choice[0]:
-                y = self._torch(buffers, rows, h)
-                # Through the dispatcher (torch.compile, autograd) the output
-                # has the fake implementation's strides: those of our y.
-                return y.t().contiguous().t() if fake_strides else y
-        return self._ours(buffers, rows, h)
+            y = self._torch(buffers, rows, h) if not choice[0] else self._ours(buffers, rows, h)
+        else:
+            y = self._ours(buffers, rows, h)
+        # Through the dispatcher (torch.compile, autograd) the output has the
+        # fake implementation's strides: row-major.
+        return y.contiguous() if fake_strides else y
 
     def _torch_side(self, buffers: Sequence[torch.Tensor]) -> Any:
         """The torch sparse layout constructor torch.sparse runs on (None: COO,
@@ -309,16 +341,31 @@ class SpMMRegion:
         return adj @ h
 
     def _decide(self, buffers: Sequence[torch.Tensor], rows: int, h: torch.Tensor) -> tuple[bool, str]:
-        from sparse_mlir.compiler.regions.base import WIN_MARGIN, _timed_pair
+        from sparse_mlir.compiler.regions.base import WIN_MARGIN, _timed_pair, call_overhead_ms
         h = h.detach().contiguous()
-        self.kernel(rows, h.shape[0], h.shape[1])   # built before the timing
-        ours, theirs = _timed_pair(lambda: self._ours(buffers, rows, h), lambda: self._torch(buffers, rows, h), 0.0)
+        if self.transpose_free:   # built before the timing
+            self.spmm_kernel(h.shape[1])
+        else:
+            self.kernel(rows, h.shape[0], h.shape[1])
+        # Ours pays its whole call from the module (validation aside): the
+        # shape checks, the handle lookup and the kernel call.
+        ours, theirs = _timed_pair(lambda: self._ours(buffers, rows, h), lambda: self._torch(buffers, rows, h),
+                                   call_overhead_ms() if self.transpose_free else 0.0)
         wins = ours < WIN_MARGIN * theirs
         return wins, (f"{'ours' if wins else 'torch.sparse'} (ours {ours:.3f} ms, torch.sparse {theirs:.3f} ms, "
                       f"nnz {buffers[-1].numel()} at the first call)")
 
     def _ours(self, buffers: Sequence[torch.Tensor], rows: int, h: torch.Tensor) -> torch.Tensor:
         cols, features = h.shape
+        if self.transpose_free:
+            kernel = self.spmm_kernel(features)
+            h = h.detach()
+            if not h.is_contiguous():
+                h = h.contiguous()
+            if torch.get_num_threads() > 1 and not shares_torch_threads():
+                with single_threaded():   # (see Region._call: two OpenMP runtimes on shared cores)
+                    return kernel(buffers[0], buffers[1], buffers[2], h)
+            return kernel(buffers[0], buffers[1], buffers[2], h)
         kernel = self.kernel(rows, cols, features)
         x = h.detach().t().contiguous()                     # [F, K]
         arrays = [b.detach().numpy() for b in buffers] + [x.numpy()]

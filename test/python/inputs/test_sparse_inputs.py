@@ -64,13 +64,13 @@ def test_new_graphs_do_not_recompile(csr_module, one_thread) -> None:
     assert (region.compiles, len(KERNELS), region.compile_seconds) == (compiles, cached, seconds)
 
 
-def test_new_node_count_compiles_once(csr_module, one_thread) -> None:
+def test_new_node_count_does_not_recompile(csr_module, one_thread) -> None:
     region = csr_module.input_regions()[0]
     before = region.compiles
-    for seed in (1, 2):   # another M (and K), twice: one kernel
+    for seed in (1, 2):   # another M (and K): CSR's SpMM kernel takes any node count
         matrix, h = graph(nodes=40, seed=seed), torch.randn(40, FEATURES)
         close(csr_module(torch_csr(matrix), h), matrix @ h.numpy())
-    assert region.compiles == before + 1
+    assert region.compiles == before
 
 
 def test_int32_csr_is_read_in_place(csr_module) -> None:
@@ -264,7 +264,10 @@ def test_spmm_op_under_torch_compile(csr_module, one_thread) -> None:
         return torch.relu(torch.ops.sparse_mlir.spmm(h * 2.0, [pos, crd, values], NODES, handle)) + 1.0
 
     compiled = torch.compile(layer, fullgraph=True)
-    close(compiled(h, *buffers), np.maximum(matrix @ (2.0 * h.numpy()), 0.0) + 1.0)
+    # (Inductor's caches key on the op, not on its fake implementation: a
+    # graph cached before the op's output became row-major asserts the old strides.)
+    with torch._inductor.config.patch(force_disable_caches=True):
+        close(compiled(h, *buffers), np.maximum(matrix @ (2.0 * h.numpy()), 0.0) + 1.0)
 
 
 def test_sparse_input_and_sparse_weight_together(one_thread) -> None:
