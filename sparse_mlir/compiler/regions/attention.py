@@ -72,6 +72,8 @@ class AttentionRegion(sddmm.SDDMMRegion):
         if v.dtype != torch.float32 or v.shape[:-2] != q.shape[:-2] or v.shape[-2] != cols:
             raise self._error(f"the mask has shape {shape}: expected v [..., {cols}, F] (float32) with q's batch "
                               f"dims {tuple(q.shape[:-2])}, got {tuple(v.shape)} ({v.dtype})")
+        if buffers[-1].numel() == 0:   # every row empty: zeros (see the module's doc)
+            return q.new_zeros((*q.shape[:-1], v.shape[-1]))
         scores = self.values(buffers, shape, q, k)
         flat = scores.reshape(-1, scores.shape[-1])
         if self.scale != 1.0:

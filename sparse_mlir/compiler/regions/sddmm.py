@@ -219,7 +219,7 @@ def spmm_values(region: SDDMMRegion | Any, pos: torch.Tensor, crd: torch.Tensor,
     choice)."""
     spmm = region.spmm
     batch = values.shape[:-1]
-    values2 = values.reshape(-1, values.shape[-1])
+    values2 = values.reshape(batch.numel(), values.shape[-1])
     v3 = v.reshape(-1, *v.shape[-2:])
     outs = []
     for i in range(values2.shape[0]):

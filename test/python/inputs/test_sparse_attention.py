@@ -1,0 +1,166 @@
+"""Sparse attention in a model: `softmax(masked_fill(q @ k^T * scale,
+mask == 0, -inf)) @ v` with `mask` an encoded CSR input becomes one op
+(scores at the stored positions, row softmax over them, SpMM), checked
+against eager torch with the mask passed dense; rows with no stored entry
+give zeros (eager: NaN); no recompile for new masks; bad input is a
+SpecError naming the input and encoding."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+
+import sparse_mlir as sm
+from sparse_mlir.compiler.regions.attention import AttentionRegion, row_softmax, sparse_mlir_attention
+from sparse_mlir.compiler.regions.sampled import SAMPLED_KERNELS
+from sparse_mlir.errors import SparseFallbackWarning, SpecError
+
+B, H, S, D = 2, 3, 48, 16
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, scale: float | None = None, divide: bool = False) -> None:
+        super().__init__()
+        self.scale, self.divide = scale, divide
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        scores = q @ k.transpose(-1, -2)
+        if self.divide:
+            scores = scores / math.sqrt(q.shape[-1])
+        elif self.scale is not None:
+            scores = scores * self.scale
+        scores = scores.masked_fill(mask == 0, float("-inf"))
+        return scores.softmax(-1) @ v
+
+
+def band_mask(size: int, window: int, density: float = 0.0, seed: int = 0, empty_rows: int = 0) -> torch.Tensor:
+    """A local window (|i - j| <= window) plus random entries."""
+    g = torch.Generator().manual_seed(seed)
+    i = torch.arange(size)
+    mask = ((i[:, None] - i[None, :]).abs() <= window) | (torch.rand(size, size, generator=g) < density)
+    mask = mask.float()
+    mask[size - empty_rows:] = 0
+    return mask
+
+
+def csr(dense: torch.Tensor) -> torch.Tensor:
+    c = dense.to_sparse_csr()
+    return torch.sparse_csr_tensor(c.crow_indices().int(), c.col_indices().int(), c.values(), dense.shape)
+
+
+def qkv(batch: tuple[int, ...] = (B, H), seq: int = S, dim: int = D, seed: int = 0) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(*batch, seq, dim, generator=g) for _ in range(3)]
+
+
+def close(got: torch.Tensor, expected: torch.Tensor) -> None:
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def attention_regions(module) -> list[AttentionRegion]:
+    return [r for r in module.input_regions() if isinstance(r, AttentionRegion)]
+
+
+@pytest.fixture(scope="module")
+def attention():
+    q, k, v = qkv()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SparseFallbackWarning)   # nothing reads the mask densely
+        return sm.compile(Attention(1 / math.sqrt(D)), {"mask": sm.CSR()}, (q, k, v, csr(band_mask(S, 3, 0.05))),
+                          mode="regions")
+
+
+def test_graph_is_one_op(attention) -> None:
+    targets = [str(n.target) for n in attention.graph_module.graph.nodes if n.op == "call_function"]
+    assert targets == [next(t for t in targets if "sparse_mlir_attention" in t)], targets
+
+
+@pytest.mark.parametrize("window,density", [(0, 0.0), (2, 0.0), (4, 0.05), (1, 0.2), (0, 0.6)])
+def test_matches_eager(attention, one_thread, window, density) -> None:
+    q, k, v = qkv(seed=window)
+    dense = band_mask(S, window, density, seed=window + 1)
+    close(attention(q, k, v, csr(dense)), Attention(1 / math.sqrt(D))(q, k, v, dense))
+
+
+def test_empty_rows_give_zeros_where_eager_gives_nan(attention, one_thread) -> None:
+    q, k, v = qkv(seed=3)
+    dense = band_mask(S, 2, 0.1, seed=4, empty_rows=5)
+    ours = attention(q, k, v, csr(dense))
+    eager = Attention(1 / math.sqrt(D))(q, k, v, dense)
+    assert torch.isnan(eager[..., S - 5:, :]).all()
+    assert (ours[..., S - 5:, :] == 0).all()
+    close(ours[..., :S - 5, :], eager[..., :S - 5, :])
+    empty = torch.zeros(S, S)
+    assert (attention(q, k, v, csr(empty)) == 0).all()   # nnz = 0
+
+
+def test_new_masks_do_not_recompile(attention, one_thread) -> None:
+    region = attention_regions(attention)[0]
+    before = (region.compiles, len(SAMPLED_KERNELS._entries), region.compile_seconds)
+    assert region.compiles == 1
+    for seed, density in enumerate((0.01, 0.1, 0.3)):
+        q, k, v = qkv(seed=seed)
+        dense = band_mask(S, seed, density, seed=seed)
+        close(attention(q, k, v, csr(dense)), Attention(1 / math.sqrt(D))(q, k, v, dense))
+    assert (region.compiles, len(SAMPLED_KERNELS._entries), region.compile_seconds) == before
+
+
+@pytest.mark.parametrize("batch,divide", [((), True), ((4,), False), ((1, 2), True)])
+def test_batch_heads_and_scale_forms(one_thread, batch, divide) -> None:
+    q, k, v = qkv(batch, seed=5)
+    model = Attention(None if not divide else None, divide=divide)
+    dense = band_mask(S, 3, 0.1, seed=6)
+    fn = sm.compile(model, {"mask": sm.CSR()}, (q, k, v, csr(dense)), mode="regions")
+    assert len(attention_regions(fn)) == 1
+    assert attention_regions(fn)[0].scale == pytest.approx(1 / math.sqrt(D) if divide else 1.0)
+    close(fn(q, k, v, csr(dense)), model(q, k, v, dense))
+
+
+def test_row_softmax_matches_torch_sparse_softmax() -> None:
+    dense = band_mask(S, 2, 0.1, seed=7)
+    mask = csr(dense)
+    scores = torch.randn(2, mask.values().numel()) * 10
+    ours = row_softmax(scores.clone(), mask.crow_indices(), S)
+    for i in range(2):
+        coo = torch.sparse_csr_tensor(mask.crow_indices(), mask.col_indices(), scores[i], (S, S)).to_sparse_coo()
+        close(ours[i], torch.sparse.softmax(coo, 1).coalesce().values())
+
+
+def test_gradient_is_refused(attention) -> None:
+    handle = next(h for h, r in attention._input_regions.items() if isinstance(r, AttentionRegion))
+    q, k, v = qkv()
+    q.requires_grad_()
+    with pytest.raises(SpecError, match="input 'mask' \\(csr\\): sparse attention.*gradient is not implemented"):
+        sparse_mlir_attention(q, k, v, csr(band_mask(S, 2)), handle)
+
+
+@pytest.mark.parametrize("case", ["mask_shape", "index_dtype", "unsorted", "v_shape"])
+def test_bad_input_is_a_spec_error(attention, case: str) -> None:
+    q, k, v = qkv()
+    mask = csr(band_mask(S, 2, 0.1))
+    crow, col, values = mask.crow_indices(), mask.col_indices().clone(), mask.values()
+    handle = next(h for h, r in attention._input_regions.items() if isinstance(r, AttentionRegion))
+    if case == "mask_shape":   # the mask [S + 1, S + 1] against q / k [..., S, D]
+        with pytest.raises(SpecError, match="input 'mask' \\(csr\\): sparse attention.*the mask has shape "
+                                            "\\(49, 49\\): expected a \\[..., 49, K\\]"):
+            sparse_mlir_attention(q, k, v, csr(band_mask(S + 1, 2)), handle)
+        with pytest.raises(SpecError, match="input 'mask'"):
+            attention(q, k, v, csr(band_mask(S + 1, 2)))
+        return
+    if case == "v_shape":
+        with pytest.raises(SpecError, match="input 'mask' \\(csr\\): sparse attention.*expected v \\[..., 48, F\\]"):
+            sparse_mlir_attention(q, k, v[..., :-1, :], mask, handle)
+        return
+    if case == "index_dtype":
+        bad = torch.sparse_csr_tensor(crow.to(torch.int16), col.to(torch.int16), values, (S, S),
+                                      check_invariants=False)
+        match = "input 'mask' \\(csr\\): crow_indices must be int32 or int64"
+    else:
+        start = int(crow[10])
+        col[start], col[start + 1] = col[start + 1].clone(), col[start].clone()
+        bad, match = torch.sparse_csr_tensor(crow, col, values, (S, S), check_invariants=False), "must be sorted"
+    with pytest.raises(SpecError, match=match):
+        attention(q, k, v, bad)
