@@ -9,10 +9,11 @@ mask passed dense):
     out = scores.softmax(-1) @ v
 
 becomes one op: per batch entry (q, k, v [..., S, D], one mask [S, S]
-shared by every batch entry and head), the scores at the mask's stored
-positions only (the sampled kernel, sddmm.py), a softmax over each row's
-stored entries, then P @ v (the input's SpMM region). No [S, S] dense
-matrix is formed. A row with no stored entry gives a zero output row (eager
+shared by every batch entry and head), one fused pass per row of the mask
+(attention_kernel.py: the scores at the row's stored entries, their
+softmax, the weighted sum of v rows; no score matrix is written, dense or
+sparse). `attend_unfused` runs it as three ops for comparison: the sampled
+product (sddmm.py), `row_softmax`, SpMM on the input's region. A row with no stored entry gives a zero output row (eager
 torch gives NaN: softmax of a row of -inf). The mask's stored positions are
 the attended ones: its values are not read (a stored 0 still attends,
 unlike `mask == 0` on the dense mask).
@@ -31,7 +32,10 @@ import torch
 
 from sparse_mlir.errors import SpecError
 from sparse_mlir.runtime.ops import REGIONS, _traced, packed_for
+from sparse_mlir.runtime.memref import Kernel
+from sparse_mlir.runtime.threads import shares_torch_threads, single_threaded
 from sparse_mlir.compiler.regions import sddmm
+from sparse_mlir.compiler.regions.attention_kernel import ATTENTION_KERNELS, AttentionSignature, bind, run
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 
 log = logging.getLogger("sparse_mlir.compiler.regions")
@@ -61,24 +65,72 @@ class AttentionRegion(sddmm.SDDMMRegion):
     def __init__(self, spmm: Any, options: KernelOptions, scale: float) -> None:
         super().__init__(spmm, options, b_transposed=True, scaled=False)
         self.scale = scale
+        self._fused: dict[tuple[int, int, int, int], Kernel] = {}
         self.op_name = "sparse attention softmax(q @ k^T * scale, masked) @ v"
-        self.plan_applied = ("every call: validated in O(nnz); sparse attention: scores at the stored positions "
-                             "only (smlir.sampled_matmul), a softmax over each row's stored entries, then SpMM "
-                             "(no dense [S, S]); one kernel per mask shape, any nnz")
+        self.plan_applied = ("every call: validated in O(nnz); sparse attention: one fused pass per row of the "
+                             "mask (scores at its stored entries, their softmax, the weighted sum of v rows; no "
+                             "score matrix): one kernel per mask shape and head size, any nnz")
 
-    def attend(self, buffers: list[torch.Tensor], shape: tuple[int, int], q: torch.Tensor, k: torch.Tensor,
-               v: torch.Tensor) -> torch.Tensor:
-        rows, cols = shape
+    @property
+    def compiles(self) -> int:
+        """Kernels this region built (one per mask shape and head size; the
+        sampled product's only for `attend_unfused`)."""
+        return len(self._fused) + len(self._kernels)
+
+    def fused_kernel(self, rows: int, cols: int, head_dim: int, value_dim: int) -> Kernel:
+        key = (rows, cols, head_dim, value_dim)
+        kernel = self._fused.get(key)
+        if kernel is None:
+            with self._lock:
+                if key not in self._fused:
+                    signature = AttentionSignature(rows, cols, head_dim, value_dim, self.scale,
+                                                   self.encoding.attr_text())
+                    compiled = ATTENTION_KERNELS.get(signature, self.encoding, self._options)
+                    self.compile_seconds += compiled.seconds
+                    self._fused[key] = bind(compiled)
+                kernel = self._fused[key]
+        return kernel
+
+    def _check_v(self, shape: tuple[int, int], q: torch.Tensor, v: torch.Tensor) -> None:
+        cols = shape[1]
         if v.dtype != torch.float32 or v.shape[:-2] != q.shape[:-2] or v.shape[-2] != cols:
             raise self._error(f"the mask has shape {shape}: expected v [..., {cols}, F] (float32) with q's batch "
                               f"dims {tuple(q.shape[:-2])}, got {tuple(v.shape)} ({v.dtype})")
+
+    def attend(self, buffers: list[torch.Tensor], shape: tuple[int, int], q: torch.Tensor, k: torch.Tensor,
+               v: torch.Tensor) -> torch.Tensor:
+        """The fused kernel (attention_kernel.py) per batch entry: no score matrix."""
+        rows, cols = shape
+        self._check_v(shape, q, v)
         if buffers[-1].numel() == 0:   # every row empty: zeros (see the module's doc)
+            return q.new_zeros((*q.shape[:-1], v.shape[-1]))
+        kernel = self.fused_kernel(rows, cols, q.shape[-1], v.shape[-1])
+        q3, k3, v3 = (t.detach().reshape(-1, *t.shape[-2:]).contiguous() for t in (q, k, v))
+
+        def each() -> list[torch.Tensor]:
+            return [run(kernel, buffers, q3[i], k3[i], v3[i]) for i in range(q3.shape[0])]
+
+        if torch.get_num_threads() > 1 and not shares_torch_threads():
+            with single_threaded():   # (two OpenMP runtimes on shared cores: see Region._call)
+                outs = each()
+        else:
+            outs = each()
+        out = outs[0].unsqueeze(0) if len(outs) == 1 else torch.stack(outs)
+        return out.reshape(*q.shape[:-1], v.shape[-1])
+
+    def attend_unfused(self, buffers: list[torch.Tensor], shape: tuple[int, int], q: torch.Tensor,
+                       k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Three ops (for comparison): the sampled product's scores [.., nnz],
+        row_softmax on them, then SpMM on the input's region."""
+        rows, cols = shape
+        self._check_v(shape, q, v)
+        if buffers[-1].numel() == 0:
             return q.new_zeros((*q.shape[:-1], v.shape[-1]))
         scores = self.values(buffers, shape, q, k)
         flat = scores.reshape(-1, scores.shape[-1])
         if self.scale != 1.0:
             flat.mul_(self.scale)
-        p = row_softmax(flat, buffers[0], rows) if flat.shape[-1] else flat
+        p = row_softmax(flat, buffers[0], rows)
         return sddmm.spmm_values(self, buffers[0], buffers[1], p.reshape(scores.shape), rows, v.detach())
 
 

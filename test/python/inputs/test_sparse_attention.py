@@ -15,7 +15,7 @@ import torch
 
 import sparse_mlir as sm
 from sparse_mlir.compiler.regions.attention import AttentionRegion, row_softmax, sparse_mlir_attention
-from sparse_mlir.compiler.regions.sampled import SAMPLED_KERNELS
+from sparse_mlir.compiler.regions.attention_kernel import ATTENTION_KERNELS
 from sparse_mlir.errors import SparseFallbackWarning, SpecError
 
 B, H, S, D = 2, 3, 48, 16
@@ -99,13 +99,13 @@ def test_empty_rows_give_zeros_where_eager_gives_nan(attention, one_thread) -> N
 
 def test_new_masks_do_not_recompile(attention, one_thread) -> None:
     region = attention_regions(attention)[0]
-    before = (region.compiles, len(SAMPLED_KERNELS._entries), region.compile_seconds)
+    before = (region.compiles, len(ATTENTION_KERNELS._entries), region.compile_seconds)
     assert region.compiles == 1
     for seed, density in enumerate((0.01, 0.1, 0.3)):
         q, k, v = qkv(seed=seed)
         dense = band_mask(S, seed, density, seed=seed)
         close(attention(q, k, v, csr(dense)), Attention(1 / math.sqrt(D))(q, k, v, dense))
-    assert (region.compiles, len(SAMPLED_KERNELS._entries), region.compile_seconds) == before
+    assert (region.compiles, len(ATTENTION_KERNELS._entries), region.compile_seconds) == before
 
 
 @pytest.mark.parametrize("batch,divide", [((), True), ((4,), False), ((1, 2), True)])
@@ -117,6 +117,23 @@ def test_batch_heads_and_scale_forms(one_thread, batch, divide) -> None:
     assert len(attention_regions(fn)) == 1
     assert attention_regions(fn)[0].scale == pytest.approx(1 / math.sqrt(D) if divide else 1.0)
     close(fn(q, k, v, csr(dense)), model(q, k, v, dense))
+
+
+def test_unfused_path_and_value_width(attention, one_thread) -> None:
+    """The three-op path (sampled product, row_softmax, SpMM) gives the same;
+    v may have another width than q / k (one more fused kernel)."""
+    region = attention_regions(attention)[0]
+    q, k, _ = qkv(seed=8)
+    v = torch.randn(B, H, S, 24)
+    dense = band_mask(S, 2, 0.1, seed=9, empty_rows=2)
+    mask = csr(dense)
+    buffers = list(region.input.pack(mask).buffers)
+    eager = Attention(1 / math.sqrt(D))(q, k, v, dense)
+    eager[..., S - 2:, :] = 0
+    close(region.attend_unfused(buffers, (S, S), q, k, v), eager)
+    before = region.compiles
+    close(attention(q, k, v, mask), eager)
+    assert region.compiles == before + 1
 
 
 def test_row_softmax_matches_torch_sparse_softmax() -> None:

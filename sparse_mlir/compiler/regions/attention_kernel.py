@@ -1,0 +1,203 @@
+"""The fused sparse attention kernel: one pass over each row of the mask,
+no score matrix written (FlashAttention's idea on a CSR pattern).
+
+    parallel over rows i (OpenMP):
+      q_i = q[i, :]                                  (one vector of D lanes)
+      for each stored j of row i: s_j = (q_i . k[j, :]) * scale, and the row's max m
+                                                       (into a row-sized scratch on the stack)
+      for 16 entries at a time: p = exp(s - m) (a vectorizable polynomial,
+                                 smlir-approximate-math), their sum l
+      for each stored j: acc += p_j * v[j, :]        (one FMA vector of F lanes)
+      out[i, :] = acc / l     (a row with no stored entry: zeros)
+
+2 nnz (D + F) / 2 FMAs and nnz exps per call, reading k and v rows at the
+stored columns only. torch cannot express it, so its IR is written here
+(as sampled.py writes the sampled product's), with S, D and F static (one
+kernel per mask shape and head size, any nnz) and lowered by the same
+`smlir-sparse-cpu-pipeline` (sparse-mlir-opt reproduces it from
+`annotated`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from sparse_mlir import _load_order  # noqa: F401  (first: MLIR must load before torch_mlir)
+
+from mlir import ir
+
+from sparse_mlir.compiler.regions import disk_cache
+from sparse_mlir.compiler.regions.kernels import KernelOptions, lower_and_jit
+from sparse_mlir.context import make_context
+from sparse_mlir.encodings import Encoding
+from sparse_mlir.runtime.memref import Kernel
+from sparse_mlir.runtime.threads import openmp_available
+
+log = logging.getLogger("sparse_mlir.compiler.regions")
+
+LANES = 16   # entries per exp vector
+
+
+@dataclass(frozen=True)
+class AttentionSignature:
+    """What the kernel depends on (not the pattern): mask [rows, cols], q / k [.., D], v [.., F]."""
+
+    rows: int
+    cols: int
+    head_dim: int
+    value_dim: int
+    scale: float
+    encoding: str     # the mask's storage attribute
+    kind: str = "sparse_attention"
+    ir_version: int = 2   # (the disk cache key: bump when attention_ir changes)
+
+
+def attention_ir(sig: AttentionSignature, encoding: Encoding) -> str:
+    """`@main(mask, q [R, D], k [C, D], v [C, F]) -> out [R, F]`."""
+    r, c, d, f = sig.rows, sig.cols, sig.head_dim, sig.value_dim
+    f32 = ir.F32Type.get()
+    pattern = str(ir.RankedTensorType.get([r, c], f32, encoding.sparse_tensor_encoding(2)))
+    index_type = {32: "i32", 64: "i64"}
+    pos_t, crd_t = index_type[encoding.pos_width], index_type[encoding.crd_width]
+    scale = np.float32(sig.scale)
+    return f"""
+func.func @main(%s: {pattern}, %q: tensor<{r}x{d}xf32>, %k: tensor<{c}x{d}xf32>, %v: tensor<{c}x{f}xf32>)
+    -> tensor<{r}x{f}xf32> attributes {{llvm.emit_c_interface}} {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %cl = arith.constant {LANES} : index
+  %rows = arith.constant {r} : index
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %scale = arith.constant {float(scale)!r} : f32
+  %zl = arith.constant dense<0.0> : vector<{LANES}xf32>
+  %zf = arith.constant dense<0.0> : vector<{f}xf32>
+  %pos = sparse_tensor.positions %s {{level = 1 : index}} : {pattern} to memref<?x{pos_t}>
+  %crd = sparse_tensor.coordinates %s {{level = 1 : index}} : {pattern} to memref<?x{crd_t}>
+  %qb = bufferization.to_buffer %q read_only : tensor<{r}x{d}xf32> to memref<{r}x{d}xf32>
+  %kb = bufferization.to_buffer %k read_only : tensor<{c}x{d}xf32> to memref<{c}x{d}xf32>
+  %vb = bufferization.to_buffer %v read_only : tensor<{c}x{f}xf32> to memref<{c}x{f}xf32>
+  %out = memref.alloc() {{alignment = 64 : i64}} : memref<{r}x{f}xf32>
+  scf.parallel (%i) = (%c0) to (%rows) step (%c1) {{
+    %scores = memref.alloca() {{alignment = 64 : i64}} : memref<{c + LANES}xf32>
+    %i1 = arith.addi %i, %c1 : index
+    %lo_raw = memref.load %pos[%i] : memref<?x{pos_t}>
+    %hi_raw = memref.load %pos[%i1] : memref<?x{pos_t}>
+    %lo = arith.index_cast %lo_raw : {pos_t} to index
+    %hi = arith.index_cast %hi_raw : {pos_t} to index
+    %n = arith.subi %hi, %lo : index
+    %qv = vector.load %qb[%i, %c0] : memref<{r}x{d}xf32>, vector<{d}xf32>
+    %m = scf.for %j = %lo to %hi step %c1 iter_args(%mx = %ninf) -> (f32) {{
+      %col_raw = memref.load %crd[%j] : memref<?x{crd_t}>
+      %col = arith.index_cast %col_raw : {crd_t} to index
+      %kv = vector.load %kb[%col, %c0] : memref<{c}x{d}xf32>, vector<{d}xf32>
+      %prod = arith.mulf %qv, %kv : vector<{d}xf32>
+      %dot = vector.reduction <add>, %prod fastmath<reassoc> : vector<{d}xf32> into f32
+      %sc = arith.mulf %dot, %scale : f32
+      %t = arith.subi %j, %lo : index
+      memref.store %sc, %scores[%t] : memref<{c + LANES}xf32>
+      %mx2 = arith.maximumf %mx, %sc : f32
+      scf.yield %mx2 : f32
+    }}
+    %mv = vector.broadcast %m : f32 to vector<{LANES}xf32>
+    %lsum = scf.for %t = %c0 to %n step %cl iter_args(%acc = %zl) -> (vector<{LANES}xf32>) {{
+      %left = arith.subi %n, %t : index
+      %live = vector.create_mask %left : vector<{LANES}xi1>
+      %sv = vector.load %scores[%t] : memref<{c + LANES}xf32>, vector<{LANES}xf32>
+      %x = arith.subf %sv, %mv : vector<{LANES}xf32>
+      %e = math.exp %x : vector<{LANES}xf32>
+      %e0 = arith.select %live, %e, %zl : vector<{LANES}xi1>, vector<{LANES}xf32>
+      vector.store %e0, %scores[%t] : memref<{c + LANES}xf32>, vector<{LANES}xf32>
+      %acc2 = arith.addf %acc, %e0 : vector<{LANES}xf32>
+      scf.yield %acc2 : vector<{LANES}xf32>
+    }}
+    %l = vector.reduction <add>, %lsum fastmath<reassoc> : vector<{LANES}xf32> into f32
+    %o = scf.for %j = %lo to %hi step %c1 iter_args(%acc = %zf) -> (vector<{f}xf32>) {{
+      %col_raw = memref.load %crd[%j] : memref<?x{crd_t}>
+      %col = arith.index_cast %col_raw : {crd_t} to index
+      %t = arith.subi %j, %lo : index
+      %p = memref.load %scores[%t] : memref<{c + LANES}xf32>
+      %pv = vector.broadcast %p : f32 to vector<{f}xf32>
+      %vv = vector.load %vb[%col, %c0] : memref<{c}x{f}xf32>, vector<{f}xf32>
+      %acc2 = vector.fma %pv, %vv, %acc : vector<{f}xf32>
+      scf.yield %acc2 : vector<{f}xf32>
+    }}
+    %empty = arith.cmpf oeq, %l, %zero : f32
+    %safe = arith.select %empty, %one, %l : f32
+    %inv = arith.divf %one, %safe : f32
+    %iv = vector.broadcast %inv : f32 to vector<{f}xf32>
+    %res = arith.mulf %o, %iv : vector<{f}xf32>
+    vector.store %res, %out[%i, %c0] : memref<{r}x{f}xf32>, vector<{f}xf32>
+    scf.reduce
+  }}
+  %result = bufferization.to_tensor %out restrict : memref<{r}x{f}xf32> to tensor<{r}x{f}xf32>
+  return %result : tensor<{r}x{f}xf32>
+}}
+"""
+
+
+@dataclass
+class CompiledAttention:
+    signature: AttentionSignature
+    function: Any
+    annotated: str
+    pipeline: str
+    seconds: float
+    keep_alive: tuple = ()
+
+
+def compile_attention(sig: AttentionSignature, encoding: Encoding, options: KernelOptions) -> CompiledAttention:
+    """Builds (or loads from the disk cache) the kernel of `sig`."""
+    start = time.perf_counter()
+    openmp = openmp_available()
+    entry = disk_cache.key(sig, 0, options, openmp)
+    cached = disk_cache.load(entry)
+    if cached is not None:
+        function, info = cached
+        return CompiledAttention(sig, function, info["annotated"], info["pipeline"], time.perf_counter() - start)
+    with make_context() as context, ir.Location.unknown():
+        module = ir.Module.parse(attention_ir(sig, encoding))
+        engine, annotated, pipeline = lower_and_jit(context, module, options, openmp)
+    disk_cache.store(entry, engine, dict(annotated=annotated, pipeline=pipeline), openmp)
+    seconds = time.perf_counter() - start
+    log.info("compiled the sparse attention kernel %dx%d, D %d, F %d in %.2f s", sig.rows, sig.cols,
+             sig.head_dim, sig.value_dim, seconds)
+    return CompiledAttention(sig, engine.lookup("main"), annotated, pipeline, seconds,
+                             keep_alive=(engine, context, module))
+
+
+class AttentionKernels:
+    """Compiled kernels by (signature, options), process-wide; one compile per key."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple, CompiledAttention] = {}
+
+    def get(self, sig: AttentionSignature, encoding: Encoding, options: KernelOptions) -> CompiledAttention:
+        key = (sig, options)
+        with self._lock:   # (compiles are rare: one lock for all)
+            compiled = self._entries.get(key)
+            if compiled is None:
+                compiled = self._entries[key] = compile_attention(sig, encoding, options)
+        return compiled
+
+
+ATTENTION_KERNELS = AttentionKernels()
+
+
+def bind(compiled: CompiledAttention) -> Kernel:
+    return Kernel(compiled.function, [], 2, np.float32, owner=compiled)
+
+
+def run(kernel: Kernel, buffers: list[torch.Tensor], q: torch.Tensor, k: torch.Tensor,
+        v: torch.Tensor) -> torch.Tensor:
+    """out [R, F] for one batch entry (q, k, v contiguous f32 matrices)."""
+    arrays = [b.numpy() for b in buffers] + [q.numpy(), k.numpy(), v.numpy()]
+    return torch.from_numpy(kernel(arrays))
