@@ -10,7 +10,7 @@ mask passed dense):
 
 becomes one op: per batch entry (q, k, v [..., S, D], one mask [S, S]
 shared by every batch entry and head), one fused pass per row of the mask
-(attention_kernel.py: the scores at the row's stored entries, their
+(row_kernels.py: the scores at the row's stored entries, their
 softmax, the weighted sum of v rows; no score matrix is written, dense or
 sparse). `attend_unfused` runs it as three ops for comparison: the sampled
 product (sddmm.py), `row_softmax`, SpMM on the input's region. A row with no stored entry gives a zero output row (eager
@@ -35,7 +35,7 @@ from sparse_mlir.runtime.ops import REGIONS, _traced, packed_for
 from sparse_mlir.runtime.memref import Kernel
 from sparse_mlir.runtime.threads import shares_torch_threads, single_threaded
 from sparse_mlir.compiler.regions import sddmm
-from sparse_mlir.compiler.regions.attention_kernel import ATTENTION_KERNELS, AttentionSignature, bind, run
+from sparse_mlir.compiler.regions.row_kernels import ROW_KERNELS, RowSignature, bind, run
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 
 log = logging.getLogger("sparse_mlir.compiler.regions")
@@ -63,7 +63,8 @@ class AttentionRegion(sddmm.SDDMMRegion):
     """softmax((q @ k^T) * scale over the mask's stored entries) @ v."""
 
     def __init__(self, spmm: Any, options: KernelOptions, scale: float) -> None:
-        super().__init__(spmm, options, b_transposed=True, scaled=False)
+        super().__init__(spmm, options, b_transposed=True, scaled=False,
+                         cost_model=getattr(spmm, "_cost_model", True))
         self.scale = scale
         self._fused: dict[tuple[int, int, int, int], Kernel] = {}
         self.op_name = "sparse attention softmax(q @ k^T * scale, masked) @ v"
@@ -83,9 +84,9 @@ class AttentionRegion(sddmm.SDDMMRegion):
         if kernel is None:
             with self._lock:
                 if key not in self._fused:
-                    signature = AttentionSignature(rows, cols, head_dim, value_dim, self.scale,
-                                                   self.encoding.attr_text())
-                    compiled = ATTENTION_KERNELS.get(signature, self.encoding, self._options)
+                    signature = RowSignature("attention", rows, cols, head_dim, value_dim, scale=self.scale,
+                                             encoding=self.encoding.attr_text())
+                    compiled = ROW_KERNELS.get(signature, self.encoding, self._options)
                     self.compile_seconds += compiled.seconds
                     self._fused[key] = bind(compiled)
                 kernel = self._fused[key]
@@ -99,7 +100,7 @@ class AttentionRegion(sddmm.SDDMMRegion):
 
     def attend(self, buffers: list[torch.Tensor], shape: tuple[int, int], q: torch.Tensor, k: torch.Tensor,
                v: torch.Tensor) -> torch.Tensor:
-        """The fused kernel (attention_kernel.py) per batch entry: no score matrix."""
+        """The fused kernel (row_kernels.py) per batch entry: no score matrix."""
         rows, cols = shape
         self._check_v(shape, q, v)
         if buffers[-1].numel() == 0:   # every row empty: zeros (see the module's doc)
@@ -309,7 +310,8 @@ def _sddmm(graph: torch.fx.Graph, mask: torch.fx.Node, mul: torch.fx.Node, spmm_
     if product is None or _rank(other) != _rank(mul):
         return []
     a, b, transposed = product
-    region = sddmm.SDDMMRegion(spmm_region, options, b_transposed=transposed, scaled=True)
+    region = sddmm.SDDMMRegion(spmm_region, options, b_transposed=transposed, scaled=True,
+                               cost_model=getattr(spmm_region, "_cost_model", True))
     handle = add_region(region)
     regions[handle] = region
     with graph.inserting_before(mul):

@@ -5,7 +5,10 @@ mask's value). a is [..., M, K] row-major; b is [..., K, N] or, for
 `a @ b.transpose(-1, -2)` (attention's q k^T), b^T [..., N, K] read as
 stored (`rhs <transposed>`: rows of k). One kernel per (M, N) and form
 serves every nnz and every K (both are runtime sizes); batch dims loop over
-one mask shared by every batch entry (multi-head attention).
+one mask shared by every batch entry (multi-head attention). Where b is
+read by rows, row_kernels.py's SDDMM (no packing of b: faster at small K
+and low density) is the other candidate: with the cost model the first
+call of a shape times both and keeps the faster; without it, the row kernel.
 
 The result is the mask's pattern with new values: `values [..., nnz]`
 beside the mask's positions / coordinates (`to_csr` builds the torch
@@ -29,6 +32,8 @@ from sparse_mlir.runtime.memref import Kernel
 from sparse_mlir.runtime.ops import REGIONS, _traced, packed_for
 from sparse_mlir.runtime.threads import shares_torch_threads, single_threaded
 from sparse_mlir.compiler.regions.kernels import KernelOptions
+from sparse_mlir.compiler.regions.row_kernels import ROW_KERNELS, RowSignature
+from sparse_mlir.compiler.regions.row_kernels import bind as bind_rows
 from sparse_mlir.compiler.regions.sampled import SAMPLED_KERNELS, SampledSignature
 
 log = logging.getLogger("sparse_mlir.compiler.regions")
@@ -44,7 +49,8 @@ class SDDMMRegion:
     where `scaled`), for an encoded input `mask` [M, N]; b' = b, or b^T
     where `b_transposed` (b passed as [N, K])."""
 
-    def __init__(self, spmm: Any, options: KernelOptions, b_transposed: bool, scaled: bool) -> None:
+    def __init__(self, spmm: Any, options: KernelOptions, b_transposed: bool, scaled: bool,
+                 cost_model: bool = True) -> None:
         self.spmm = spmm              # the input's SpMMRegion (result @ v)
         self.input = spmm.input
         self.name = spmm.name
@@ -53,8 +59,11 @@ class SDDMMRegion:
         self.scaled = scaled
         self.op_name = "(a @ b^T) * mask" if b_transposed else "(a @ b) * mask"
         self._options = options
+        self._cost_model = cost_model
         self._lock = threading.Lock()
-        self._kernels: dict[tuple[int, int], Kernel] = {}
+        self._kernels: dict[tuple[str, int, int, int], Kernel] = {}
+        # (rows, cols, K, threads) -> (kernel, why): b read by rows has two.
+        self.choices: dict[tuple[int, int, int, int], tuple[str, str]] = {}
         self.compile_seconds = 0.0
         self.plan_applied = (f"every call: validated in O(nnz); {self.op_name} runs the sampled product "
                              "(smlir.sampled_matmul) at its stored positions only: one kernel per mask shape, "
@@ -62,25 +71,55 @@ class SDDMMRegion:
 
     @property
     def compiles(self) -> int:
-        """Kernels this region built (one per mask shape)."""
+        """Kernels this region built (the sampled product's: one per mask
+        shape; the row kernel's: one per mask shape and K)."""
         return len(self._kernels)
 
     def _error(self, what: str) -> SpecError:
         return SpecError(f"input {self.name!r} ({self.encoding.format_name}): {self.op_name}: {what}")
 
-    def kernel(self, rows: int, cols: int) -> Kernel:
-        key = (rows, cols)
+    def kernel(self, rows: int, cols: int, which: str = "sampled", inner: int = 0) -> Kernel:
+        """`which`: "sampled" (smlir.sampled_matmul, any K) or "rows"
+        (row_kernels.py, K = `inner` static; b read by rows)."""
+        key = (which, rows, cols, inner if which == "rows" else 0)
         kernel = self._kernels.get(key)
         if kernel is None:
             with self._lock:
                 if key not in self._kernels:
-                    signature = SampledSignature(rows, cols, self.encoding.attr_text(), "identity",
-                                                 "transposed" if self.b_transposed else "identity", self.scaled)
-                    compiled = SAMPLED_KERNELS.get(signature, self.encoding, self._options)
+                    if which == "rows":
+                        signature = RowSignature("sddmm", rows, cols, inner, scaled=self.scaled,
+                                                 encoding=self.encoding.attr_text())
+                        compiled = ROW_KERNELS.get(signature, self.encoding, self._options)
+                        self._kernels[key] = bind_rows(compiled)
+                    else:
+                        signature = SampledSignature(rows, cols, self.encoding.attr_text(), "identity",
+                                                     "transposed" if self.b_transposed else "identity",
+                                                     self.scaled)
+                        compiled = SAMPLED_KERNELS.get(signature, self.encoding, self._options)
+                        self._kernels[key] = Kernel(compiled.function, [], 1, np.float32, owner=compiled)
                     self.compile_seconds += compiled.seconds
-                    self._kernels[key] = Kernel(compiled.function, [], 1, np.float32, owner=compiled)
                 kernel = self._kernels[key]
         return kernel
+
+    def _choose(self, pattern: list[np.ndarray], shape: tuple[int, int], a: torch.Tensor,
+                b: torch.Tensor) -> str:
+        """Which kernel runs b read by rows: with the cost model, the faster
+        of the two on the first call of a shape (and thread count)."""
+        if not self._cost_model:
+            return "rows"
+        key = (*shape, a.shape[-1], torch.get_num_threads())
+        choice = self.choices.get(key)
+        if choice is None:
+            from sparse_mlir.compiler.regions.base import _timed_pair
+            kernels = {which: self.kernel(*shape, which, a.shape[-1]) for which in ("rows", "sampled")}
+            arrays = pattern + [a[0].numpy(), b[0].numpy()]
+            rows_ms, sampled_ms = _timed_pair(lambda: kernels["rows"](arrays), lambda: kernels["sampled"](arrays),
+                                              0.0)
+            which = "rows" if rows_ms <= sampled_ms else "sampled"
+            choice = self.choices[key] = (which, f"{which} (row kernel {rows_ms:.3f} ms, smlir.sampled_matmul "
+                                                 f"{sampled_ms:.3f} ms, nnz {pattern[-1].size} at the first call)")
+            log.info("input %r, %s %s, K %d: %s", self.name, self.op_name, shape, a.shape[-1], choice[1])
+        return choice[0]
 
     def check(self, shape: tuple[int, int], a: torch.Tensor, b: torch.Tensor) -> None:
         """a [..., M, K] and b [..., K, N] (b^T [..., N, K]) against the mask [M, N]."""
@@ -101,7 +140,6 @@ class SDDMMRegion:
                b: torch.Tensor) -> torch.Tensor:
         """The sampled product's values [..., nnz] (the mask's pattern)."""
         rows, cols = shape
-        kernel = self.kernel(rows, cols)
         batch = a.shape[:-2]
         a3 = a.detach().reshape(-1, *a.shape[-2:]).contiguous()
         b3 = b.detach().reshape(-1, *b.shape[-2:]).contiguous()
@@ -112,6 +150,12 @@ class SDDMMRegion:
             return out.zero_().reshape(*batch, nnz)
 
         def run() -> None:
+            which = self._choose(pattern, shape, a3, b3) if self.b_transposed else "sampled"
+            kernel = self.kernel(rows, cols, which, a3.shape[-1])
+            if a3.shape[0] == 1:   # (one batch entry: the kernel's buffer, no copy)
+                nonlocal out
+                out = torch.from_numpy(kernel(pattern + [a3[0].numpy(), b3[0].numpy()])).unsqueeze(0)
+                return
             for i in range(a3.shape[0]):
                 out[i] = torch.from_numpy(kernel(pattern + [a3[i].numpy(), b3[i].numpy()]))
 

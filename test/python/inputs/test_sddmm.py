@@ -175,3 +175,21 @@ def test_bad_input_is_a_spec_error(masked, case: str) -> None:
 
 def test_attention_region_is_not_an_sddmm_region() -> None:
     assert issubclass(AttentionRegion, SDDMMRegion)
+
+
+def test_row_kernel_and_sampled_kernel_agree_and_the_cost_model_picks_one(one_thread) -> None:
+    """b read by rows has two kernels (row_kernels.py's and smlir.sampled_matmul's):
+    both match eager; with the cost model the first call of a shape times them."""
+    a, b, v = torch.randn(2, M, K), torch.randn(2, N, K), torch.randn(2, N, 5)
+    dense = random_mask(M, N, 0.2, 11, empty_rows=4)
+    fn = sm.compile(MaskedLeft(), {"mask": sm.CSR()}, (a, b, csr(dense), v), mode="regions")
+    region = sampled_regions(fn)[0]
+    assert region.compiles == 2 and len(region.choices) == 1
+    assert next(iter(region.choices.values()))[0] in ("rows", "sampled")
+    close(fn(a, b, csr(dense), v), MaskedLeft()(a, b, dense, v))
+    packed = region.input.pack(csr(dense))
+    arrays = [t.numpy() for t in packed.buffers] + [a[0].numpy(), b[0].contiguous().numpy()]
+    expected = ((a[0] @ b[0].t()) * dense)[dense != 0]
+    for which in ("rows", "sampled"):
+        close(torch.from_numpy(region.kernel(M, N, which, K)(arrays)), expected)
+    assert region.compiles == 2

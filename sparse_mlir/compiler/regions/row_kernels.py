@@ -1,5 +1,19 @@
-"""The fused sparse attention kernel: one pass over each row of the mask,
-no score matrix written (FlashAttention's idea on a CSR pattern).
+"""Kernels over a CSR mask's rows, reading the dense operands by rows at
+the stored columns (no packing: O(nnz) work and traffic, whatever the
+mask's size), their IR written here as sampled.py writes the sampled
+product's (torch cannot express them), with the shapes static (one kernel
+per mask shape and head size, any nnz) and lowered by the same
+`smlir-sparse-cpu-pipeline` (sparse-mlir-opt reproduces each from
+`annotated`).
+
+`sddmm`: values[j] = (a[i, :] . b[col_j, :]) (* mask value) for the stored
+entries j of each row i: the SDDMM (a @ b^T) * mask with b read by rows.
+For a small contraction (attention's D = 64) it beats the
+smlir.sampled_matmul kernel, which packs all of b' per call (measured in
+benchmarks/sparse_attention.py); SDDMMRegion times the two per shape.
+
+`attention`: the fused sparse attention kernel: one pass over each row of
+the mask, no score matrix written (FlashAttention's idea on a CSR pattern).
 
     parallel over rows i (OpenMP):
       q_i = q[i, :]                                  (one vector of D lanes)
@@ -10,12 +24,8 @@ no score matrix written (FlashAttention's idea on a CSR pattern).
       for each stored j: acc += p_j * v[j, :]        (one FMA vector of F lanes)
       out[i, :] = acc / l     (a row with no stored entry: zeros)
 
-2 nnz (D + F) / 2 FMAs and nnz exps per call, reading k and v rows at the
-stored columns only. torch cannot express it, so its IR is written here
-(as sampled.py writes the sampled product's), with S, D and F static (one
-kernel per mask shape and head size, any nnz) and lowered by the same
-`smlir-sparse-cpu-pipeline` (sparse-mlir-opt reproduces it from
-`annotated`).
+nnz (D + F) FMAs and nnz exps per call, reading k and v rows at the
+stored columns only.
 """
 
 from __future__ import annotations
@@ -45,26 +55,76 @@ LANES = 16   # entries per exp vector
 
 
 @dataclass(frozen=True)
-class AttentionSignature:
-    """What the kernel depends on (not the pattern): mask [rows, cols], q / k [.., D], v [.., F]."""
+class RowSignature:
+    """What a kernel depends on (not the pattern): its kind ("attention" or
+    "sddmm"), the mask [rows, cols], q / a and k / b [.., D], v [.., F]."""
 
+    kind: str
     rows: int
     cols: int
     head_dim: int
-    value_dim: int
-    scale: float
-    encoding: str     # the mask's storage attribute
-    kind: str = "sparse_attention"
-    ir_version: int = 2   # (the disk cache key: bump when attention_ir changes)
+    value_dim: int = 0
+    scale: float = 1.0     # attention: the scores' factor
+    scaled: bool = False   # sddmm: times the mask's values
+    encoding: str = "#smlir.csr"
+    ir_version: int = 3    # (in the disk cache's key: bump when the IR changes)
 
 
-def attention_ir(sig: AttentionSignature, encoding: Encoding) -> str:
+def _pattern(sig: RowSignature, encoding: Encoding) -> tuple[str, str, str]:
+    f32 = ir.F32Type.get()
+    pattern = str(ir.RankedTensorType.get([sig.rows, sig.cols], f32, encoding.sparse_tensor_encoding(2)))
+    index_type = {32: "i32", 64: "i64"}
+    return pattern, index_type[encoding.pos_width], index_type[encoding.crd_width]
+
+
+def sddmm_ir(sig: RowSignature, encoding: Encoding) -> str:
+    """`@main(mask, a [R, D], b [C, D]) -> values [nnz]`."""
+    r, c, d = sig.rows, sig.cols, sig.head_dim
+    pattern, pos_t, crd_t = _pattern(sig, encoding)
+    scale = ("      %m = memref.load %val[%j] : memref<?xf32>\n      %sc = arith.mulf %dot, %m : f32\n"
+             if sig.scaled else "      %sc = arith.addf %dot, %zero : f32\n")
+    return f"""
+func.func @main(%s: {pattern}, %a: tensor<{r}x{d}xf32>, %b: tensor<{c}x{d}xf32>) -> tensor<?xf32>
+    attributes {{llvm.emit_c_interface}} {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %rows = arith.constant {r} : index
+  %zero = arith.constant 0.0 : f32
+  %pos = sparse_tensor.positions %s {{level = 1 : index}} : {pattern} to memref<?x{pos_t}>
+  %crd = sparse_tensor.coordinates %s {{level = 1 : index}} : {pattern} to memref<?x{crd_t}>
+  %val = sparse_tensor.values %s : {pattern} to memref<?xf32>
+  %last = memref.load %pos[%rows] : memref<?x{pos_t}>
+  %nnz = arith.index_cast %last : {pos_t} to index
+  %ab = bufferization.to_buffer %a read_only : tensor<{r}x{d}xf32> to memref<{r}x{d}xf32>
+  %bb = bufferization.to_buffer %b read_only : tensor<{c}x{d}xf32> to memref<{c}x{d}xf32>
+  %out = memref.alloc(%nnz) {{alignment = 64 : i64}} : memref<?xf32>
+  scf.parallel (%i) = (%c0) to (%rows) step (%c1) {{
+    %i1 = arith.addi %i, %c1 : index
+    %lo_raw = memref.load %pos[%i] : memref<?x{pos_t}>
+    %hi_raw = memref.load %pos[%i1] : memref<?x{pos_t}>
+    %lo = arith.index_cast %lo_raw : {pos_t} to index
+    %hi = arith.index_cast %hi_raw : {pos_t} to index
+    %av = vector.load %ab[%i, %c0] : memref<{r}x{d}xf32>, vector<{d}xf32>
+    scf.for %j = %lo to %hi step %c1 {{
+      %col_raw = memref.load %crd[%j] : memref<?x{crd_t}>
+      %col = arith.index_cast %col_raw : {crd_t} to index
+      %bv = vector.load %bb[%col, %c0] : memref<{c}x{d}xf32>, vector<{d}xf32>
+      %prod = arith.mulf %av, %bv : vector<{d}xf32>
+      %dot = vector.reduction <add>, %prod fastmath<reassoc> : vector<{d}xf32> into f32
+{scale}      memref.store %sc, %out[%j] : memref<?xf32>
+    }}
+    scf.reduce
+  }}
+  %result = bufferization.to_tensor %out restrict : memref<?xf32> to tensor<?xf32>
+  return %result : tensor<?xf32>
+}}
+"""
+
+
+def attention_ir(sig: RowSignature, encoding: Encoding) -> str:
     """`@main(mask, q [R, D], k [C, D], v [C, F]) -> out [R, F]`."""
     r, c, d, f = sig.rows, sig.cols, sig.head_dim, sig.value_dim
-    f32 = ir.F32Type.get()
-    pattern = str(ir.RankedTensorType.get([r, c], f32, encoding.sparse_tensor_encoding(2)))
-    index_type = {32: "i32", 64: "i64"}
-    pos_t, crd_t = index_type[encoding.pos_width], index_type[encoding.crd_width]
+    pattern, pos_t, crd_t = _pattern(sig, encoding)
     scale = np.float32(sig.scale)
     return f"""
 func.func @main(%s: {pattern}, %q: tensor<{r}x{d}xf32>, %k: tensor<{c}x{d}xf32>, %v: tensor<{c}x{f}xf32>)
@@ -144,8 +204,8 @@ func.func @main(%s: {pattern}, %q: tensor<{r}x{d}xf32>, %k: tensor<{c}x{d}xf32>,
 
 
 @dataclass
-class CompiledAttention:
-    signature: AttentionSignature
+class CompiledRows:
+    signature: RowSignature
     function: Any
     annotated: str
     pipeline: str
@@ -153,7 +213,7 @@ class CompiledAttention:
     keep_alive: tuple = ()
 
 
-def compile_attention(sig: AttentionSignature, encoding: Encoding, options: KernelOptions) -> CompiledAttention:
+def compile_rows(sig: RowSignature, encoding: Encoding, options: KernelOptions) -> CompiledRows:
     """Builds (or loads from the disk cache) the kernel of `sig`."""
     start = time.perf_counter()
     openmp = openmp_available()
@@ -161,43 +221,44 @@ def compile_attention(sig: AttentionSignature, encoding: Encoding, options: Kern
     cached = disk_cache.load(entry)
     if cached is not None:
         function, info = cached
-        return CompiledAttention(sig, function, info["annotated"], info["pipeline"], time.perf_counter() - start)
+        return CompiledRows(sig, function, info["annotated"], info["pipeline"], time.perf_counter() - start)
     with make_context() as context, ir.Location.unknown():
-        module = ir.Module.parse(attention_ir(sig, encoding))
+        module = ir.Module.parse((attention_ir if sig.kind == "attention" else sddmm_ir)(sig, encoding))
         engine, annotated, pipeline = lower_and_jit(context, module, options, openmp)
     disk_cache.store(entry, engine, dict(annotated=annotated, pipeline=pipeline), openmp)
     seconds = time.perf_counter() - start
-    log.info("compiled the sparse attention kernel %dx%d, D %d, F %d in %.2f s", sig.rows, sig.cols,
+    log.info("compiled the %s row kernel %dx%d, D %d, F %d in %.2f s", sig.kind, sig.rows, sig.cols,
              sig.head_dim, sig.value_dim, seconds)
-    return CompiledAttention(sig, engine.lookup("main"), annotated, pipeline, seconds,
+    return CompiledRows(sig, engine.lookup("main"), annotated, pipeline, seconds,
                              keep_alive=(engine, context, module))
 
 
-class AttentionKernels:
+class RowKernels:
     """Compiled kernels by (signature, options), process-wide; one compile per key."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: dict[tuple, CompiledAttention] = {}
+        self._entries: dict[tuple, CompiledRows] = {}
 
-    def get(self, sig: AttentionSignature, encoding: Encoding, options: KernelOptions) -> CompiledAttention:
+    def get(self, sig: RowSignature, encoding: Encoding, options: KernelOptions) -> CompiledRows:
         key = (sig, options)
         with self._lock:   # (compiles are rare: one lock for all)
             compiled = self._entries.get(key)
             if compiled is None:
-                compiled = self._entries[key] = compile_attention(sig, encoding, options)
+                compiled = self._entries[key] = compile_rows(sig, encoding, options)
         return compiled
 
 
-ATTENTION_KERNELS = AttentionKernels()
+ROW_KERNELS = RowKernels()
 
 
-def bind(compiled: CompiledAttention) -> Kernel:
-    return Kernel(compiled.function, [], 2, np.float32, owner=compiled)
+def bind(compiled: CompiledRows) -> Kernel:
+    return Kernel(compiled.function, [], 2 if compiled.signature.kind == "attention" else 1, np.float32,
+                  owner=compiled)
 
 
-def run(kernel: Kernel, buffers: list[torch.Tensor], q: torch.Tensor, k: torch.Tensor,
-        v: torch.Tensor) -> torch.Tensor:
-    """out [R, F] for one batch entry (q, k, v contiguous f32 matrices)."""
-    arrays = [b.numpy() for b in buffers] + [q.numpy(), k.numpy(), v.numpy()]
+def run(kernel: Kernel, buffers: list[torch.Tensor], *operands: torch.Tensor) -> torch.Tensor:
+    """One batch entry (contiguous f32 matrices): attention's out [R, F] for
+    (q, k, v), sddmm's values [nnz] for (a, b)."""
+    arrays = [b.numpy() for b in buffers] + [t.numpy() for t in operands]
     return torch.from_numpy(kernel(arrays))
