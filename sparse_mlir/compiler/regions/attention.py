@@ -62,10 +62,10 @@ def row_softmax(scores: torch.Tensor, pos: torch.Tensor, rows: int) -> torch.Ten
 class AttentionRegion(sddmm.SDDMMRegion):
     """softmax((q @ k^T) * scale over the mask's stored entries) @ v."""
 
-    def __init__(self, spmm: Any, options: KernelOptions, scale: float) -> None:
+    def __init__(self, spmm: Any, options: KernelOptions, scale: float | None) -> None:
         super().__init__(spmm, options, b_transposed=True, scaled=False,
                          cost_model=getattr(spmm, "_cost_model", True))
-        self.scale = scale
+        self.scale = scale   # None: SDPA's default, 1 / sqrt(D) at the call's head size
         self._fused: dict[tuple[int, int, int, int], Kernel] = {}
         self.op_name = "sparse attention softmax(q @ k^T * scale, masked) @ v"
         self.plan_applied = ("every call: validated in O(nnz); sparse attention: one fused pass per row of the "
@@ -78,13 +78,17 @@ class AttentionRegion(sddmm.SDDMMRegion):
         sampled product's only for `attend_unfused`)."""
         return len(self._fused) + len(self._kernels)
 
+    def scale_for(self, head_dim: int) -> float:
+        return self.scale if self.scale is not None else 1.0 / math.sqrt(head_dim)
+
     def fused_kernel(self, rows: int, cols: int, head_dim: int, value_dim: int) -> Kernel:
         key = (rows, cols, head_dim, value_dim)
         kernel = self._fused.get(key)
         if kernel is None:
             with self._lock:
                 if key not in self._fused:
-                    signature = RowSignature("attention", rows, cols, head_dim, value_dim, scale=self.scale,
+                    signature = RowSignature("attention", rows, cols, head_dim, value_dim,
+                                             scale=self.scale_for(head_dim),
                                              encoding=self.encoding.attr_text())
                     compiled = ROW_KERNELS.get(signature, self.encoding, self._options)
                     self.compile_seconds += compiled.seconds
@@ -129,8 +133,9 @@ class AttentionRegion(sddmm.SDDMMRegion):
             return q.new_zeros((*q.shape[:-1], v.shape[-1]))
         scores = self.values(buffers, shape, q, k)
         flat = scores.reshape(-1, scores.shape[-1])
-        if self.scale != 1.0:
-            flat.mul_(self.scale)
+        scale = self.scale_for(q.shape[-1])
+        if scale != 1.0:
+            flat.mul_(scale)
         p = row_softmax(flat, buffers[0], rows)
         return sddmm.spmm_values(self, buffers[0], buffers[1], p.reshape(scores.shape), rows, v.detach())
 
@@ -226,6 +231,47 @@ def _is_mask_zero(node: Any, mask: torch.fx.Node) -> bool:
             and node.args[1] == 0)
 
 
+def _is_mask_bool(node: Any, mask: torch.fx.Node) -> bool:
+    """`mask.bool()` or `mask != 0`: True where the mask attends."""
+    if not isinstance(node, torch.fx.Node) or not node.args or node.args[0] is not mask:
+        return False
+    if _call(node, {aten.to.dtype}) and len(node.args) >= 2 and node.args[1] == torch.bool:
+        return True
+    return _call(node, {aten.ne.Scalar}) and len(node.args) == 2 and node.args[1] == 0
+
+
+def _sdpa(graph: torch.fx.Graph, mask: torch.fx.Node, boolean: torch.fx.Node, sdpa: torch.fx.Node,
+          spmm_region: Any, options: KernelOptions, add_region: Callable[[Any], int],
+          regions: dict[int, Any]) -> torch.fx.Node | None:
+    """F.scaled_dot_product_attention(q, k, v, attn_mask=mask.bool()) -> sparse_mlir_attention
+    (no dropout, not causal, no GQA; `scale` as given, else 1 / sqrt(D))."""
+    if not _call(sdpa, {aten.scaled_dot_product_attention.default}):
+        return None
+    names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+    given = dict(zip(names, sdpa.args)) | dict(sdpa.kwargs)
+    if (given.get("attn_mask") is not boolean or given.get("dropout_p", 0.0) != 0.0 or given.get("is_causal", False)
+            or given.get("enable_gqa", False)):
+        return None
+    q, k, v = given["query"], given["key"], given["value"]
+    rank = _rank(q)
+    if rank is None or rank < 2 or _rank(k) != rank or _rank(v) != rank:
+        return None
+    scale = given.get("scale")
+    region = AttentionRegion(spmm_region, options, None if scale is None else float(scale))
+    handle = add_region(region)
+    regions[handle] = region
+    with graph.inserting_before(sdpa):
+        call = graph.call_function(sparse_mlir_attention, (q, k, v, mask, handle))
+    call.meta.update(sdpa.meta)
+    sdpa.replace_all_uses_with(call)
+    graph.erase_node(sdpa)
+    if not boolean.users:
+        graph.erase_node(boolean)
+    log.info("input %r: scaled_dot_product_attention with it as the boolean mask runs on its stored entries",
+             region.name)
+    return call
+
+
 def _erase_chain(graph: torch.fx.Graph, nodes: list[torch.fx.Node]) -> None:
     for node in nodes:
         if not node.users:
@@ -246,6 +292,17 @@ def rewrite(graph: torch.fx.Graph, mask: torch.fx.Node, spmm_region: Any, option
                 node = _attention(graph, mask, user, fill, spmm_region, options, add_region, regions)
                 if node is not None:
                     readers.add(node)
+    for user in list(mask.users):
+        if _is_mask_bool(user, mask):
+            for sdpa in list(user.users):
+                node = _sdpa(graph, mask, user, sdpa, spmm_region, options, add_region, regions)
+                if node is not None:
+                    readers.add(node)
+    for user in list(mask.users):
+        # export's dtype / layout assertion before `mask.bool()`: made on the
+        # dense stand-in (strided); the call's input is validated by inputs.py.
+        if _call(user, {aten._assert_tensor_metadata.default}):
+            graph.erase_node(user)
     for user in list(mask.users):
         if _call(user, _MUL) and len(user.args) == 2 and mask in user.args:
             node = _sddmm(graph, mask, user, spmm_region, options, add_region, regions)

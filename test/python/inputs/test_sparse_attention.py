@@ -181,3 +181,30 @@ def test_bad_input_is_a_spec_error(attention, case: str) -> None:
         bad, match = torch.sparse_csr_tensor(crow, col, values, (S, S), check_invariants=False), "must be sorted"
     with pytest.raises(SpecError, match=match):
         attention(q, k, v, bad)
+
+
+class SDPA(torch.nn.Module):
+    def __init__(self, scale: float | None = None, spelling: str = "bool") -> None:
+        super().__init__()
+        self.scale, self.spelling = scale, spelling
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        attend = mask.bool() if self.spelling == "bool" else mask != 0
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attend, scale=self.scale)
+
+
+@pytest.mark.parametrize("scale,spelling", [(None, "bool"), (0.3, "ne")])
+def test_sdpa_with_the_mask(one_thread, scale, spelling) -> None:
+    """F.scaled_dot_product_attention(q, k, v, attn_mask=mask.bool()) is the same op."""
+    q, k, v = qkv(seed=12)
+    model = SDPA(scale, spelling)
+    dense = band_mask(S, 2, 0.1, seed=13)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SparseFallbackWarning)
+        fn = sm.compile(model, {"mask": sm.CSR()}, (q, k, v, csr(dense)), mode="regions")
+    targets = [str(n.target) for n in fn.graph_module.graph.nodes if n.op == "call_function"]
+    assert len(targets) == 1 and "sparse_mlir_attention" in targets[0], targets
+    close(fn(q, k, v, csr(dense)), model(q, k, v, dense))
+    other = band_mask(S, 5, 0.2, seed=14)
+    close(fn(q, k, v, csr(other)), model(q, k, v, other))
+    assert attention_regions(fn)[0].compiles == 1
