@@ -16,7 +16,11 @@ sparse). `attend_unfused` runs it as three ops for comparison: the sampled
 product (sddmm.py), `row_softmax`, SpMM on the input's region. A row with no stored entry gives a zero output row (eager
 torch gives NaN: softmax of a row of -inf). The mask's stored positions are
 the attended ones: its values are not read (a stored 0 still attends,
-unlike `mask == 0` on the dense mask).
+unlike `mask == 0` on the dense mask). `F.scaled_dot_product_attention(q,
+k, v, attn_mask=mask.bool())` (or `mask != 0`; no dropout, not causal) is
+the same op. The op is differentiable in q, k and v (its backward
+recomputes P at the stored entries: `AttentionRegion.backward`); the
+compiled module itself runs inference, as every captured graph does.
 
 SDDMM: `(a @ b) * mask` / `mask * (a @ b)` / `torch.mul` (b may be
 `x.transpose(-1, -2)`: read as stored) -> sddmm.py's op.
@@ -123,6 +127,44 @@ class AttentionRegion(sddmm.SDDMMRegion):
         out = outs[0].unsqueeze(0) if len(outs) == 1 else torch.stack(outs)
         return out.reshape(*q.shape[:-1], v.shape[-1])
 
+    def probabilities(self, buffers: list[torch.Tensor], shape: tuple[int, int], q: torch.Tensor,
+                      k: torch.Tensor) -> torch.Tensor:
+        """P [B, nnz]: the softmax of each row's stored scores (the sampled product, then row_softmax)."""
+        scores = self.values(buffers, shape, q, k)
+        flat = scores.reshape(-1, scores.shape[-1])
+        scale = self.scale_for(q.shape[-1])
+        if scale != 1.0:
+            flat.mul_(scale)
+        return row_softmax(flat, buffers[0], shape[0])
+
+    def backward(self, dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                 buffers: list[torch.Tensor], shape: tuple[int, int]) -> tuple[torch.Tensor, ...]:
+        """(dq, dk, dv) at the stored entries only (P recomputed, as
+        FlashAttention's backward does): dv = P^T dout; dP = (dout v^T) at
+        the pattern (the sampled product); dS = P (dP - rowsum(P dP));
+        dq = scale dS k, dk = scale dS^T q (torch's CSR matmuls)."""
+        rows, cols = shape
+        pos, crd = buffers[0], buffers[1]
+        batch = q.shape[:-2]
+        q3, k3, v3 = (t.detach().reshape(-1, *t.shape[-2:]) for t in (q, k, v))
+        d3 = dout.detach().reshape(-1, *dout.shape[-2:]).contiguous()
+        if buffers[-1].numel() == 0:
+            return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        p = self.probabilities(buffers, shape, q3, k3)                  # [B, nnz]
+        dp = self.values(buffers, shape, d3, v3.contiguous()).reshape(p.shape)   # dout v^T at the pattern
+        row = torch.repeat_interleave(torch.arange(rows), torch.diff(pos.to(torch.int64))).expand(p.shape[0], -1)
+        inner = p.new_zeros((p.shape[0], rows)).scatter_add_(1, row, p * dp)
+        ds = p * (dp - inner.gather(1, row)) * self.scale_for(q.shape[-1])
+        dq, dk, dv = [], [], []
+        for i in range(p.shape[0]):
+            grad = torch.sparse_csr_tensor(pos, crd, ds[i].contiguous(), shape, check_invariants=False)
+            probs = torch.sparse_csr_tensor(pos, crd, p[i].contiguous(), shape, check_invariants=False)
+            dq.append(grad @ k3[i])
+            dk.append(grad.t() @ q3[i])
+            dv.append(probs.t() @ d3[i])
+        return (torch.stack(dq).reshape(*batch, rows, q.shape[-1]), torch.stack(dk).reshape(k.shape),
+                torch.stack(dv).reshape(v.shape))
+
     def attend_unfused(self, buffers: list[torch.Tensor], shape: tuple[int, int], q: torch.Tensor,
                        k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Three ops (for comparison): the sampled product's scores [.., nnz],
@@ -131,13 +173,9 @@ class AttentionRegion(sddmm.SDDMMRegion):
         self._check_v(shape, q, v)
         if buffers[-1].numel() == 0:
             return q.new_zeros((*q.shape[:-1], v.shape[-1]))
-        scores = self.values(buffers, shape, q, k)
-        flat = scores.reshape(-1, scores.shape[-1])
-        scale = self.scale_for(q.shape[-1])
-        if scale != 1.0:
-            flat.mul_(scale)
-        p = row_softmax(flat, buffers[0], rows)
-        return sddmm.spmm_values(self, buffers[0], buffers[1], p.reshape(scores.shape), rows, v.detach())
+        p = self.probabilities(buffers, shape, q, k)
+        return sddmm.spmm_values(self, buffers[0], buffers[1], p.reshape(*q.shape[:-2], p.shape[-1]), rows,
+                                 v.detach())
 
 
 @torch.library.custom_op("sparse_mlir::sparse_attention", mutates_args=())
@@ -154,18 +192,32 @@ def _(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, buffers: list[torch.Ten
     return q.new_empty((*q.shape[:-1], v.shape[-1]))
 
 
+def _save_attention(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+    q, k, v, buffers, rows, cols, region = inputs
+    ctx.region, ctx.shape, ctx.count = region, (rows, cols), len(buffers)
+    ctx.save_for_backward(q, k, v, *buffers)
+
+
+def _attention_backward(ctx: Any, dout: torch.Tensor) -> tuple:
+    q, k, v, *buffers = ctx.saved_tensors
+    dq, dk, dv = REGIONS.get(ctx.region).backward(dout, q, k, v, buffers, ctx.shape)
+    return dq, dk, dv, [None] * ctx.count, None, None, None
+
+
+torch.library.register_autograd("sparse_mlir::sparse_attention", _attention_backward,
+                                setup_context=_save_attention)
+
+
 def sparse_mlir_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
                           region: int) -> torch.Tensor:
-    """The attention op in a captured graph (the mask validated and packed once per call)."""
+    """The attention op in a captured graph (the mask validated and packed
+    once per call); through torch's dispatcher where autograd records it."""
     attention: AttentionRegion = REGIONS.get(region)
     packed = packed_for(attention.input, mask)
     attention.check(packed.shape, q, k)
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        raise attention._error("its gradient is not implemented yet (inference only): call it under "
-                               "torch.no_grad(), or run the model eagerly to train")
     buffers = list(packed.buffers)
     rows, cols = packed.shape
-    if _traced(q):
+    if _traced(q) or (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))):
         return torch.ops.sparse_mlir.sparse_attention(q, k, v, buffers, rows, cols, region)
     return attention.attend(buffers, packed.shape, q, k, v)
 

@@ -146,12 +146,23 @@ def test_row_softmax_matches_torch_sparse_softmax() -> None:
         close(ours[i], torch.sparse.softmax(coo, 1).coalesce().values())
 
 
-def test_gradient_is_refused(attention) -> None:
+def test_gradients_match_eager(attention, one_thread) -> None:
+    """dq, dk, dv through the op (autograd; the compiled module itself runs inference),
+    with an empty row (its gradients are zero)."""
     handle = next(h for h, r in attention._input_regions.items() if isinstance(r, AttentionRegion))
-    q, k, v = qkv()
-    q.requires_grad_()
-    with pytest.raises(SpecError, match="input 'mask' \\(csr\\): sparse attention.*gradient is not implemented"):
-        sparse_mlir_attention(q, k, v, csr(band_mask(S, 2)), handle)
+    dense = band_mask(S, 2, 0.15, seed=15, empty_rows=1)
+    leaves = [t.requires_grad_() for t in qkv(seed=16)]
+    out = sparse_mlir_attention(*leaves, csr(dense), handle)
+    weights = torch.randn(out.shape)
+    (out * weights).sum().backward()
+    # Eager without the empty row (its NaN would reach every gradient).
+    q, k, v = [t.detach().clone().requires_grad_() for t in leaves]
+    eager = Attention(1 / math.sqrt(D))(q[..., :S - 1, :], k, v, dense[:S - 1])
+    (eager * weights[..., :S - 1, :]).sum().backward()
+    assert (leaves[0].grad[..., S - 1, :] == 0).all()
+    close(leaves[0].grad[..., :S - 1, :], q.grad[..., :S - 1, :])
+    close(leaves[1].grad, k.grad)
+    close(leaves[2].grad, v.grad)
 
 
 @pytest.mark.parametrize("case", ["mask_shape", "index_dtype", "unsorted", "v_shape"])
