@@ -67,7 +67,7 @@ class RowSignature:
     scale: float = 1.0     # attention: the scores' factor
     scaled: bool = False   # sddmm: times the mask's values
     encoding: str = "#smlir.csr"
-    ir_version: int = 3    # (in the disk cache's key: bump when the IR changes)
+    ir_version: int = 4    # (in the disk cache's key: bump when the IR changes)
 
 
 def _pattern(sig: RowSignature, encoding: Encoding) -> tuple[str, str, str]:
@@ -163,7 +163,7 @@ func.func @main(%s: {pattern}, %q: tensor<{r}x{d}xf32>, %k: tensor<{c}x{d}xf32>,
       %sc = arith.mulf %dot, %scale : f32
       %t = arith.subi %j, %lo : index
       memref.store %sc, %scores[%t] : memref<{c + LANES}xf32>
-      %mx2 = arith.maximumf %mx, %sc : f32
+      %mx2 = arith.maxnumf %mx, %sc : f32
       scf.yield %mx2 : f32
     }}
     %mv = vector.broadcast %m : f32 to vector<{LANES}xf32>
