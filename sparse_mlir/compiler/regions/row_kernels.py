@@ -67,7 +67,7 @@ class RowSignature:
     scale: float = 1.0     # attention: the scores' factor
     scaled: bool = False   # sddmm: times the mask's values
     encoding: str = "#smlir.csr"
-    ir_version: int = 4    # (in the disk cache's key: bump when the IR changes)
+    ir_version: int = 5    # (in the disk cache's key: bump when the IR changes)
 
 
 def _pattern(sig: RowSignature, encoding: Encoding) -> tuple[str, str, str]:
@@ -82,14 +82,14 @@ def sddmm_ir(sig: RowSignature, encoding: Encoding) -> str:
     r, c, d = sig.rows, sig.cols, sig.head_dim
     pattern, pos_t, crd_t = _pattern(sig, encoding)
     scale = ("      %m = memref.load %val[%j] : memref<?xf32>\n      %sc = arith.mulf %dot, %m : f32\n"
-             if sig.scaled else "      %sc = arith.addf %dot, %zero : f32\n")
+             "      memref.store %sc, %out[%j] : memref<?xf32>\n"
+             if sig.scaled else "      memref.store %dot, %out[%j] : memref<?xf32>\n")
     return f"""
 func.func @main(%s: {pattern}, %a: tensor<{r}x{d}xf32>, %b: tensor<{c}x{d}xf32>) -> tensor<?xf32>
     attributes {{llvm.emit_c_interface}} {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %rows = arith.constant {r} : index
-  %zero = arith.constant 0.0 : f32
   %pos = sparse_tensor.positions %s {{level = 1 : index}} : {pattern} to memref<?x{pos_t}>
   %crd = sparse_tensor.coordinates %s {{level = 1 : index}} : {pattern} to memref<?x{crd_t}>
   %val = sparse_tensor.values %s : {pattern} to memref<?xf32>
@@ -111,8 +111,7 @@ func.func @main(%s: {pattern}, %a: tensor<{r}x{d}xf32>, %b: tensor<{c}x{d}xf32>)
       %bv = vector.load %bb[%col, %c0] : memref<{c}x{d}xf32>, vector<{d}xf32>
       %prod = arith.mulf %av, %bv : vector<{d}xf32>
       %dot = vector.reduction <add>, %prod fastmath<reassoc> : vector<{d}xf32> into f32
-{scale}      memref.store %sc, %out[%j] : memref<?xf32>
-    }}
+{scale}    }}
     scf.reduce
   }}
   %result = bufferization.to_tensor %out restrict : memref<?xf32> to tensor<?xf32>
