@@ -424,9 +424,9 @@ def replace_input_reads(graph_module: torch.fx.GraphModule, input_paths: Sequenc
         region = SpMMRegion(SparseInput(path, inputs[path]), options, cost_model)
         handle = add_region(region)
         regions[handle] = region
-        # SDDMM and sparse attention reading the input (attention.py).
-        from sparse_mlir.compiler.regions import attention
-        sampled, sparse_readers = attention.rewrite(graph, node, region, options, add_region)
+        # SDDMM and sparse attention reading the input (sampled_readers.py).
+        from sparse_mlir.compiler.regions import sampled_readers
+        sampled, sparse_readers = sampled_readers.rewrite(graph, node, region, options, add_region)
         regions.update(sampled)
         dense: torch.fx.Node | None = None
         for reader in list(node.users):

@@ -13,7 +13,6 @@ import pytest
 import torch
 
 import sparse_mlir as sm
-from sparse_mlir.compiler.regions.attention import AttentionRegion
 from sparse_mlir.compiler.regions.sampled import SAMPLED_KERNELS
 from sparse_mlir.compiler.regions.sddmm import SDDMMRegion, sparse_mlir_sddmm, to_csr
 from sparse_mlir.errors import SparseFallbackWarning, SpecError
@@ -173,10 +172,6 @@ def test_bad_input_is_a_spec_error(masked, case: str) -> None:
         masked(a, b, bad)
 
 
-def test_attention_region_is_not_an_sddmm_region() -> None:
-    assert issubclass(AttentionRegion, SDDMMRegion)
-
-
 def test_row_kernel_and_sampled_kernel_agree_and_the_cost_model_picks_one(one_thread) -> None:
     """b read by rows has two kernels (row_kernels.py's and smlir.sampled_matmul's):
     both match eager; with the cost model the first call of a shape times them."""
@@ -193,3 +188,12 @@ def test_row_kernel_and_sampled_kernel_agree_and_the_cost_model_picks_one(one_th
     for which in ("rows", "sampled"):
         close(torch.from_numpy(region.kernel(M, N, which, K)(arrays)), expected)
     assert region.compiles == 2
+
+
+def test_batched_result_read_densely(one_thread) -> None:
+    a, b = torch.randn(2, 3, M, K), torch.randn(2, 3, K, N)
+    dense = random_mask(M, N, 0.25, 12, empty_rows=1)
+    fn = sm.compile(Masked(), {"mask": sm.CSR()}, (a, b, csr(dense)), mode="regions")
+    close(fn(a, b, csr(dense)), Masked()(a, b, dense))
+    other = random_mask(M, N, 0.05, 13)
+    close(fn(a, b, csr(other)), Masked()(a, b, other))
