@@ -104,16 +104,11 @@ class AttentionRegion(sddmm.SDDMMRegion):
             return q.new_zeros((*q.shape[:-1], v.shape[-1]))
         kernel = self.fused_kernel(rows, cols, q.shape[-1], v.shape[-1])
         q3, k3, v3 = (t.detach().reshape(-1, *t.shape[-2:]).contiguous() for t in (q, k, v))
-
-        def each() -> list[torch.Tensor]:
-            return [run(kernel, buffers, q3[i], k3[i], v3[i]) for i in range(q3.shape[0])]
-
         if torch.get_num_threads() > 1 and not shares_torch_threads():
             with single_threaded():   # (two OpenMP runtimes on shared cores: see Region._call)
-                outs = each()
+                out = run(kernel, buffers, q3, k3, v3)
         else:
-            outs = each()
-        out = outs[0].unsqueeze(0) if len(outs) == 1 else torch.stack(outs)
+            out = run(kernel, buffers, q3, k3, v3)   # every head in one call
         return out.reshape(*q.shape[:-1], v.shape[-1])
 
     def probabilities(self, buffers: list[torch.Tensor], shape: tuple[int, int], q: torch.Tensor,

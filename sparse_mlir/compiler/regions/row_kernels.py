@@ -15,7 +15,7 @@ benchmarks/sparse_attention.py); SDDMMRegion times the two per shape.
 `attention`: the fused sparse attention kernel: one pass over each row of
 the mask, no score matrix written (FlashAttention's idea on a CSR pattern).
 
-    parallel over rows i (OpenMP):
+    parallel over batch entries (heads) and rows i (OpenMP):
       q_i = q[i, :]                                  (one vector of D lanes)
       for each stored j of row i: s_j = (q_i . k[j, :]) * scale, and the row's max m
                                                        (into a row-sized scratch on the stack)
@@ -67,7 +67,7 @@ class RowSignature:
     scale: float = 1.0     # attention: the scores' factor
     scaled: bool = False   # sddmm: times the mask's values
     encoding: str = "#smlir.csr"
-    ir_version: int = 5    # (in the disk cache's key: bump when the IR changes)
+    ir_version: int = 6    # (in the disk cache's key: bump when the IR changes)
 
 
 def _pattern(sig: RowSignature, encoding: Encoding) -> tuple[str, str, str]:
@@ -78,14 +78,14 @@ def _pattern(sig: RowSignature, encoding: Encoding) -> tuple[str, str, str]:
 
 
 def sddmm_ir(sig: RowSignature, encoding: Encoding) -> str:
-    """`@main(mask, a [R, D], b [C, D]) -> values [nnz]`."""
+    """`@main(mask, a [B, R, D], b [B, C, D]) -> values [B, nnz]`."""
     r, c, d = sig.rows, sig.cols, sig.head_dim
     pattern, pos_t, crd_t = _pattern(sig, encoding)
     scale = ("      %m = memref.load %val[%j] : memref<?xf32>\n      %sc = arith.mulf %dot, %m : f32\n"
-             "      memref.store %sc, %out[%j] : memref<?xf32>\n"
-             if sig.scaled else "      memref.store %dot, %out[%j] : memref<?xf32>\n")
+             "      memref.store %sc, %out[%h, %j] : memref<?x?xf32>\n"
+             if sig.scaled else "      memref.store %dot, %out[%h, %j] : memref<?x?xf32>\n")
     return f"""
-func.func @main(%s: {pattern}, %a: tensor<{r}x{d}xf32>, %b: tensor<{c}x{d}xf32>) -> tensor<?xf32>
+func.func @main(%s: {pattern}, %a: tensor<?x{r}x{d}xf32>, %b: tensor<?x{c}x{d}xf32>) -> tensor<?x?xf32>
     attributes {{llvm.emit_c_interface}} {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -95,39 +95,40 @@ func.func @main(%s: {pattern}, %a: tensor<{r}x{d}xf32>, %b: tensor<{c}x{d}xf32>)
   %val = sparse_tensor.values %s : {pattern} to memref<?xf32>
   %last = memref.load %pos[%rows] : memref<?x{pos_t}>
   %nnz = arith.index_cast %last : {pos_t} to index
-  %ab = bufferization.to_buffer %a read_only : tensor<{r}x{d}xf32> to memref<{r}x{d}xf32>
-  %bb = bufferization.to_buffer %b read_only : tensor<{c}x{d}xf32> to memref<{c}x{d}xf32>
-  %out = memref.alloc(%nnz) {{alignment = 64 : i64}} : memref<?xf32>
-  scf.parallel (%i) = (%c0) to (%rows) step (%c1) {{
+  %ab = bufferization.to_buffer %a read_only : tensor<?x{r}x{d}xf32> to memref<?x{r}x{d}xf32>
+  %bb = bufferization.to_buffer %b read_only : tensor<?x{c}x{d}xf32> to memref<?x{c}x{d}xf32>
+  %nb = memref.dim %ab, %c0 : memref<?x{r}x{d}xf32>
+  %out = memref.alloc(%nb, %nnz) {{alignment = 64 : i64}} : memref<?x?xf32>
+  scf.parallel (%h, %i) = (%c0, %c0) to (%nb, %rows) step (%c1, %c1) {{
     %i1 = arith.addi %i, %c1 : index
     %lo_raw = memref.load %pos[%i] : memref<?x{pos_t}>
     %hi_raw = memref.load %pos[%i1] : memref<?x{pos_t}>
     %lo = arith.index_cast %lo_raw : {pos_t} to index
     %hi = arith.index_cast %hi_raw : {pos_t} to index
-    %av = vector.load %ab[%i, %c0] : memref<{r}x{d}xf32>, vector<{d}xf32>
+    %av = vector.load %ab[%h, %i, %c0] : memref<?x{r}x{d}xf32>, vector<{d}xf32>
     scf.for %j = %lo to %hi step %c1 {{
       %col_raw = memref.load %crd[%j] : memref<?x{crd_t}>
       %col = arith.index_cast %col_raw : {crd_t} to index
-      %bv = vector.load %bb[%col, %c0] : memref<{c}x{d}xf32>, vector<{d}xf32>
+      %bv = vector.load %bb[%h, %col, %c0] : memref<?x{c}x{d}xf32>, vector<{d}xf32>
       %prod = arith.mulf %av, %bv : vector<{d}xf32>
       %dot = vector.reduction <add>, %prod fastmath<reassoc> : vector<{d}xf32> into f32
 {scale}    }}
     scf.reduce
   }}
-  %result = bufferization.to_tensor %out restrict : memref<?xf32> to tensor<?xf32>
-  return %result : tensor<?xf32>
+  %result = bufferization.to_tensor %out restrict : memref<?x?xf32> to tensor<?x?xf32>
+  return %result : tensor<?x?xf32>
 }}
 """
 
 
 def attention_ir(sig: RowSignature, encoding: Encoding) -> str:
-    """`@main(mask, q [R, D], k [C, D], v [C, F]) -> out [R, F]`."""
+    """`@main(mask, q [B, R, D], k [B, C, D], v [B, C, F]) -> out [B, R, F]`."""
     r, c, d, f = sig.rows, sig.cols, sig.head_dim, sig.value_dim
     pattern, pos_t, crd_t = _pattern(sig, encoding)
     scale = np.float32(sig.scale)
     return f"""
-func.func @main(%s: {pattern}, %q: tensor<{r}x{d}xf32>, %k: tensor<{c}x{d}xf32>, %v: tensor<{c}x{f}xf32>)
-    -> tensor<{r}x{f}xf32> attributes {{llvm.emit_c_interface}} {{
+func.func @main(%s: {pattern}, %q: tensor<?x{r}x{d}xf32>, %k: tensor<?x{c}x{d}xf32>, %v: tensor<?x{c}x{f}xf32>)
+    -> tensor<?x{r}x{f}xf32> attributes {{llvm.emit_c_interface}} {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %cl = arith.constant {LANES} : index
@@ -140,11 +141,12 @@ func.func @main(%s: {pattern}, %q: tensor<{r}x{d}xf32>, %k: tensor<{c}x{d}xf32>,
   %zf = arith.constant dense<0.0> : vector<{f}xf32>
   %pos = sparse_tensor.positions %s {{level = 1 : index}} : {pattern} to memref<?x{pos_t}>
   %crd = sparse_tensor.coordinates %s {{level = 1 : index}} : {pattern} to memref<?x{crd_t}>
-  %qb = bufferization.to_buffer %q read_only : tensor<{r}x{d}xf32> to memref<{r}x{d}xf32>
-  %kb = bufferization.to_buffer %k read_only : tensor<{c}x{d}xf32> to memref<{c}x{d}xf32>
-  %vb = bufferization.to_buffer %v read_only : tensor<{c}x{f}xf32> to memref<{c}x{f}xf32>
-  %out = memref.alloc() {{alignment = 64 : i64}} : memref<{r}x{f}xf32>
-  scf.parallel (%i) = (%c0) to (%rows) step (%c1) {{
+  %qb = bufferization.to_buffer %q read_only : tensor<?x{r}x{d}xf32> to memref<?x{r}x{d}xf32>
+  %kb = bufferization.to_buffer %k read_only : tensor<?x{c}x{d}xf32> to memref<?x{c}x{d}xf32>
+  %vb = bufferization.to_buffer %v read_only : tensor<?x{c}x{f}xf32> to memref<?x{c}x{f}xf32>
+  %nb = memref.dim %qb, %c0 : memref<?x{r}x{d}xf32>
+  %out = memref.alloc(%nb) {{alignment = 64 : i64}} : memref<?x{r}x{f}xf32>
+  scf.parallel (%h, %i) = (%c0, %c0) to (%nb, %rows) step (%c1, %c1) {{
     %scores = memref.alloca() {{alignment = 64 : i64}} : memref<{c + LANES}xf32>
     %i1 = arith.addi %i, %c1 : index
     %lo_raw = memref.load %pos[%i] : memref<?x{pos_t}>
@@ -152,11 +154,11 @@ func.func @main(%s: {pattern}, %q: tensor<{r}x{d}xf32>, %k: tensor<{c}x{d}xf32>,
     %lo = arith.index_cast %lo_raw : {pos_t} to index
     %hi = arith.index_cast %hi_raw : {pos_t} to index
     %n = arith.subi %hi, %lo : index
-    %qv = vector.load %qb[%i, %c0] : memref<{r}x{d}xf32>, vector<{d}xf32>
+    %qv = vector.load %qb[%h, %i, %c0] : memref<?x{r}x{d}xf32>, vector<{d}xf32>
     %m = scf.for %j = %lo to %hi step %c1 iter_args(%mx = %ninf) -> (f32) {{
       %col_raw = memref.load %crd[%j] : memref<?x{crd_t}>
       %col = arith.index_cast %col_raw : {crd_t} to index
-      %kv = vector.load %kb[%col, %c0] : memref<{c}x{d}xf32>, vector<{d}xf32>
+      %kv = vector.load %kb[%h, %col, %c0] : memref<?x{c}x{d}xf32>, vector<{d}xf32>
       %prod = arith.mulf %qv, %kv : vector<{d}xf32>
       %dot = vector.reduction <add>, %prod fastmath<reassoc> : vector<{d}xf32> into f32
       %sc = arith.mulf %dot, %scale : f32
@@ -184,7 +186,7 @@ func.func @main(%s: {pattern}, %q: tensor<{r}x{d}xf32>, %k: tensor<{c}x{d}xf32>,
       %t = arith.subi %j, %lo : index
       %p = memref.load %scores[%t] : memref<{c + LANES}xf32>
       %pv = vector.broadcast %p : f32 to vector<{f}xf32>
-      %vv = vector.load %vb[%col, %c0] : memref<{c}x{f}xf32>, vector<{f}xf32>
+      %vv = vector.load %vb[%h, %col, %c0] : memref<?x{c}x{f}xf32>, vector<{f}xf32>
       %acc2 = vector.fma %pv, %vv, %acc : vector<{f}xf32>
       scf.yield %acc2 : vector<{f}xf32>
     }}
@@ -193,11 +195,11 @@ func.func @main(%s: {pattern}, %q: tensor<{r}x{d}xf32>, %k: tensor<{c}x{d}xf32>,
     %inv = arith.divf %one, %safe : f32
     %iv = vector.broadcast %inv : f32 to vector<{f}xf32>
     %res = arith.mulf %o, %iv : vector<{f}xf32>
-    vector.store %res, %out[%i, %c0] : memref<{r}x{f}xf32>, vector<{f}xf32>
+    vector.store %res, %out[%h, %i, %c0] : memref<?x{r}x{f}xf32>, vector<{f}xf32>
     scf.reduce
   }}
-  %result = bufferization.to_tensor %out restrict : memref<{r}x{f}xf32> to tensor<{r}x{f}xf32>
-  return %result : tensor<{r}x{f}xf32>
+  %result = bufferization.to_tensor %out restrict : memref<?x{r}x{f}xf32> to tensor<?x{r}x{f}xf32>
+  return %result : tensor<?x{r}x{f}xf32>
 }}
 """
 
@@ -252,12 +254,13 @@ ROW_KERNELS = RowKernels()
 
 
 def bind(compiled: CompiledRows) -> Kernel:
-    return Kernel(compiled.function, [], 2 if compiled.signature.kind == "attention" else 1, np.float32,
+    return Kernel(compiled.function, [], 3 if compiled.signature.kind == "attention" else 2, np.float32,
                   owner=compiled)
 
 
 def run(kernel: Kernel, buffers: list[torch.Tensor], *operands: torch.Tensor) -> torch.Tensor:
-    """One batch entry (contiguous f32 matrices): attention's out [R, F] for
-    (q, k, v), sddmm's values [nnz] for (a, b)."""
+    """Every batch entry in one call (contiguous f32 [B, rows, cols]
+    operands; the parallel loop runs over batch entries and rows):
+    attention's out [B, R, F] for (q, k, v), sddmm's values [B, nnz] for (a, b)."""
     arrays = [b.numpy() for b in buffers] + [t.numpy() for t in operands]
     return torch.from_numpy(kernel(arrays))

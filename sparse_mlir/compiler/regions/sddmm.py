@@ -4,8 +4,9 @@ computes the product only at the mask's stored positions, on the
 mask's value). a is [..., M, K] row-major; b is [..., K, N] or, for
 `a @ b.transpose(-1, -2)` (attention's q k^T), b^T [..., N, K] read as
 stored (`rhs <transposed>`: rows of k). One kernel per (M, N) and form
-serves every nnz and every K (both are runtime sizes); batch dims loop over
-one mask shared by every batch entry (multi-head attention). Where b is
+serves every nnz and every K (both are runtime sizes); batch dims share
+one mask (multi-head attention): a loop of sampled-kernel calls, or one
+row-kernel call over every batch entry. Where b is
 read by rows, row_kernels.py's SDDMM (no packing of b: faster at small K
 and low density) is the other candidate: with the cost model the first
 call of a shape times both and keeps the faster; without it, the row kernel.
@@ -112,9 +113,10 @@ class SDDMMRegion:
         if choice is None:
             from sparse_mlir.compiler.regions.base import _timed_pair
             kernels = {which: self.kernel(*shape, which, a.shape[-1]) for which in ("rows", "sampled")}
+            rows_arrays = pattern + [a[:1].numpy(), b[:1].numpy()]
             arrays = pattern + [a[0].numpy(), b[0].numpy()]
-            rows_ms, sampled_ms = _timed_pair(lambda: kernels["rows"](arrays), lambda: kernels["sampled"](arrays),
-                                              0.0)
+            rows_ms, sampled_ms = _timed_pair(lambda: kernels["rows"](rows_arrays),
+                                              lambda: kernels["sampled"](arrays), 0.0)
             which = "rows" if rows_ms <= sampled_ms else "sampled"
             choice = self.choices[key] = (which, f"{which} (row kernel {rows_ms:.3f} ms, smlir.sampled_matmul "
                                                  f"{sampled_ms:.3f} ms, nnz {pattern[-1].size} at the first call)")
@@ -152,8 +154,11 @@ class SDDMMRegion:
         def run() -> None:
             which = self._choose(pattern, shape, a3, b3) if self.b_transposed else "sampled"
             kernel = self.kernel(rows, cols, which, a3.shape[-1])
+            nonlocal out
+            if which == "rows":   # every batch entry in one call
+                out = torch.from_numpy(kernel(pattern + [a3.numpy(), b3.numpy()]))
+                return
             if a3.shape[0] == 1:   # (one batch entry: the kernel's buffer, no copy)
-                nonlocal out
                 out = torch.from_numpy(kernel(pattern + [a3[0].numpy(), b3[0].numpy()])).unsqueeze(0)
                 return
             for i in range(a3.shape[0]):

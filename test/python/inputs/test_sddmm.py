@@ -183,10 +183,12 @@ def test_row_kernel_and_sampled_kernel_agree_and_the_cost_model_picks_one(one_th
     assert next(iter(region.choices.values()))[0] in ("rows", "sampled")
     close(fn(a, b, csr(dense), v), MaskedLeft()(a, b, dense, v))
     packed = region.input.pack(csr(dense))
-    arrays = [t.numpy() for t in packed.buffers] + [a[0].numpy(), b[0].contiguous().numpy()]
-    expected = ((a[0] @ b[0].t()) * dense)[dense != 0]
-    for which in ("rows", "sampled"):
-        close(torch.from_numpy(region.kernel(M, N, which, K)(arrays)), expected)
+    pattern = [t.numpy() for t in packed.buffers]
+    expected = ((a @ b.transpose(-1, -2)) * dense)[:, dense != 0]
+    close(torch.from_numpy(region.kernel(M, N, "rows", K)(pattern + [a.numpy(), b.numpy()])), expected)
+    for i in range(2):
+        close(torch.from_numpy(region.kernel(M, N, "sampled", K)(pattern + [a[i].numpy(), b[i].numpy()])),
+              expected[i])
     assert region.compiles == 2
 
 
