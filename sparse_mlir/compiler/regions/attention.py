@@ -40,6 +40,11 @@ from sparse_mlir.compiler.regions.row_kernels import ROW_KERNELS, RowSignature, 
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 
 
+# The fused kernel keeps a row's scores in a stack buffer of `cols` floats
+# (1 MiB here): longer rows take the three-op path.
+MAX_FUSED_COLUMNS = 1 << 18
+
+
 def row_softmax(scores: torch.Tensor, pos: torch.Tensor, rows: int) -> torch.Tensor:
     """softmax over each row's stored entries of scores [B, nnz] (the
     pattern's positions `pos`): max, exp, sum per row by scatter / gather on
@@ -102,6 +107,8 @@ class AttentionRegion(sddmm.SDDMMRegion):
         self._check_v(shape, q, v)
         if buffers[-1].numel() == 0:   # every row empty: zeros (see the module's doc)
             return q.new_zeros((*q.shape[:-1], v.shape[-1]))
+        if cols > MAX_FUSED_COLUMNS:
+            return self.attend_unfused(buffers, shape, q, k, v)
         kernel = self.fused_kernel(rows, cols, q.shape[-1], v.shape[-1])
         q3, k3, v3 = (t.detach().reshape(-1, *t.shape[-2:]).contiguous() for t in (q, k, v))
         if torch.get_num_threads() > 1 and not shares_torch_threads():

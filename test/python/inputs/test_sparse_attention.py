@@ -243,3 +243,24 @@ def test_row_kernels_reproduce_with_sparse_mlir_opt(kind: str, scaled: bool, tmp
         assert result.returncode == 0, result.stderr
         text = result.stdout
     assert "llvm.func @main" in text and "expf" not in text
+
+
+def test_64_bit_indices_and_the_long_row_path(one_thread, monkeypatch) -> None:
+    """CSR(pos_width=64, crd_width=64) reads int64 indices in place (the
+    kernel's IR takes i64); rows longer than the fused kernel's stack buffer
+    take the three-op path, with the same result."""
+    from sparse_mlir.compiler.regions import attention as attention_module
+
+    q, k, v = qkv(seed=17)
+    dense = band_mask(S, 3, 0.1, seed=18, empty_rows=2)
+    mask = dense.to_sparse_csr()   # int64 indices
+    fn = sm.compile(Attention(0.2), {"mask": sm.CSR(pos_width=64, crd_width=64)}, (q, k, v, mask), mode="regions")
+    assert not attention_regions(fn)[0].input.pack(mask).copied
+    eager = Attention(0.2)(q, k, v, dense)
+    eager[..., S - 2:, :] = 0
+    close(fn(q, k, v, mask), eager)
+    region = attention_regions(fn)[0]
+    before = region.compiles
+    monkeypatch.setattr(attention_module, "MAX_FUSED_COLUMNS", S - 1)
+    close(fn(q, k, v, mask), eager)
+    assert region.compiles > before   # (the sampled product's kernels: the other path ran)
