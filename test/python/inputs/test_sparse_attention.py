@@ -264,3 +264,15 @@ def test_64_bit_indices_and_the_long_row_path(one_thread, monkeypatch) -> None:
     monkeypatch.setattr(attention_module, "MAX_FUSED_COLUMNS", S - 1)
     close(fn(q, k, v, mask), eager)
     assert region.compiles > before   # (the sampled product's kernels: the other path ran)
+
+
+def test_cross_attention_rectangular_mask(one_thread) -> None:
+    """q [.., 40, D] against k / v [.., 48, D]: a [40, 48] mask."""
+    g = torch.Generator().manual_seed(19)
+    q = torch.randn(2, 40, D, generator=g)
+    k, v = torch.randn(2, S, D, generator=g), torch.randn(2, S, D, generator=g)
+    dense = (torch.rand(40, S, generator=g) < 0.2).float()
+    dense[:, 0] = 1
+    fn = sm.compile(Attention(0.3), {"mask": sm.CSR()}, (q, k, v, csr(dense)), mode="regions")
+    assert len(attention_regions(fn)) == 1
+    close(fn(q, k, v, csr(dense)), Attention(0.3)(q, k, v, dense))
