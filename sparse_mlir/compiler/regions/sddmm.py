@@ -66,9 +66,9 @@ class SDDMMRegion:
         # (rows, cols, K, threads) -> (kernel, why): b read by rows has two.
         self.choices: dict[tuple[int, int, int, int], tuple[str, str]] = {}
         self.compile_seconds = 0.0
-        self.plan_applied = (f"every call: validated in O(nnz); {self.op_name} runs the sampled product "
-                             "(smlir.sampled_matmul) at its stored positions only: one kernel per mask shape, "
-                             "any nnz")
+        self.plan_applied = (f"every call: validated in O(nnz); {self.op_name} runs the sampled product at its "
+                             "stored positions only (smlir.sampled_matmul, or the row kernel where b is read by "
+                             "rows and timed faster): one kernel per mask shape, any nnz")
 
     @property
     def compiles(self) -> int:
@@ -147,28 +147,26 @@ class SDDMMRegion:
         b3 = b.detach().reshape(-1, *b.shape[-2:]).contiguous()
         pattern = [t.detach().numpy() for t in buffers]
         nnz = buffers[-1].numel()
-        out = torch.empty(a3.shape[0], nnz, dtype=torch.float32)
         if nnz == 0 or a3.shape[-1] == 0:
-            return out.zero_().reshape(*batch, nnz)
+            return a3.new_zeros((*batch, nnz))
 
-        def run() -> None:
+        def run() -> torch.Tensor:
             which = self._choose(pattern, shape, a3, b3) if self.b_transposed else "sampled"
             kernel = self.kernel(rows, cols, which, a3.shape[-1])
-            nonlocal out
             if which == "rows":   # every batch entry in one call
-                out = torch.from_numpy(kernel(pattern + [a3.numpy(), b3.numpy()]))
-                return
+                return torch.from_numpy(kernel(pattern + [a3.numpy(), b3.numpy()]))
             if a3.shape[0] == 1:   # (one batch entry: the kernel's buffer, no copy)
-                out = torch.from_numpy(kernel(pattern + [a3[0].numpy(), b3[0].numpy()])).unsqueeze(0)
-                return
+                return torch.from_numpy(kernel(pattern + [a3[0].numpy(), b3[0].numpy()])).unsqueeze(0)
+            out = torch.empty(a3.shape[0], nnz, dtype=torch.float32)
             for i in range(a3.shape[0]):
                 out[i] = torch.from_numpy(kernel(pattern + [a3[i].numpy(), b3[i].numpy()]))
+            return out
 
         if torch.get_num_threads() > 1 and not shares_torch_threads():
             with single_threaded():   # (two OpenMP runtimes on shared cores: see Region._call)
-                run()
+                out = run()
         else:
-            run()
+            out = run()
         return out.reshape(*batch, nnz)
 
     def backward(self, g: torch.Tensor, a: torch.Tensor, b: torch.Tensor, buffers: Sequence[torch.Tensor],
