@@ -139,6 +139,10 @@ def test_values_as_torch_csr(masked, one_thread) -> None:
     result = to_csr(sparse_mlir_sddmm(a, b, mask, handle), mask)
     assert result.layout == torch.sparse_csr
     close(result.to_dense(), (a @ b) * dense)
+    a3 = torch.randn(3, M, K)
+    batched = to_csr(sparse_mlir_sddmm(a3, b.expand(3, K, N), mask, handle), mask)   # [3, M, N], one pattern
+    assert batched.shape == (3, M, N)
+    close(batched.to_dense(), (a3 @ b) * dense)
 
 
 @pytest.mark.parametrize("case", ["shape", "index_dtype", "unsorted", "out_of_range", "operand"])
