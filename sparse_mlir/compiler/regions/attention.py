@@ -15,7 +15,8 @@ softmax, the weighted sum of v rows; no score matrix is written, dense or
 sparse). `attend_unfused` runs it as three ops for comparison: the
 sampled product (sddmm.py), `row_softmax`, SpMM on the input's region.
 
-A row with no stored entry gives a zero output row (eager torch gives NaN:
+A row with no stored entry gives a zero output row, as torch's SDPA does
+with a boolean mask (the masked_fill spelling gives NaN in eager torch:
 softmax of a row of -inf). The mask's stored positions are
 the attended ones: its values are not read (a stored 0 still attends,
 unlike `mask == 0` on the dense mask). `F.scaled_dot_product_attention(q,
