@@ -471,8 +471,14 @@ def replace_input_reads(graph_module: torch.fx.GraphModule, input_paths: Sequenc
         region = SpMMRegion(SparseInput(path, inputs[path]), options, cost_model)
         handle = add_region(region)
         regions[handle] = region
+        # SDDMM and sparse attention reading the input (sampled_readers.py).
+        from sparse_mlir.compiler.regions import sampled_readers
+        sampled, sparse_readers = sampled_readers.rewrite(graph, node, region, options, add_region)
+        regions.update(sampled)
         dense: torch.fx.Node | None = None
         for reader in list(node.users):
+            if reader in sparse_readers:
+                continue
             args = reader.args
             if (reader.op == "call_function" and reader.target in (MM, MATMUL) and len(args) == 2
                     and args[0] is node and args[1] is not node and _rank(args[1]) == 2):
@@ -514,7 +520,8 @@ def plan_entry(region: SpMMRegion, fallbacks: Sequence[str]) -> Any:
                      stored_as=f"{region.encoding.format_name} (the call's torch sparse tensor, read in place where "
                                "its index dtypes match the widths)",
                      sparsifier=sparsifier.attr_text(), kind=sparsifier.kind,
-                     applied="every call: validated in O(nnz); a dense tensor passed for it is sparsified; adj @ h "
-                             "runs sparse_mlir::spmm (one kernel per node count and feature count, any nnz)",
+                     applied=getattr(region, "plan_applied", None) or (
+                         "every call: validated in O(nnz); a dense tensor passed for it is sparsified; adj @ h "
+                         "runs sparse_mlir::spmm (one kernel per node count and feature count, any nnz)"),
                      origin="user",
                      fallbacks=tuple(f"'{op}' runs on torch (input made dense)" for op in dict.fromkeys(fallbacks)))
