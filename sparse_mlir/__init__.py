@@ -1,6 +1,7 @@
 """sparse_mlir: an MLIR sparse-tensor compiler for PyTorch models.
 
-Public API: storage formats (`Dense`, `CSR`, `CSC`, `COO`, `BSR`, `NM`),
+Public API: storage formats (`Dense`, `CSR`, `CSC`, `COO`, `BSR`, `NM`, `Hybrid`,
+`Auto`),
 sparsifiers (`KeepAll`, `Threshold`, `RandomFraction`, `ScalarFraction`,
 `BlockFraction`, `NMMagnitude`), `compile`, `load` (run an exported
 artifact), `make_context`, threads (`set_num_threads`), the allocation cache
@@ -25,7 +26,7 @@ _LAZY_NAMES = {
     "compiler.driver": ("compile", "CompiledModule", "PlanEntry"),
     "context": ("make_context",),
     "training": ("MaskUpdate",),
-    "encodings": ("BSR", "COO", "CSC", "CSR", "NM", "Dense", "Encoding"),
+    "encodings": ("BSR", "COO", "CSC", "CSR", "NM", "Dense", "Encoding", "Hybrid", "Auto"),
     "sparsifiers": ("BlockFraction", "KeepAll", "NMMagnitude", "RandomFraction", "ScalarFraction", "Sparsifier",
                     "Threshold"),
 }

@@ -57,3 +57,21 @@ def choose_storage(encoding: Encoding, density: float, numel: int, tokens: int |
         return StorageChoice(False, "")
     return StorageChoice(True, f"cost model: density {density:.2f} is above the {encoding.format_name} "
                                f"break-even {limit:.2f}{where}, dense is faster")
+
+
+# sm.Auto(): what one stored value costs a linear at prefill token counts
+# (>= DECODE_TOKENS), relative to one weight element of torch's dense
+# F.linear. csr and nm follow the break-even points above (0.41 with a
+# margin -> ~2.2; n:m wins at 2:4 -> < 2). bsr: BSR runs upstream's
+# sparsified loops (no micro-kernel yet), measured 1.3-1.4x CSR's cost per
+# stored value on perfectly blocked weights (benchmarks/formats.py, 768 ->
+# 3072, 128 tokens, 1 thread: 236k values, CSR 1.03 ms, BSR 4x4 1.37 ms).
+# So with today's kernels a BSR or Hybrid(BSR, CSR) weight never costs
+# less than CSR: Auto picks them only where a block kernel is cheaper per
+# value than CSR (a table with bsr < csr).
+STORED_VALUE_COST = {"dense": 1.0, "csr": 2.2, "nm": 1.8, "bsr": 3.0}
+
+
+def stored_cost(kind: str, stored_values: int) -> float:
+    """The modelled cost of a linear reading `stored_values` values stored as `kind`."""
+    return STORED_VALUE_COST[kind] * stored_values
