@@ -48,7 +48,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--density", type=float, nargs="+", default=[0.1])
-    parser.add_argument("--block-share", type=float, nargs="+", default=[0.5, 0.8])
+    parser.add_argument("--block-share", type=float, nargs="+", default=[0.5, 0.8, 0.95])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "formats"))
