@@ -43,8 +43,9 @@ class _Candidate:
     cost: float
 
 
-def choose(weight: np.ndarray, auto: Auto, name: str) -> AutoChoice:
-    """The cheapest format for `weight` [N, K] after `auto`'s sparsifier."""
+def choose(weight: np.ndarray, auto: Auto, name: str, hybrid: bool = True) -> AutoChoice:
+    """The cheapest format for `weight` [N, K] after `auto`'s sparsifier
+    (`hybrid=False`: no Hybrid candidates, for the whole-graph compile)."""
     if weight.ndim != 2:
         raise SpecError(f"{name} (shape {tuple(weight.shape)}): Auto() chooses formats of matrices (linear "
                         "weights) for now; give this weight's format explicitly")
@@ -69,7 +70,7 @@ def choose(weight: np.ndarray, auto: Auto, name: str) -> AutoChoice:
         candidates.append(_Candidate(f"BSR {r}x{c}", BSR(block=(r, c), **keep), stored, stored_cost("bsr", stored)))
         full = fill >= HYBRID_THRESHOLD * r * c
         in_blocks, rest = int(full.sum()) * r * c, nnz - int(fill[full].sum())
-        if in_blocks and rest:
+        if hybrid and in_blocks and rest:
             cost = stored_cost("bsr", in_blocks) + stored_cost("csr", rest)
             candidates.append(_Candidate(f"Hybrid(BSR {r}x{c}, CSR)",
                                          Hybrid(BSR(block=(r, c)), CSR(), **keep), in_blocks + rest, cost))
@@ -97,8 +98,10 @@ def _structure(best: _Candidate) -> str:
     return "unstructured"
 
 
-def resolve(model: torch.nn.Module, encodings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, AutoChoice]]:
-    """`encodings` with every Auto() replaced by its choice, and the choices by name."""
+def resolve(model: torch.nn.Module, encodings: Mapping[str, Any],
+            hybrid: bool = True) -> tuple[dict[str, Any], dict[str, AutoChoice]]:
+    """`encodings` with every Auto() replaced by its choice, and the choices
+    by name (`hybrid=False`: never Hybrid, which only regions run)."""
     autos = {name: e for name, e in encodings.items() if isinstance(e, Auto)}
     if not autos:
         return dict(encodings), {}
@@ -111,7 +114,7 @@ def resolve(model: torch.nn.Module, encodings: Mapping[str, Any]) -> tuple[dict[
         weight = named[name].detach()
         if weight.dtype != torch.float32:
             raise SpecError(f"{name}: Auto() measures float32 weights, got {weight.dtype}")
-        choices[name] = choose(weight.numpy(), auto, name)
+        choices[name] = choose(weight.numpy(), auto, name, hybrid)
     return {name: choices[name].encoding if name in choices else e for name, e in encodings.items()}, choices
 
 

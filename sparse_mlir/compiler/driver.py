@@ -136,7 +136,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     16 where the host has AVX-512F, else 8 (`fn.pipeline` records it).
     """
     # sm.Auto(): each such weight's format is picked here, from its pattern (auto_format.py).
-    resolved, auto_choices = auto_format.resolve(model, encodings or {})
+    resolved, auto_choices = auto_format.resolve(model, encodings or {}, hybrid=mode != "graph" and target == "cpu")
     if auto_choices:
         module = compile(model, resolved, example_args, on_fallback=on_fallback, opt_level=opt_level,
                          fuse_sparsifiers=fuse_sparsifiers, cost_model=cost_model, target=target,

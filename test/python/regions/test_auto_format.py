@@ -117,6 +117,12 @@ def test_compiled_auto_matches_eager_and_plan_says_why(cheap_blocks) -> None:
     assert "sm.Auto() chose Hybrid(BSR 4x4, CSR): " in plan["b.weight"].applied
 
 
+def test_whole_graph_compile_never_gets_hybrid(cheap_blocks) -> None:
+    w = block_weight(0.06, scattered=0.03)
+    assert isinstance(choose(w, sm.Auto(), "w").encoding, sm.Hybrid)
+    assert isinstance(choose(w, sm.Auto(), "w", hybrid=False).encoding, sm.CSR)
+
+
 def test_auto_on_a_non_parameter_is_a_spec_error() -> None:
     model = torch.nn.Linear(8, 8)
     with pytest.raises(sm.SpecError, match="x: Auto\\(\\) picks the format of a weight"):
