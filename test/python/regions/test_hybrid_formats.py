@@ -137,6 +137,28 @@ def test_training_gradients_match_eager() -> None:
                                rtol=1e-4, atol=1e-4)
 
 
+def test_optimizer_step_reaches_both_parts_kernels() -> None:
+    """Both parts read the one values buffer in place: after a step the
+    compiled model computes with the new values (no recompile)."""
+    model = mlp_with_block_weight()
+    fn = compile_pruned(model, {"up.weight": HYBRID}, torch.randn(4, 32), cost_model=False)
+    before = model.up.weight.detach().clone()
+    fn.train()
+    optimizer = torch.optim.SGD([p for p in fn.parameters() if p.requires_grad], lr=0.1)
+    fn(torch.randn(6, 32)).square().sum().backward()
+    optimizer.step()
+    fn.eval()
+    model.load_state_dict(fn.effective_state_dict(), strict=False)
+    assert not torch.equal(model.up.weight.detach(), before)
+    assert torch.equal(model.up.weight.detach() != 0, before != 0)   # the mask stays
+    model.load_state_dict({k: v for k, v in fn.state_dict().items() if "weight" not in k or k == "down.weight"},
+                          strict=False)
+    x = torch.randn(3, 32)
+    torch.testing.assert_close(fn(x), model(x).detach(), rtol=1e-4, atol=1e-5)
+    region = next(r for r in fn.regions() if r.name == "up.weight")
+    assert all(choice.kernel is not None for choice in region.choices.values())
+
+
 def test_state_dict_round_trips_through_eager() -> None:
     model = mlp_with_block_weight()
     fn = compile_pruned(model, {"up.weight": HYBRID}, torch.randn(4, 32), cost_model=False)
