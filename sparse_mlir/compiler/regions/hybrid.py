@@ -12,8 +12,8 @@ into it in place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import logging
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -22,7 +22,7 @@ import torch
 from sparse_mlir.encodings import CSR, Encoding, Hybrid
 from sparse_mlir.errors import SpecError
 from sparse_mlir.runtime.threads import get_num_threads
-from sparse_mlir.compiler.weights import hybrid_parts, stored_coordinates
+from sparse_mlir.compiler.weights import hybrid_parts
 from sparse_mlir.compiler.regions import base
 from sparse_mlir.compiler.regions.base import Choice, PieceKernels
 from sparse_mlir.compiler.regions.kernels import KernelOptions
@@ -44,7 +44,6 @@ class HybridLinearRegion(LinearRegion):
     def __init__(self, name: str, encoding: Hybrid, effective: torch.Tensor, packed: Sequence[np.ndarray],
                  bias: bool, options: KernelOptions, cost_model: bool) -> None:
         super().__init__(name, encoding, effective, packed, bias, options, cost_model)
-        self._has_bias = bias
         self._parts = self._make_parts()
 
     def _make_parts(self) -> list[LinearRegion]:
@@ -60,14 +59,12 @@ class HybridLinearRegion(LinearRegion):
             parts.append((part, buffers))
         if not parts:
             parts = [(encoding.first, hybrid_parts(encoding, self._packed)[0])]
-        regions = []
-        for index, (part, buffers) in enumerate(parts):
-            rows, cols = stored_coordinates(part, buffers, shape)
-            matrix = torch.zeros(shape, dtype=torch.float32)
-            matrix[torch.from_numpy(rows), torch.from_numpy(cols)] = torch.from_numpy(buffers[-1])
-            regions.append(LinearRegion(f"{self.name} ({part.format_name} part)", part, matrix, buffers,
-                                        self._has_bias and index == 0, self._options, cost_model=False))
-        return regions
+        # A part is never read densely (_decide refuses a kernel that would):
+        # its dense weight is a zero-stride stand-in, not a copy of W.
+        nothing = torch.zeros(1, dtype=torch.float32).expand(shape)
+        return [LinearRegion(f"{self.name} ({part.format_name} part)", part, nothing, buffers,
+                             self.signature.bias and index == 0, self._options, cost_model=False)
+                for index, (part, buffers) in enumerate(parts)]
 
     def split(self) -> str:
         """What each part stores, for sparsity_plan()."""
