@@ -135,8 +135,10 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     `vector_lanes` (8 or 16): f32 lanes per micro-kernel vector; by default
     16 where the host has AVX-512F, else 8 (`fn.pipeline` records it).
     """
+    if mode is None:   # (from the names only: the same whatever sm.Auto() picks below)
+        mode = default_mode(model, encodings or {}, target, on_fallback, fuse_sparsifiers, example_kwargs)
     # sm.Auto(): each such weight's format is picked here, from its pattern (auto_format.py).
-    resolved, auto_choices = auto_format.resolve(model, encodings or {}, hybrid=mode != "graph" and target == "cpu")
+    resolved, auto_choices = auto_format.resolve(model, encodings or {}, hybrid=mode == "regions")
     if auto_choices:
         module = compile(model, resolved, example_args, on_fallback=on_fallback, opt_level=opt_level,
                          fuse_sparsifiers=fuse_sparsifiers, cost_model=cost_model, target=target,
@@ -144,8 +146,6 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
                          capture_by=capture_by, mask_update=mask_update)
         auto_format.annotate_plan(module, auto_choices)
         return module
-    if mode is None:
-        mode = default_mode(model, encodings or {}, target, on_fallback, fuse_sparsifiers, example_kwargs)
     if mode not in ("graph", "regions"):
         raise SpecError(f"mode must be 'graph' or 'regions' (or None: the default), got {mode!r}")
     if mode == "regions":

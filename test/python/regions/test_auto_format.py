@@ -133,3 +133,14 @@ def test_auto_on_a_conv_weight_is_a_spec_error() -> None:
     model = torch.nn.Conv2d(4, 8, 3)
     with pytest.raises(sm.SpecError, match=r"weight \(shape \(8, 4, 3, 3\)\): Auto\(\) chooses formats of matrices"):
         sm.compile(model, {"weight": sm.Auto()}, (torch.randn(1, 4, 8, 8),), mode="regions")
+
+
+def test_auto_in_the_whole_graph_compile_matches_eager() -> None:
+    model = torch.nn.Linear(SHAPE[1], SHAPE[0]).eval()
+    with torch.no_grad():
+        model.weight.copy_(torch.from_numpy(random_weight(0.05)))
+    x = torch.randn(4, SHAPE[1])
+    fn = sm.compile(model, {"weight": sm.Auto()}, (x,), mode="graph")
+    torch.testing.assert_close(fn(x), model(x).detach(), rtol=1e-4, atol=1e-4)
+    entry = fn.sparsity_plan()[0]
+    assert entry.format == "auto -> csr" and "sm.Auto() chose CSR: 95% zeros" in entry.applied
