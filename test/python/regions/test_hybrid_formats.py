@@ -112,6 +112,21 @@ def test_one_empty_part_runs_the_other_alone() -> None:
     assert [p.encoding.format_name for p in fn.regions()[0]._parts] == ["bsr"]
 
 
+def test_cost_model_times_both_kernels_together(monkeypatch, one_thread) -> None:
+    from sparse_mlir.compiler.regions import driver
+
+    monkeypatch.setattr(driver, "MODEL_MARGIN", float("inf"))   # region choices only (as test_linear_regions)
+    model = mlp_with_block_weight()
+    fn = compile_pruned(model, {"up.weight": HYBRID}, torch.randn(16, 32))
+    x = torch.randn(16, 32)
+    torch.testing.assert_close(fn(x), model(x).detach(), rtol=1e-4, atol=1e-5)
+    region = fn.regions()[0]
+    choice = next(c for c in region.choices.values() if c.tokens == 16)
+    assert choice.ours_ms is not None and choice.torch_ms is not None
+    assert "bsr + csr kernels" in choice.reason
+    assert (choice.kernel is not None) == choice.reason.startswith("ours")
+
+
 def test_plan_shows_the_split() -> None:
     model = mlp_with_block_weight()
     fn = compile_pruned(model, {"up.weight": HYBRID}, torch.randn(4, 32), cost_model=False)
