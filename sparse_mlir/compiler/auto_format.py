@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from sparse_mlir.compiler.cost_model import stored_cost
+from sparse_mlir.compiler.cost_model import STORED_VALUE_COST, stored_cost
 from sparse_mlir.compiler.weights import apply_sparsifier
 from sparse_mlir.encodings import BSR, CSR, NM, Auto, Dense, Encoding, Hybrid, HYBRID_THRESHOLD
 from sparse_mlir.errors import SpecError
@@ -41,6 +41,7 @@ class _Candidate:
     encoding: Encoding
     stored: int     # values the format stores
     cost: float
+    note: str = ""  # (BSR, Hybrid) the share of the nonzeros in full blocks
 
 
 def choose(weight: np.ndarray, auto: Auto, name: str, hybrid: bool = True) -> AutoChoice:
@@ -70,31 +71,38 @@ def choose(weight: np.ndarray, auto: Auto, name: str, hybrid: bool = True) -> Au
         candidates.append(_Candidate(f"BSR {r}x{c}", BSR(block=(r, c), **keep), stored, stored_cost("bsr", stored)))
         full = fill >= HYBRID_THRESHOLD * r * c
         in_blocks, rest = int(full.sum()) * r * c, nnz - int(fill[full].sum())
+        note = f"{100 * (nnz - rest) / max(1, nnz):.0f}% of the nonzeros in full {r}x{c} blocks" if in_blocks else ""
+        candidates[-1] = _Candidate(f"BSR {r}x{c}", BSR(block=(r, c), **keep), stored, stored_cost("bsr", stored),
+                                    note)
         if hybrid and in_blocks and rest:
             cost = stored_cost("bsr", in_blocks) + stored_cost("csr", rest)
             candidates.append(_Candidate(f"Hybrid(BSR {r}x{c}, CSR)",
-                                         Hybrid(BSR(block=(r, c)), CSR(), **keep), in_blocks + rest, cost))
+                                         Hybrid(BSR(block=(r, c)), CSR(), **keep), in_blocks + rest, cost, note))
     best = min(candidates, key=lambda c: c.cost)   # first of equals: the simpler format
-    return AutoChoice(best.encoding, _reason(best, candidates, numel, nnz, nonzero))
+    return AutoChoice(best.encoding, _reason(best, candidates, numel, nnz))
 
 
-def _reason(best: _Candidate, candidates: list[_Candidate], numel: int, nnz: int, nonzero: np.ndarray) -> str:
+def _reason(best: _Candidate, candidates: list[_Candidate], numel: int, nnz: int) -> str:
     zeros = 100.0 * (1 - nnz / max(1, numel))
     others = "; ".join(f"{c.name} would store {c.stored / max(1, best.stored):.1f}x the values "
                        f"(modelled cost {c.cost / max(1e-9, best.cost):.2f}x)" for c in candidates if c is not best)
-    return f"{best.name}: {zeros:.0f}% zeros, {_structure(best)}; {others}"
+    return f"{best.name}: {zeros:.0f}% zeros, {_structure(best, candidates)}; {others}"
 
 
-def _structure(best: _Candidate) -> str:
+def _structure(best: _Candidate, candidates: list[_Candidate]) -> str:
     encoding = best.encoding
+    blocky = next((c.note for c in candidates if c.note), "")   # the smallest block's
+    if isinstance(encoding, CSR) and blocky:
+        return (f"{blocky}, but a value stored in BSR costs more than one in CSR "
+                f"({STORED_VALUE_COST['bsr']:g} vs {STORED_VALUE_COST['csr']:g} per value)")
     if isinstance(encoding, Dense):
         return "too dense for sparse storage to pay"
     if isinstance(encoding, NM):
         return f"every group of {encoding.m} holds at most {encoding.n} nonzeros"
     if isinstance(encoding, BSR):
-        return "nonzeros in blocks"
+        return f"nonzeros in blocks ({best.note or 'none full'})"
     if isinstance(encoding, Hybrid):
-        return "dense blocks plus scattered entries"
+        return f"dense blocks plus scattered entries ({best.note})"
     return "unstructured"
 
 
