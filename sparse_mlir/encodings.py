@@ -173,8 +173,8 @@ class NM(Encoding):
 
 # A block goes to Hybrid's block part when at least this fraction of it is
 # nonzero. Measured (benchmarks/formats.py, 768 -> 3072, 128 tokens): a BSR
-# stored value costs 1.3-1.4x a CSR one (BSR runs upstream's loops), so a
-# block pays in BSR only from a fill of ~1.35: only full blocks come close,
+# stored value costs 1.1-1.3x a CSR one (BSR runs upstream's loops), so a
+# block pays in BSR only from a fill above 1: only full blocks come close,
 # and 1.0 is the default (set it lower for a faster block kernel).
 HYBRID_THRESHOLD = 1.0
 

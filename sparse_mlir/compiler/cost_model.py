@@ -63,13 +63,15 @@ def choose_storage(encoding: Encoding, density: float, numel: int, tokens: int |
 # (>= DECODE_TOKENS), relative to one weight element of torch's dense
 # F.linear. csr and nm follow the break-even points above (0.41 with a
 # margin -> ~2.2; n:m wins at 2:4 -> < 2). bsr: BSR runs upstream's
-# sparsified loops (no micro-kernel yet), measured 1.3-1.4x CSR's cost per
-# stored value on perfectly blocked weights (benchmarks/formats.py, 768 ->
-# 3072, 128 tokens, 1 thread: 236k values, CSR 1.03 ms, BSR 4x4 1.37 ms).
-# So with today's kernels a BSR or Hybrid(BSR, CSR) weight never costs
-# less than CSR: Auto picks them only where a block kernel is cheaper per
-# value than CSR (a table with bsr < csr).
-STORED_VALUE_COST = {"dense": 1.0, "csr": 2.2, "nm": 1.8, "bsr": 3.0}
+# sparsified loops (no micro-kernel yet, and they do not use a second
+# thread), measured at 1.1-1.3x CSR's cost per stored value
+# (benchmarks/formats.py on a quiet machine, 768 -> 3072, 128 tokens, 1
+# thread, 10% dense: CSR 0.88 ms for 236k values, BSR 4x4 1.89 ms for 401k
+# with 95% of the nonzeros in full blocks): 2.2 x 1.27 -> 2.8. So with
+# today's kernels a BSR or Hybrid(BSR, CSR) weight never costs less than
+# CSR: Auto picks them only where a block kernel is cheaper per value than
+# CSR (a table with bsr < csr).
+STORED_VALUE_COST = {"dense": 1.0, "csr": 2.2, "nm": 1.8, "bsr": 2.8}
 
 
 def stored_cost(kind: str, stored_values: int) -> float:
