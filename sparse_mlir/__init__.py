@@ -1,6 +1,7 @@
 """sparse_mlir: an MLIR sparse-tensor compiler for PyTorch models.
 
-Public API: storage formats (`Dense`, `CSR`, `CSC`, `COO`, `BSR`, `NM`),
+Public API: storage formats (`Dense`, `CSR`, `CSC`, `COO`, `BSR`, `NM`, `Hybrid`,
+`Auto`),
 sparsifiers (`KeepAll`, `Threshold`, `RandomFraction`, `ScalarFraction`,
 `BlockFraction`, `NMMagnitude`), `compile`, `unstack_experts` (transformers' stacked MoE
 experts as nn.Linears), `load` (run an exported
@@ -29,7 +30,7 @@ _LAZY_NAMES = {
     "extensions": ("PythonFormat", "SparseTensorFormat", "UserSparsifier", "register_implementation",
                    "register_sparsifier", "unregister_implementation", "unregister_sparsifier"),
     "moe": ("unstack_experts",),
-    "encodings": ("BSR", "COO", "CSC", "CSR", "NM", "Dense", "Encoding"),
+    "encodings": ("BSR", "COO", "CSC", "CSR", "NM", "Dense", "Encoding", "Hybrid", "Auto"),
     "sparsifiers": ("BlockFraction", "KeepAll", "NMMagnitude", "RandomFraction", "ScalarFraction", "Sparsifier",
                     "Threshold"),
 }

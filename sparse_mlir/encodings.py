@@ -1,4 +1,4 @@
-"""Storage formats of a tensor: Dense, CSR, CSC, COO, BSR, NM.
+"""Storage formats of a tensor: Dense, CSR, CSC, COO, BSR, NM, Hybrid (two parts summed).
 
 Each class converts its arguments, spells the matching `#smlir.*` encoding
 attribute and asks everything else of it through the C API: whether the
@@ -22,8 +22,8 @@ from mlir import ir
 
 from sparse_mlir import _smlir
 from sparse_mlir._attribute_spec import AttributeSpec
-from sparse_mlir._literals import int_list_literal
-from sparse_mlir._validate import check_block, check_int
+from sparse_mlir._literals import f64_literal, int_list_literal
+from sparse_mlir._validate import check_block, check_int, check_number
 from sparse_mlir.context import query_attribute
 from sparse_mlir.errors import SpecError
 from sparse_mlir.sparsifiers import KeepAll, NMMagnitude, Sparsifier
@@ -169,3 +169,78 @@ class NM(Encoding):
     def attr_text(self) -> str:
         rows = f", rows = {self.rows}" if self.rows != 1 else ""
         return f"#smlir.nm<n = {self.n}, m = {self.m}, crdWidth = {self.crd_width}{rows}>"
+
+
+# A block goes to Hybrid's block part when at least this fraction of it is
+# nonzero. Measured (benchmarks/formats.py, 768 -> 3072, 128 tokens): a BSR
+# stored value costs 1.1-1.3x a CSR one (BSR runs upstream's loops), so a
+# block pays in BSR only from a fill above 1: only full blocks come close,
+# and 1.0 is the default (set it lower for a faster block kernel).
+HYBRID_THRESHOLD = 1.0
+
+
+@dataclass(frozen=True)
+class Hybrid(Encoding):
+    """SparseTIR's composable format: a matrix stored as the sum of two sparse parts.
+
+    `Hybrid(BSR(block=(4, 4)), CSR())`: every block with at least
+    `threshold` of its entries nonzero goes to the BSR part, every other
+    nonzero to the CSR part; a linear runs both kernels into one output.
+    The sparsifier (given here, not on the parts) prunes the whole weight
+    before the split. Only (BSR, CSR) is implemented; ELL + COO is not yet.
+    """
+
+    first: Encoding = field(default_factory=lambda: BSR())
+    second: Encoding = field(default_factory=lambda: CSR())
+    threshold: float = HYBRID_THRESHOLD
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for which in ("first", "second"):
+            part = getattr(self, which)
+            if not isinstance(part, Encoding):
+                raise SpecError(f"Hybrid: {which} part must be a sparse_mlir encoding (BSR(...), CSR()), "
+                                f"got {part!r}")
+            if part.sparsifier is not None or part.grad is not None:
+                raise SpecError(f"Hybrid: its {which} part {part!r} has a sparsifier= or grad= of its own; "
+                                "give the sparsifier to Hybrid(..., sparsifier=...): it prunes the whole weight "
+                                "before the split")
+        object.__setattr__(self, "threshold", check_number("Hybrid", "threshold", self.threshold))
+        self._verify()   # two sparse parts, neither hybrid, threshold in [0, 1] (the C++ verifier)
+        if not (isinstance(self.first, BSR) and isinstance(self.second, CSR)):
+            raise SpecError(f"Hybrid({self.first!r}, {self.second!r}): not yet implemented; Hybrid supports "
+                            "Hybrid(BSR(block=(r, c)), CSR()) (ELL + COO is not implemented yet)")
+        if self.grad is not None:
+            raise SpecError("Hybrid: grad= is not supported yet (its gradient has the stored positions of "
+                            "both parts)")
+
+    def attr_text(self) -> str:
+        return (f"#smlir.hybrid<[{self.first.attr_text()}, {self.second.attr_text()}], "
+                f"threshold = {f64_literal(self.threshold)}>")
+
+    @property
+    def parts(self) -> tuple[Encoding, Encoding]:
+        return (self.first, self.second)
+
+
+@dataclass(frozen=True)
+class Auto(Encoding):
+    """Let the compiler pick the format of a weight (`compile` replaces it).
+
+    Per weight, from its nonzero pattern after `sparsifier` (left out: the
+    weight's own zeros), the cost model picks dense, CSR, BSR, n:m or
+    Hybrid(BSR, CSR) (sparse_mlir.compiler.auto_format); `sparsity_plan()`
+    says which and why. Deterministic: the same weight gets the same format.
+    """
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.grad is not None:
+            raise SpecError("Auto: grad= is not supported (give the chosen format explicitly to train with one)")
+
+    def attr_text(self) -> str:
+        raise SpecError("Auto() stands for no attribute: compile() replaces it by the format it picks")
+
+    @property
+    def format_name(self) -> str:
+        return "auto"

@@ -353,6 +353,54 @@ NMEncodingAttr::verifyShape(ArrayRef<int64_t> shape,
   return verifyNMRows(emitError, *this, getRows(), shape);
 }
 
+// Hybrid ---------------------------------------------------------------------
+
+LogicalResult
+HybridEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                           ArrayRef<EncodingAttrInterface> parts,
+                           llvm::APFloat threshold) {
+  if (parts.size() != 2)
+    return emitError() << "hybrid needs exactly 2 parts, got " << parts.size();
+  for (EncodingAttrInterface part : parts) {
+    if (isa<DenseEncodingAttr>(part))
+      return emitError() << "hybrid parts must be sparse formats, got "
+                         << part << " (a dense part stores every value: "
+                         << "use the dense format alone)";
+    if (isa<HybridEncodingAttr>(part))
+      return emitError() << "hybrid parts cannot be hybrid themselves, got "
+                         << part;
+  }
+  if (parts[0] == parts[1])
+    return emitError() << "hybrid parts must differ, got " << parts[0]
+                       << " twice";
+  double t = threshold.convertToDouble();
+  if (!(t >= 0.0 && t <= 1.0)) // also rejects NaN
+    return emitError() << "hybrid threshold must be in [0, 1], got "
+                       << floatString(threshold);
+  return success();
+}
+
+std::string HybridEncodingAttr::getFormatName() const {
+  auto parts = getParts();
+  return "hybrid(" + parts[0].getFormatName() + " + " +
+         parts[1].getFormatName() + ")";
+}
+
+// No single upstream encoding: the parts are stored (and read) separately.
+SparseTensorEncodingAttr HybridEncodingAttr::getSparseTensorEncoding(int64_t) const {
+  return {};
+}
+
+// A shape both parts can store (the same tensor is split between them).
+LogicalResult HybridEncodingAttr::verifyShape(
+    ArrayRef<int64_t> shape,
+    function_ref<InFlightDiagnostic()> emitError) const {
+  for (EncodingAttrInterface part : getParts())
+    if (failed(part.verifyShape(shape, emitError)))
+      return failure();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Sparsifiers
 //===----------------------------------------------------------------------===//

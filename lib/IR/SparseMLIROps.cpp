@@ -42,6 +42,11 @@ LogicalResult SparsifyOp::verify() {
                        << sourceType;
 
   EncodingAttrInterface encoding = getEncoding();
+  if (isa<HybridEncodingAttr>(encoding))
+    return emitError() << "encoding " << encoding
+                       << " stores a tensor as two parts; smlir.sparsify "
+                          "produces one tensor (hybrid weights are split by "
+                          "linear regions, compile(mode=\"regions\"))";
   if (failed(encoding.verifyShape(sourceType.getShape(), emitError)))
     return failure();
   SparsifierAttrInterface sparsifier = getSparsifier();

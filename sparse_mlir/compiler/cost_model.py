@@ -57,3 +57,23 @@ def choose_storage(encoding: Encoding, density: float, numel: int, tokens: int |
         return StorageChoice(False, "")
     return StorageChoice(True, f"cost model: density {density:.2f} is above the {encoding.format_name} "
                                f"break-even {limit:.2f}{where}, dense is faster")
+
+
+# sm.Auto(): what one stored value costs a linear at prefill token counts
+# (>= DECODE_TOKENS), relative to one weight element of torch's dense
+# F.linear. csr and nm follow the break-even points above (0.41 with a
+# margin -> ~2.2; n:m wins at 2:4 -> < 2). bsr: BSR runs upstream's
+# sparsified loops (no micro-kernel yet, and they do not use a second
+# thread), measured at 1.1-1.3x CSR's cost per stored value
+# (benchmarks/formats.py on a quiet machine, 768 -> 3072, 128 tokens, 1
+# thread, 10% dense: CSR 0.88 ms for 236k values, BSR 4x4 1.89 ms for 401k
+# with 95% of the nonzeros in full blocks): 2.2 x 1.27 -> 2.8. So with
+# today's kernels a BSR or Hybrid(BSR, CSR) weight never costs less than
+# CSR: Auto picks them only where a block kernel is cheaper per value than
+# CSR (a table with bsr < csr).
+STORED_VALUE_COST = {"dense": 1.0, "csr": 2.2, "nm": 1.8, "bsr": 2.8}
+
+
+def stored_cost(kind: str, stored_values: int) -> float:
+    """The modelled cost of a linear reading `stored_values` values stored as `kind`."""
+    return STORED_VALUE_COST[kind] * stored_values

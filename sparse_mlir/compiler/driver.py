@@ -23,7 +23,8 @@ from mlir import ir
 
 from sparse_mlir.context import make_context
 from sparse_mlir.compiler.cost_model import choose_storage
-from sparse_mlir.encodings import Dense, Encoding
+from sparse_mlir.encodings import Dense, Encoding, Hybrid
+from sparse_mlir.compiler import auto_format
 from sparse_mlir.errors import SparseFallbackWarning, SpecError
 from sparse_mlir.compiler.fallback_names import name_torch_ops
 from sparse_mlir.compiler.importers.torch_fx import import_model, start_importer
@@ -141,8 +142,17 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
             on_fallback=on_fallback, opt_level=opt_level, fuse_sparsifiers=fuse_sparsifiers, cost_model=cost_model,
             target=target, vector_lanes=vector_lanes, mode=mode, example_kwargs=example_kwargs, dynamic=dynamic,
             capture_by=capture_by, mask_update=mask_update))
-    if mode is None:
+    if mode is None:   # (from the names only: the same whatever sm.Auto() picks below)
         mode = default_mode(model, encodings or {}, target, on_fallback, fuse_sparsifiers, example_kwargs)
+    # sm.Auto(): each such weight's format is picked here, from its pattern (auto_format.py).
+    resolved, auto_choices = auto_format.resolve(model, encodings or {}, hybrid=mode == "regions")
+    if auto_choices:
+        module = compile(model, resolved, example_args, on_fallback=on_fallback, opt_level=opt_level,
+                         fuse_sparsifiers=fuse_sparsifiers, cost_model=cost_model, target=target,
+                         vector_lanes=vector_lanes, mode=mode, example_kwargs=example_kwargs, dynamic=dynamic,
+                         capture_by=capture_by, mask_update=mask_update)
+        auto_format.annotate_plan(module, auto_choices)
+        return module
     if mode not in ("graph", "regions"):
         raise SpecError(f"mode must be 'graph' or 'regions' (or None: the default), got {mode!r}")
     if mode == "regions":
@@ -160,6 +170,10 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
                         "mode='regions' (mode='graph' is inference); leave grad= out to compile for inference")
     if example_kwargs:
         raise SpecError("example_kwargs needs mode='regions' (mode='graph' compiles positional tensor inputs)")
+    hybrid = sorted(name for name, e in (encodings or {}).items() if isinstance(e, Hybrid))
+    if hybrid:
+        raise SpecError(f"{', '.join(hybrid)}: {encodings[hybrid[0]].format_name} stores a weight as two parts "
+                        "that linear regions run and sum: it needs mode='regions' (CPU)")
     if target == "cuda":
         cpu_only = {"on_fallback": (on_fallback, "warn"), "fuse_sparsifiers": (fuse_sparsifiers, True),
                     "vector_lanes": (vector_lanes, None)}

@@ -12,7 +12,7 @@ from mlir import ir
 from sparse_mlir.runtime.callable import numpy_dtype
 from sparse_mlir.context import make_context
 from sparse_mlir.dialects import smlir
-from sparse_mlir.encodings import Encoding
+from sparse_mlir.encodings import Encoding, Hybrid
 from sparse_mlir.errors import SpecError
 from sparse_mlir.compiler.importers.torch_fx import capture_lock
 
@@ -103,8 +103,12 @@ def verify_specs(encodings: Mapping[str, Encoding], params: Mapping[str, torch.T
                 value = ir.Operation.create("tensor.empty", results=[tensor_type]).result
                 # The dense result type is deliberately unchecked: only the
                 # shape/format/sparsifier diagnostics matter here.
-                smlir.SparsifyOp(tensor_type, value, encoding.effective_sparsifier.to_attr(), encoding.to_attr(),
-                                 tensor_name=ir.StringAttr.get(name))
+                # A hybrid weight is sparsified whole, then stored as its parts: each must fit it.
+                if isinstance(encoding, Hybrid):
+                    encoding.check_shape(shape, f"{name} stored as {encoding.format_name}")
+                for stored in encoding.parts if isinstance(encoding, Hybrid) else (encoding,):
+                    smlir.SparsifyOp(tensor_type, value, encoding.effective_sparsifier.to_attr(), stored.to_attr(),
+                                     tensor_name=ir.StringAttr.get(name))
         try:
             module.operation.verify()
         except ir.MLIRError as error:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sparse_mlir.encodings import BSR, COO, CSC, CSR, NM, Dense, Encoding
+from sparse_mlir.encodings import BSR, COO, CSC, CSR, NM, Dense, Encoding, Hybrid
 from sparse_mlir.errors import SpecError
 from sparse_mlir.nm_layout import nm_kept, stored_positions
 from sparse_mlir.philox import keep_mask
@@ -278,6 +278,8 @@ def pack(encoding: Encoding, w: np.ndarray, name: str = "tensor") -> list[np.nda
         return _pack_bsr(w, encoding, name)
     if isinstance(encoding, NM):
         return _pack_nm(w, encoding, name)
+    if isinstance(encoding, Hybrid):
+        return _pack_hybrid(w, encoding, name)
     raise SpecError(f"{name}: cannot pack encoding {encoding!r}")
 
 
@@ -312,6 +314,10 @@ def stored_coordinates(encoding: Encoding, packed: list[np.ndarray], shape: tupl
     if isinstance(encoding, Dense):
         rows, cols = np.meshgrid(np.arange(rows_n), np.arange(cols_k), indexing="ij")
         return rows.reshape(-1), cols.reshape(-1)
+    if isinstance(encoding, Hybrid):
+        found = [stored_coordinates(part, buffers, shape) for part, buffers in zip(encoding.parts,
+                                                                                   hybrid_parts(encoding, packed))]
+        return np.concatenate([found[0][0], found[1][0]]), np.concatenate([found[0][1], found[1][1]])
     raise SpecError(f"no stored coordinates for encoding {encoding!r}")
 
 
@@ -422,3 +428,52 @@ def _shared_nm_kept(w: np.ndarray, encoding: NM, name: str) -> tuple[np.ndarray,
     groups = w.shape[-1] // m
     return (_ungroup_rows(positions, w.shape).reshape(*w.shape[:-1], groups, n),
             _ungroup_rows(values, w.shape).reshape(*w.shape[:-1], groups, n))
+
+
+def split_hybrid(encoding: Hybrid, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`w` [N, K] as its two disjoint parts (first + second == w): the
+    blocks of the block part at least `threshold` full (and not empty) in
+    the first, every other nonzero in the second."""
+    block = encoding.first
+    assert isinstance(block, BSR)
+    r, c = block.block
+    rows, cols = w.shape
+    fill = (w != 0).reshape(rows // r, r, cols // c, c).sum(axis=(1, 3)) / (r * c)
+    full = (fill >= encoding.threshold) & (fill > 0)
+    mask = np.repeat(np.repeat(full, r, axis=0), c, axis=1)
+    return np.where(mask, w, 0).astype(w.dtype), np.where(mask, 0, w).astype(w.dtype)
+
+
+# Index buffers each format packs ahead of its values.
+_INDEX_BUFFERS = {CSR: 2, CSC: 2, BSR: 2, COO: 3, NM: 1}
+
+
+def _stored_values(encoding: Encoding, indices: list[np.ndarray]) -> int:
+    """How many values a part with these index buffers stores."""
+    if isinstance(encoding, (CSR, CSC)):
+        return int(_unsigned(indices[0][-1:], encoding.pos_width).sum())
+    if isinstance(encoding, COO):
+        return int(_unsigned(indices[0][1:2], encoding.pos_width).sum())
+    if isinstance(encoding, BSR):
+        return indices[1].size * encoding.block[0] * encoding.block[1]
+    if isinstance(encoding, NM):
+        return indices[0].size
+    raise SpecError(f"no stored values count for encoding {encoding!r}")
+
+
+def hybrid_parts(encoding: Hybrid, packed: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each part's buffers of `pack(encoding, w)` ([first's indices...,
+    second's indices..., all values]): its index buffers and its values, a
+    view of the shared values buffer (the kernels read both in place)."""
+    count = _INDEX_BUFFERS[type(encoding.first)]
+    first, second, values = packed[:count], packed[count:-1], packed[-1]
+    stored = _stored_values(encoding.first, first)
+    return [*first, values[:stored]], [*second, values[stored:]]
+
+
+def _pack_hybrid(w: np.ndarray, encoding: Hybrid, name: str) -> list[np.ndarray]:
+    """The first part's index buffers, the second's, then one values buffer
+    holding the first's values followed by the second's (one parameter to train)."""
+    first, second = (pack(part, matrix, f"{name} ({part.format_name} part of {encoding.format_name})")
+                     for part, matrix in zip(encoding.parts, split_hybrid(encoding, w)))
+    return [*first[:-1], *second[:-1], np.concatenate([first[-1], second[-1]])]

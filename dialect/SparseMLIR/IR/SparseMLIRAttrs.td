@@ -202,6 +202,32 @@ def SparseMLIR_NMEncodingAttr : SparseMLIR_Encoding<"NMEncoding", "nm"> {
   let genVerifyDecl = 1;
 }
 
+def SparseMLIR_HybridEncodingAttr : SparseMLIR_Encoding<"HybridEncoding", "hybrid"> {
+  let summary = "Composable format: a matrix stored as the sum of two sparse parts";
+  let description = [{
+    SparseTIR's composable formats. The tensor is split into two disjoint
+    parts, each stored in its own sparse format; a reader computes with each
+    part and sums. With a block format first (`bsr`), a block goes to it when
+    at least `threshold` of its entries are nonzero; every other nonzero goes
+    to the second part.
+
+    Verified: exactly two parts, each a sparse format (not `dense`, not
+    itself hybrid); `threshold` in [0, 1]; a shape must suit both parts.
+    There is no single upstream `#sparse_tensor.encoding` for it
+    (`getSparseTensorEncoding` is null): linear regions store and run the two
+    parts, and `smlir.sparsify` refuses it.
+
+    ```mlir
+    #smlir.hybrid<[#smlir.bsr<block = [4, 4]>, #smlir.csr], threshold = 0.5>
+    ```
+  }];
+  let parameters = (ins
+      ArrayRefParameter<"::mlir::smlir::EncodingAttrInterface", "parts">:$parts,
+      SparseMLIR_F64Parameter<"fill a block needs to be stored in the first part">:$threshold);
+  let assemblyFormat = "`<` `[` $parts `]` `,` `threshold` `=` $threshold `>`";
+  let genVerifyDecl = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Sparsifiers
 //===----------------------------------------------------------------------===//

@@ -17,7 +17,7 @@ from sparse_mlir.compiler.reports import PlanEntry, TensorStats
 from sparse_mlir.errors import SparseFallbackWarning
 from sparse_mlir.compiler.importers.torch_fx import capture_lock
 from sparse_mlir.compiler.specs import check_cpu_dtypes, parameters, tied_aliases, verify_specs
-from sparse_mlir.encodings import NM, Dense, Encoding
+from sparse_mlir.encodings import NM, Dense, Encoding, Hybrid
 from sparse_mlir.errors import SpecError
 from sparse_mlir.training import MaskUpdate
 from sparse_mlir.moe import check_not_stacked
@@ -29,7 +29,7 @@ from sparse_mlir.compiler.regions.capture import capture
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.base import Choice, Region, mark_handed_back, torch_won_everywhere
 from sparse_mlir.compiler.regions.conv import ConvRegion, from_hwc_matrix, hwc_matrix, packed_matrix
-from sparse_mlir.compiler.regions.linear import LinearRegion
+from sparse_mlir.compiler.regions.hybrid import HybridLinearRegion, linear_region
 from sparse_mlir.compiler.regions.activation import ActivationRegion, insert_sparsifiers, sparsify_outputs
 from sparse_mlir.compiler.regions.gradients import gradient_format, wants_dense_master
 from sparse_mlir.compiler.regions.module import RegionModule, SwappedModule
@@ -87,6 +87,10 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
                         "sparsifiers on other intermediates (torch.fx nodes) need the graph: capture_by='graph' "
                         "(or 'auto')")
     updates = _mask_updates(mask_update, encodings)
+    hybrid = sorted(name for name in updates if isinstance(encodings[name], Hybrid))
+    if hybrid:
+        raise SpecError(f"{', '.join(hybrid)}: {encodings[hybrid[0]].format_name} weights keep their compile-time "
+                        "split; training them from dense masters (mask_update, grad=Dense()) is not supported yet")
     params = parameters(model, encodings)
     check_cpu_dtypes(params, [a for a in example_args if isinstance(a, torch.Tensor)])
     # An n:m conv weight is pruned and stored as its (kh, kw, C) matrix.
@@ -380,6 +384,10 @@ def _finish(module: RegionModule | SwappedModule, regions: Mapping[int, Region],
                      for name, encoding in encodings.items()}
     module._plan = [_plan(name, encoding, module._stats[name], readers.get(name, []), name in in_out)
                     for name, encoding in encodings.items()]
+    # A hybrid weight's plan shows its split (blocks in BSR, nonzeros in CSR).
+    splits = {r.name: r.split() for r in regions.values() if isinstance(r, HybridLinearRegion) and not r.handed_back}
+    module._plan = [dataclasses.replace(e, stored_as=f"{e.stored_as} ({splits[e.name]})") if e.name in splits else e
+                    for e in module._plan]
 
 
 def snapshot(graph_module: torch.fx.GraphModule, effective: Mapping[str, torch.Tensor]) -> None:
@@ -522,7 +530,7 @@ def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str,
                 if (name, use.transposed) not in packs:
                     packs[(name, use.transposed)] = pack(encoding, weight.numpy(), name)
                 buffers = packs[(name, use.transposed)]
-                region = LinearRegion(name, encoding, weight, buffers, use.bias is not None, options, cost_model)
+                region = linear_region(name, encoding, weight, buffers, use.bias is not None, options, cost_model)
                 handle = REGIONS.add(region)
                 regions[handle] = region
                 by_key[key] = handle

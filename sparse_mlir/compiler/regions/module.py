@@ -20,6 +20,7 @@ from sparse_mlir.runtime.ops import REGIONS
 from sparse_mlir.compiler.regions.capture import Captured
 from sparse_mlir.compiler.regions.activation import ActivationRegion
 from sparse_mlir.compiler.regions.base import Region
+from sparse_mlir.compiler.regions.hybrid import exportable
 from sparse_mlir.compiler.regions.inputs import SpMMRegion
 from sparse_mlir.runtime.ops import packed_inputs
 
@@ -129,7 +130,7 @@ class RegionModule(CompileReports, torch.nn.Module):
         model.training = False
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            whole = compile_graph(model, self._encodings, captured.example_args, mode="graph")
+            whole = compile_graph(model, exportable(self._encodings), captured.example_args, mode="graph")
         return whole.export(path)
 
     def regions(self) -> list[Region]:
@@ -356,7 +357,7 @@ class SwappedModule(CompileReports, torch.nn.Module):
             model = model.model
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            whole = compile_graph(model.eval(), self._encodings, args, mode="graph")
+            whole = compile_graph(model.eval(), exportable(self._encodings), args, mode="graph")
         return whole.export(path)
 
 

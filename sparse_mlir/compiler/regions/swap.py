@@ -27,7 +27,7 @@ from sparse_mlir.compiler.weights import pack
 from sparse_mlir.compiler.regions.base import Region, mark_handed_back, torch_won_everywhere
 from sparse_mlir.compiler.regions.conv import ConvRegion, packed_matrix
 from sparse_mlir.compiler.regions.kernels import KernelOptions
-from sparse_mlir.compiler.regions.linear import LinearRegion
+from sparse_mlir.compiler.regions.hybrid import linear_region
 from sparse_mlir.compiler.regions.activation import GradientSparsifier
 from sparse_mlir.compiler.regions.gradients import gradient_format
 from sparse_mlir.compiler.regions.mask_update import PrunedLinear
@@ -341,8 +341,8 @@ def _region(name: str, encoding: Encoding, weight: torch.Tensor, kind: str, modu
         return ConvRegion(name, encoding, weight, pack(encoding, matrix.numpy(), name), bias, module.stride,
                           module.padding, module.dilation, options, cost_model)
     matrix = weight.t() if kind == "conv1d" else weight   # torch's side reads W^T as a view
-    return LinearRegion(name, encoding, matrix, pack(encoding, matrix.contiguous().numpy(), name), bias, options,
-                        cost_model)
+    return linear_region(name, encoding, matrix, pack(encoding, matrix.contiguous().numpy(), name), bias, options,
+                         cost_model)
 
 
 def eager_call(model: torch.nn.Module, paths: Mapping[int, list[str]], example_args: tuple,

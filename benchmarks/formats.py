@@ -1,0 +1,116 @@
+"""Composable formats: one linear (in 768, out 3072, 128 tokens) whose weight
+has dense 4 x 4 blocks holding ~`--block-share` of its nonzeros plus scattered
+entries, stored as CSR, BSR(4, 4), Hybrid(BSR(4, 4), CSR()) and dense
+(torch's F.linear on the same pruned weight), 1 and 2 threads, same run;
+medians (and best) in ms of the compiled module's call with our kernels forced
+(cost_model=False). Every result is checked against eager torch. Also
+records what sm.Auto() picks for the weight. Writes
+benchmarks/results/formats.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import sparse_mlir as sm
+from sparse_mlir.runtime.threads import set_num_threads
+from sparse_mlir.testing import best_ms, median_ms
+
+
+def block_weight(out_features: int, in_features: int, density: float, block_share: float, seed: int,
+                 block: int = 4) -> torch.Tensor:
+    """A weight of `density` nonzeros, `block_share` of them in full
+    block x block tiles, the rest scattered (uniformly) outside them."""
+    rng = np.random.default_rng(seed)
+    numel = out_features * in_features
+    tiles = (out_features // block, in_features // block)
+    full_tiles = int(round(density * block_share * numel / block ** 2))
+    chosen = np.zeros(tiles[0] * tiles[1], dtype=bool)
+    chosen[rng.choice(chosen.size, full_tiles, replace=False)] = True
+    mask = np.repeat(np.repeat(chosen.reshape(tiles), block, 0), block, 1)
+    free = np.flatnonzero(~mask.reshape(-1))
+    scattered = int(round(density * numel)) - int(mask.sum())
+    flat = mask.reshape(-1)
+    flat[rng.choice(free, max(0, scattered), replace=False)] = True
+    w = rng.standard_normal((out_features, in_features)).astype(np.float32) * mask
+    return torch.from_numpy(w)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--density", type=float, nargs="+", default=[0.1])
+    parser.add_argument("--block-share", type=float, nargs="+", default=[0.5, 0.8, 0.95])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "formats"))
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+    load = os.getloadavg()
+    rows = []
+    torch.manual_seed(0)
+    x = torch.randn(args.tokens, 768)
+    formats = {"csr": sm.CSR(), "bsr 4x4": sm.BSR(block=(4, 4)), "hybrid bsr+csr": sm.Hybrid(sm.BSR(block=(4, 4)),
+                                                                                            sm.CSR())}
+    for density in args.density:
+        for share in args.block_share:
+            linear = torch.nn.Linear(768, 3072, bias=True)
+            with torch.no_grad():
+                linear.weight.copy_(block_weight(3072, 768, density, share, seed=1))
+            expected = linear(x)
+            compiled = {name: sm.compile(linear, {"weight": e}, (x,), mode="regions", cost_model=False)
+                        for name, e in formats.items()}
+            auto = sm.compile(linear, {"weight": sm.Auto()}, (x,), mode="regions", cost_model=False)
+            entry = auto.sparsity_plan()[0]
+            auto_plan = f"{entry.format}; " + entry.applied.split("sm.Auto() chose ", 1)[1]
+            for name, fn in compiled.items():
+                error = float((fn(x) - expected).abs().max())
+                assert error < 1e-3, (name, error)
+            for threads in args.threads:
+                torch.set_num_threads(threads)
+                set_num_threads(threads)
+                row = dict(tokens=args.tokens, shape=[3072, 768], density=density, block_share=share,
+                           threads=threads)
+                calls = {"dense torch": lambda: linear(x), **{n: (lambda f=f: f(x)) for n, f in compiled.items()}}
+                with torch.no_grad():
+                    for name, call in calls.items():
+                        row[name] = dict(median_ms=median_ms(call, args.repeats, warmup=3),
+                                         best_ms=best_ms(call, args.repeats, warmup=1))
+                row["auto"] = auto_plan
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    result = dict(machine=platform.processor() or platform.machine(), cpus=os.cpu_count(),
+                  load_average_start=load, load_average_end=os.getloadavg(), torch=torch.__version__, rows=rows)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1))
+    out.with_suffix(".md").write_text(markdown(result))
+
+
+def markdown(result: dict) -> str:
+    names = ["dense torch", "csr", "bsr 4x4", "hybrid bsr+csr"]
+    lines = [f"Load average {result['load_average_start'][0]:.2f} at the start, "
+             f"{result['load_average_end'][0]:.2f} at the end ({result['cpus']} CPUs, shared machine). "
+             "Linear 768 -> 3072, median ms (best in brackets), our kernels forced (cost_model=False).", "",
+             "| density | share of nnz in 4x4 blocks | threads | " + " | ".join(names) + " |",
+             "|---|---|---|" + "---|" * len(names)]
+    for row in result["rows"]:
+        cells = [f"{row[n]['median_ms']:.3f} ({row[n]['best_ms']:.3f})" for n in names]
+        lines.append(f"| {row['density']} | {row['block_share']} | {row['threads']} | " + " | ".join(cells) + " |")
+    lines += ["", "sm.Auto()'s choice per weight:", ""]
+    for row in result["rows"]:
+        if row["threads"] == result["rows"][0]["threads"]:
+            lines.append(f"- density {row['density']}, block share {row['block_share']}: {row['auto']}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""A weight stored as `Hybrid(BSR, CSR)`: one linear region, two kernels summed.
+
+The region's packed buffers are the two parts' index buffers and ONE values
+buffer (the block part's values, then the CSR part's), so training and the
+state dict see one parameter. Each part is a plain LinearRegion over its
+index buffers and its slice of the values (a view: the kernels read the
+shared buffer in place), run without a cost model of its own; this region
+times the two kernels together against torch's F.linear on the whole weight.
+The first part writes y (with the bias), the second's product is added
+into it in place.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from sparse_mlir.encodings import CSR, Encoding, Hybrid
+from sparse_mlir.errors import SpecError
+from sparse_mlir.runtime.threads import get_num_threads
+from sparse_mlir.compiler.weights import hybrid_parts
+from sparse_mlir.compiler.regions import base
+from sparse_mlir.compiler.regions.base import Choice, PieceKernels
+from sparse_mlir.compiler.regions.kernels import KernelOptions
+from sparse_mlir.compiler.regions.linear import LinearRegion
+
+log = logging.getLogger("sparse_mlir.compiler.regions")
+
+
+@dataclass(frozen=True)
+class HybridKernels:
+    """The parts' kernels for one input shape, in the order they run."""
+
+    parts: tuple[tuple[LinearRegion, PieceKernels, bool], ...]   # (part, its kernels, adds the bias)
+
+
+class HybridLinearRegion(LinearRegion):
+    """y = x W^T (+ bias) with W = W_first + W_second stored in two formats."""
+
+    def __init__(self, name: str, encoding: Hybrid, effective: torch.Tensor, packed: Sequence[np.ndarray],
+                 bias: bool, options: KernelOptions, cost_model: bool) -> None:
+        super().__init__(name, encoding, effective, packed, bias, options, cost_model)
+        self._parts = self._make_parts()
+
+    def _make_parts(self) -> list[LinearRegion]:
+        """The part regions that run (those storing values; the first if none
+        does), over views of this region's buffers. The first of them adds the bias."""
+        encoding = self.encoding
+        assert isinstance(encoding, Hybrid)
+        shape = tuple(self._matrix.shape)
+        parts = []
+        for part, buffers in zip(encoding.parts, hybrid_parts(encoding, self._packed)):
+            if buffers[-1].size == 0:
+                continue
+            parts.append((part, buffers))
+        if not parts:
+            parts = [(encoding.first, hybrid_parts(encoding, self._packed)[0])]
+        # A part is never read densely (_decide refuses a kernel that would):
+        # its dense weight is a zero-stride stand-in, not a copy of W.
+        nothing = torch.zeros(1, dtype=torch.float32).expand(shape)
+        return [LinearRegion(f"{self.name} ({part.format_name} part)", part, nothing, buffers,
+                             self.signature.bias and index == 0, self._options, cost_model=False)
+                for index, (part, buffers) in enumerate(parts)]
+
+    def split(self) -> str:
+        """What each part stores, for sparsity_plan()."""
+        encoding = self.encoding
+        assert isinstance(encoding, Hybrid)
+        total = max(1, int(np.count_nonzero(self._packed[-1])))
+        first, second = hybrid_parts(encoding, self._packed)
+        r, c = encoding.first.block   # type: ignore[attr-defined]
+        blocks = first[-1].size // (r * c)
+        first_nnz, second_nnz = int(np.count_nonzero(first[-1])), int(np.count_nonzero(second[-1]))
+        return (f"{encoding.first.format_name} {r}x{c}: {blocks} blocks ({first[-1].size} values, "
+                f"{first_nnz} nonzero = {100 * first_nnz / total:.0f}% of nnz), "
+                f"{encoding.second.format_name}: {second_nnz} nnz ({100 * second_nnz / total:.0f}% of nnz); "
+                f"blocks at least {encoding.threshold:g} full go to {encoding.first.format_name}")
+
+    def _follow_replaced_values(self) -> None:
+        before = self._packed[-1].ctypes.data if self._packed else 0
+        super()._follow_replaced_values()
+        if self._packed and self._packed[-1].ctypes.data != before:
+            self._parts = self._make_parts()   # bound to the new memory
+
+    def freeze(self) -> None:
+        super().freeze()
+        for part in self._parts:
+            part.freeze()
+
+    def reprune(self, matrix: torch.Tensor) -> None:
+        raise SpecError(f"{self.name} ({self.encoding.format_name}): pruning again during training (MaskUpdate) "
+                        "is not supported for Hybrid weights yet")
+
+    def _ours(self, kernel: PieceKernels, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        assert isinstance(kernel, HybridKernels)
+        columns = x.reshape(-1, self.signature.in_features).contiguous()
+        y = None
+        for part, kernels, adds_bias in kernel.parts:
+            out = part._linear(kernels, columns, bias if adds_bias else None)
+            y = out if y is None else y.add_(out)   # accumulates into the first part's output
+        assert y is not None
+        return y.reshape(*x.shape[:-1], self.signature.out_features)
+
+    def _decide(self, x: torch.Tensor, bias: torch.Tensor | None) -> Choice:
+        if x.dtype != torch.float32 or (bias is not None and bias.dtype != torch.float32):
+            return Choice(0, None, None, None, f"torch: {x.dtype} (the CPU kernels take float32)")
+        tokens = self._tokens(x)
+        if not self._frozen:
+            self._exact.add(tokens)
+        parts = []
+        for index, part in enumerate(self._parts):
+            if not self._frozen:
+                part._exact.add(tokens)
+            choice = part._decide(x, bias if index == 0 else None)
+            if choice.kernel is None:
+                self._warn(f"no sparse kernel for the {part.encoding.format_name} part of '{self.name}' "
+                           f"({self.encoding.format_name}): {choice.reason}; torch's F.linear runs it on the "
+                           "pruned weight")
+                return Choice(tokens, None, None, None, f"torch: the {part.encoding.format_name} part has no "
+                                                        f"kernel ({choice.reason})")
+            if not choice.compiled.stored_sparse:   # a part read densely would be the whole cost of dense
+                return Choice(tokens, None, None, None, f"torch: the {part.encoding.format_name} part's kernel "
+                                                        "reads it densely")
+            parts.append((part, choice.kernel, index == 0))
+        kernel = HybridKernels(tuple(parts))
+        live = True   # the parts read this region's values buffer in place
+        if not self._cost_model:
+            return Choice(tokens, kernel, None, None, "ours (cost_model=False)", None, live)
+        key = (self.signature, tokens, round(self.density, 2), self._options, self._measure_key(x),
+               torch.get_num_threads(), get_num_threads(), "hybrid")
+        if key not in base._DECISIONS:
+            x = x.contiguous()
+            run_ours, run_torch = (lambda: self._ours(kernel, x, bias)), (lambda: self._torch(x, bias))
+            call = base.call_overhead_ms()
+            ours, theirs = base._timed_pair(run_ours, run_torch, call)
+            names = " + ".join(part.encoding.format_name for part in self._parts)
+            base._DECISIONS[key] = (ours, theirs, f"{'ours' if base._ours_wins(ours, theirs) else 'torch'} "
+                                                  f"({names} kernels {ours:.3f} ms incl. {call * 1e3:.0f} us "
+                                                  f"for the custom op call, torch {theirs:.3f} ms)")
+            shared = ""
+        else:
+            shared = ", measured on a weight of the same shape, format and density"
+        ours, theirs, reason = base._DECISIONS[key]
+        return Choice(tokens, kernel if base._ours_wins(ours, theirs) else None, ours, theirs, reason + shared,
+                      None, live)
+
+
+def linear_region(name: str, encoding: Encoding, effective: torch.Tensor, packed: Sequence[np.ndarray],
+                  bias: bool, options: KernelOptions, cost_model: bool) -> LinearRegion:
+    """The linear region for `encoding`: a hybrid one for `Hybrid`."""
+    if isinstance(encoding, Hybrid):
+        return HybridLinearRegion(name, encoding, effective, packed, bias, options, cost_model)
+    return LinearRegion(name, encoding, effective, packed, bias, options, cost_model)
+
+
+def exportable(encodings: Mapping[str, Any]) -> dict[str, Any]:
+    """`encodings` for export(): artifacts have no hybrid kernel yet, so a
+    Hybrid weight is exported as CSR of the same pruned weight (the same
+    results; CSR's speed), with a log line."""
+    out = {}
+    for name, encoding in encodings.items():
+        if isinstance(encoding, Hybrid):
+            log.info("export(): %s (%s) is stored as csr in the artifact (no hybrid kernel there yet)", name,
+                     encoding.format_name)
+            encoding = CSR(sparsifier=encoding.effective_sparsifier)
+        out[name] = encoding
+    return out
