@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import warnings
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import torch
 
 import sparse_mlir as sm
 from sparse_mlir.runtime.threads import set_num_threads
-from sparse_mlir.testing import best_ms, median_ms
+from sparse_mlir.testing import best_ms, median_ms, write_results
 
 
 def block_weight(out_features: int, in_features: int, density: float, block_share: float, seed: int,
@@ -87,12 +86,7 @@ def main() -> None:
                 row["auto"] = auto_plan
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    result = dict(machine=platform.processor() or platform.machine(), cpus=os.cpu_count(),
-                  load_average_start=load, load_average_end=os.getloadavg(), torch=torch.__version__, rows=rows)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=1))
-    out.with_suffix(".md").write_text(markdown(result))
+    write_results(args.out, rows, load, markdown)
 
 
 def markdown(result: dict) -> str:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -36,6 +35,7 @@ import torch.nn.functional as F
 import sparse_mlir as sm
 from sparse_mlir.compiler.regions import kernels
 from sparse_mlir.runtime.threads import set_num_threads
+from sparse_mlir.testing import write_results
 
 
 class Expert(torch.nn.Module):
@@ -154,11 +154,7 @@ def main() -> None:
                 row["speedup_forced"] = eager_ms / row["ours_forced_ms"]
                 rows.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "expert_token_counts"}), flush=True)
-    result = dict(machine=platform.processor() or platform.machine(), cpus=os.cpu_count(), load_average_start=load,
-                  load_average_end=os.getloadavg(), torch=torch.__version__, repeats=args.repeats, rows=rows)
-    out = Path(args.out)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=1))
-    out.with_suffix(".md").write_text(markdown(result))
+    write_results(args.out, rows, load, markdown, repeats=args.repeats)
 
 
 def markdown(result: dict) -> str:

@@ -32,7 +32,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import time
 import warnings
 from pathlib import Path
@@ -44,7 +43,7 @@ import sparse_mlir as sm
 from sparse_mlir.compiler.regions.attention import AttentionRegion
 from sparse_mlir.compiler.regions.sddmm import SDDMMRegion, sparse_mlir_sddmm
 from sparse_mlir.runtime.threads import set_num_threads
-from sparse_mlir.testing import best_ms, median_ms
+from sparse_mlir.testing import best_ms, median_ms, write_results
 
 HEADS = (1, 2)
 
@@ -170,12 +169,7 @@ def main() -> None:
                     first_compiles = compiles(sddmm_fn, attention_fn)
         # New masks (another nnz, another structure) compiled nothing.
         assert compiles(sddmm_fn, attention_fn) == first_compiles, (compiles(sddmm_fn, attention_fn), first_compiles)
-    result = dict(machine=platform.processor() or platform.machine(), cpus=os.cpu_count(),
-                  load_average_start=load, load_average_end=os.getloadavg(), torch=torch.__version__, rows=rows)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=1))
-    out.with_suffix(".md").write_text(markdown(result))
+    result = write_results(args.out, rows, load, markdown)
     print(markdown(result))
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 from pathlib import Path
 
@@ -33,7 +32,7 @@ import torch
 
 import sparse_mlir as sm
 from sparse_mlir.runtime.threads import set_num_threads
-from sparse_mlir.testing import best_ms, median_ms
+from sparse_mlir.testing import best_ms, median_ms, write_results
 
 
 class SpMM(torch.nn.Module):
@@ -145,12 +144,7 @@ def main() -> None:
                         rows.append(row)
                         print(json.dumps(row), flush=True)
                     assert region.compiles == 1, region.compiles
-    result = dict(machine=platform.processor() or platform.machine(), cpus=os.cpu_count(),
-                  load_average_start=load, load_average_end=os.getloadavg(), torch=torch.__version__, rows=rows)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=1))
-    out.with_suffix(".md").write_text(markdown(result))
+    result = write_results(args.out, rows, load, markdown)
     print(markdown(result))
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import platform
 import statistics
 import sys
 import time
 import types
+from pathlib import Path
 from typing import Any, Callable
 
 
@@ -32,6 +36,22 @@ def import_transformers() -> Any:
     import transformers
     transformers.logging.set_verbosity_error()
     return transformers
+
+
+def write_results(out: str | Path, rows: list[dict], load_average_start: tuple[float, ...],
+                  markdown: Callable[[dict], str], **extra: Any) -> dict:
+    """A benchmark run as `<out>.json` and `<out>.md` (`markdown(result)`):
+    its rows with the machine, its CPUs, the load average at the start and
+    at the end (now), torch's version and `extra`. Returns the result."""
+    import torch   # (this module is imported where torch may not be yet)
+    result = dict(machine=platform.processor() or platform.machine(), cpus=os.cpu_count(),
+                  load_average_start=load_average_start, load_average_end=os.getloadavg(), torch=torch.__version__,
+                  **extra, rows=rows)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1))
+    out.with_suffix(".md").write_text(markdown(result))
+    return result
 
 
 def median_ms(call: Callable[[], Any], repeats: int, warmup: int = 1) -> float:

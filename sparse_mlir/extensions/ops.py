@@ -13,11 +13,11 @@ kept, as eager `x * mask` would.
 
 from __future__ import annotations
 
-import itertools
-import threading
 from typing import Any, Protocol, Sequence
 
 import torch
+
+from sparse_mlir.runtime.ops import RegionRegistry
 
 
 class Region(Protocol):
@@ -31,33 +31,7 @@ class Region(Protocol):
                  needs: Sequence[bool]) -> list[torch.Tensor | None]: ...
 
 
-class _Registry:
-    """Region handles -> regions (process-wide; handles never reused)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._regions: dict[int, Any] = {}
-        self._next = itertools.count(1)
-
-    def add(self, region: Any) -> int:
-        with self._lock:
-            handle = next(self._next)
-            self._regions[handle] = region
-            return handle
-
-    def remove(self, handle: int) -> None:
-        with self._lock:
-            self._regions.pop(handle, None)
-
-    def get(self, handle: int) -> Any:
-        region = self._regions.get(handle)
-        if region is None:
-            raise RuntimeError(f"sparse_mlir_ext: region {handle} does not exist in this process (it lives as long "
-                               "as the compiled model that made it)")
-        return region
-
-
-EXT_REGIONS = _Registry()
+EXT_REGIONS = RegionRegistry("sparse_mlir_ext", "it lives as long as the compiled model that made it")
 
 
 def _unaliased(out: torch.Tensor, inputs: Sequence[torch.Tensor]) -> torch.Tensor:

@@ -44,15 +44,17 @@ class RegionKernel(Protocol):
                  needs: Sequence[bool]) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]: ...
 
 
-class _Registry:
-    """Region handles -> region kernels (process-wide; handles never reused)."""
+class RegionRegistry:
+    """Region handles -> region kernels (process-wide; handles never reused).
+    `op` and `lifetime` make the message for a handle that does not exist."""
 
-    def __init__(self) -> None:
+    def __init__(self, op: str, lifetime: str) -> None:
         self._lock = threading.Lock()
         self._regions: dict[int, Any] = {}
         self._next = itertools.count(1)
+        self._op, self._lifetime = op, lifetime
 
-    def add(self, region: "RegionKernel | ConvRegionKernel") -> int:
+    def add(self, region: Any) -> int:
         with self._lock:
             handle = next(self._next)
             self._regions[handle] = region
@@ -65,13 +67,13 @@ class _Registry:
     def get(self, handle: int) -> Any:
         region = self._regions.get(handle)
         if region is None:
-            raise RuntimeError(f"sparse_mlir::linear: region {handle} does not exist in this process (a compiled "
-                               "model's regions live as long as the model; a pickled or torch.save'd model cannot "
-                               "bring them to another process: use fn.export / sm.load for deployment)")
+            raise RuntimeError(f"{self._op}: region {handle} does not exist in this process ({self._lifetime})")
         return region
 
 
-REGIONS = _Registry()
+REGIONS = RegionRegistry("sparse_mlir::linear", "a compiled model's regions live as long as the model; a pickled "
+                         "or torch.save'd model cannot bring them to another process: use fn.export / sm.load for "
+                         "deployment")
 
 
 @torch.library.custom_op("sparse_mlir::linear", mutates_args=())

@@ -17,7 +17,7 @@ import warnings
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Hashable, TypeVar
 
 import numpy as np
 import torch
@@ -35,6 +35,8 @@ from sparse_mlir.runtime.threads import openmp_available, runtime_library
 from sparse_mlir.compiler.regions import disk_cache
 
 log = logging.getLogger("sparse_mlir.compiler.regions")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -150,22 +152,20 @@ def _compile_quietly(signature: LinearSignature, encoding: Encoding, tokens: int
         return compile_linear(signature, encoding, tokens, options)
 
 
-class KernelCache:
-    """Compiled kernels by (signature, tokens, options), shared process-wide.
+class BuildOnce:
+    """Compiled kernels by key, shared process-wide: a key is built once
+    (others asking for it wait), different keys concurrently. Past
+    `capacity` the least recently used are dropped from the cache (whoever
+    holds one keeps it alive)."""
 
-    Compiles of one key run once (others wait for it); different keys
-    compile concurrently. The least recently used kernels past `capacity`
-    are dropped from the cache (regions holding one keep it alive)."""
-
-    def __init__(self, capacity: int = 256) -> None:
+    def __init__(self, capacity: int | None = None) -> None:
         self._capacity = capacity
         self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple, CompiledLinear] = OrderedDict()
-        self._building: dict[tuple, threading.Lock] = {}
+        self._entries: OrderedDict[Hashable, Any] = OrderedDict()
+        self._building: dict[Hashable, threading.Lock] = {}
 
-    def get(self, signature: LinearSignature, encoding: Encoding, tokens: int,
-            options: KernelOptions) -> CompiledLinear:
-        key = (signature, tokens, options)
+    def build(self, key: Hashable, make: Callable[[], T]) -> T:
+        """The entry of `key`, made by `make()` the first time it is asked for."""
         with self._lock:
             if key in self._entries:
                 self._entries.move_to_end(key)
@@ -179,16 +179,28 @@ class KernelCache:
             # torch.compile'd graph (a new shape reaching the op), whose
             # thread-local tracing state torch.export must not see.
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sparse_mlir_kernel") as builder:
-                compiled = builder.submit(_compile_quietly, signature, encoding, tokens, options).result()
+                compiled = builder.submit(make).result()
             with self._lock:
                 self._entries[key] = compiled
                 self._building.pop(key, None)
-                while len(self._entries) > self._capacity:
+                while self._capacity is not None and len(self._entries) > self._capacity:
                     self._entries.popitem(last=False)
         return compiled
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class KernelCache(BuildOnce):
+    """Compiled linear kernels by (signature, tokens, options), at most `capacity`."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        super().__init__(capacity)
+
+    def get(self, signature: LinearSignature, encoding: Encoding, tokens: int,
+            options: KernelOptions) -> CompiledLinear:
+        return self.build((signature, tokens, options),
+                          lambda: _compile_quietly(signature, encoding, tokens, options))
 
     def token_counts(self, signature: LinearSignature) -> set[int]:
         """The token counts of the cached kernels of `signature`."""

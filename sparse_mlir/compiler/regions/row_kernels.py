@@ -31,7 +31,6 @@ stored columns only.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +42,7 @@ from sparse_mlir import _load_order  # noqa: F401  (first: MLIR must load before
 from mlir import ir
 
 from sparse_mlir.compiler.regions import disk_cache
-from sparse_mlir.compiler.regions.kernels import KernelOptions, lower_and_jit
+from sparse_mlir.compiler.regions.kernels import BuildOnce, KernelOptions, lower_and_jit
 from sparse_mlir.context import make_context
 from sparse_mlir.encodings import Encoding
 from sparse_mlir.runtime.memref import Kernel
@@ -234,20 +233,11 @@ def compile_rows(sig: RowSignature, encoding: Encoding, options: KernelOptions) 
                              keep_alive=(engine, context, module))
 
 
-class RowKernels:
-    """Compiled kernels by (signature, options), process-wide; one compile per key."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._entries: dict[tuple, CompiledRows] = {}
+class RowKernels(BuildOnce):
+    """Compiled row kernels by (signature, options), process-wide."""
 
     def get(self, sig: RowSignature, encoding: Encoding, options: KernelOptions) -> CompiledRows:
-        key = (sig, options)
-        with self._lock:   # (compiles are rare: one lock for all)
-            compiled = self._entries.get(key)
-            if compiled is None:
-                compiled = self._entries[key] = compile_rows(sig, encoding, options)
-        return compiled
+        return self.build((sig, options), lambda: compile_rows(sig, encoding, options))
 
 
 ROW_KERNELS = RowKernels()

@@ -17,7 +17,6 @@ gather (`supported`).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +28,7 @@ from sparse_mlir import _load_order  # noqa: F401  (first: MLIR must load before
 from mlir import ir
 
 from sparse_mlir.compiler.regions import disk_cache
-from sparse_mlir.compiler.regions.kernels import KernelOptions, lower_and_jit
+from sparse_mlir.compiler.regions.kernels import BuildOnce, KernelOptions, lower_and_jit
 from sparse_mlir.context import make_context
 from sparse_mlir.dialects.smlir import ATTR
 from sparse_mlir.encodings import CSR, NM, Encoding
@@ -120,30 +119,11 @@ def compile_sampled(signature: SampledSignature, encoding: Encoding, options: Ke
                            keep_alive=(engine, context, module))
 
 
-class SampledKernels:
-    """Compiled gradient kernels by (signature, options), process-wide; one
-    compile per key (others wait for it)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._entries: dict[tuple, CompiledSampled] = {}
-        self._building: dict[tuple, threading.Lock] = {}
+class SampledKernels(BuildOnce):
+    """Compiled gradient kernels by (signature, options), process-wide."""
 
     def get(self, signature: SampledSignature, encoding: Encoding, options: KernelOptions) -> CompiledSampled:
-        key = (signature, options)
-        with self._lock:
-            if key in self._entries:
-                return self._entries[key]
-            building = self._building.setdefault(key, threading.Lock())
-        with building:
-            with self._lock:
-                if key in self._entries:
-                    return self._entries[key]
-            compiled = compile_sampled(signature, encoding, options)
-            with self._lock:
-                self._entries[key] = compiled
-                self._building.pop(key, None)
-        return compiled
+        return self.build((signature, options), lambda: compile_sampled(signature, encoding, options))
 
 
 SAMPLED_KERNELS = SampledKernels()

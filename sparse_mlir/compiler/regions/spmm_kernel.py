@@ -10,9 +10,7 @@ is ever built: a graph of 10^5 nodes compiles like one of 10.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -22,7 +20,7 @@ from mlir import ir
 
 from sparse_mlir.context import make_context
 from sparse_mlir.compiler.regions import disk_cache
-from sparse_mlir.compiler.regions.kernels import KernelOptions, lower_and_jit
+from sparse_mlir.compiler.regions.kernels import BuildOnce, KernelOptions, lower_and_jit
 from sparse_mlir.runtime.spmm import SpMMKernel
 from sparse_mlir.runtime.threads import openmp_available
 
@@ -88,32 +86,11 @@ def compile_spmm(signature: SpMMSignature, options: KernelOptions) -> CompiledSp
     return CompiledSpMM(signature, kernel, annotated, pipeline, seconds, keep_alive=(engine, context, module))
 
 
-class SpMMKernels:
-    """Compiled SpMM kernels by (signature, options), process-wide; one
-    compile per key (others wait for it)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._entries: dict[tuple, CompiledSpMM] = {}
-        self._building: dict[tuple, threading.Lock] = {}
+class SpMMKernels(BuildOnce):
+    """Compiled SpMM kernels by (signature, options), process-wide."""
 
     def get(self, signature: SpMMSignature, options: KernelOptions) -> CompiledSpMM:
-        key = (signature, options)
-        found = self._entries.get(key)
-        if found is not None:
-            return found
-        with self._lock:
-            building = self._building.setdefault(key, threading.Lock())
-        with building:
-            if key not in self._entries:
-                # On a thread of its own, as KernelCache.get (torch.compile's
-                # thread-local tracing state).
-                with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sparse_mlir_kernel") as builder:
-                    self._entries[key] = builder.submit(compile_spmm, signature, options).result()
-        return self._entries[key]
-
-    def __len__(self) -> int:
-        return len(self._entries)
+        return self.build((signature, options), lambda: compile_spmm(signature, options))
 
 
 SPMM_KERNELS = SpMMKernels()
