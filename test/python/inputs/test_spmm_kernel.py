@@ -17,25 +17,7 @@ import sparse_mlir as sm
 from sparse_mlir.compiler.regions.spmm_kernel import SPMM_KERNELS
 from sparse_mlir.errors import SpecError
 
-
-class SpMM(torch.nn.Module):
-    def forward(self, adj: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        return adj @ h
-
-
-def graph(nodes: int, density: float = 0.1, seed: int = 0) -> scipy.sparse.csr_matrix:
-    matrix = scipy.sparse.random(nodes, nodes, density=density, format="csr", dtype=np.float32, random_state=seed)
-    matrix.sort_indices()
-    return matrix
-
-
-def torch_csr(matrix: scipy.sparse.csr_matrix, index: torch.dtype = torch.int32) -> torch.Tensor:
-    return torch.sparse_csr_tensor(torch.from_numpy(matrix.indptr).to(index), torch.from_numpy(matrix.indices).to(index),
-                                   torch.from_numpy(matrix.data), matrix.shape)
-
-
-def close(got: torch.Tensor, expected: np.ndarray | torch.Tensor) -> None:
-    torch.testing.assert_close(got, torch.as_tensor(expected), rtol=1e-5, atol=1e-5)
+from .graphs import SpMM, close, graph, torch_csr
 
 
 def compiled(features: int, nodes: int = 40, **encoding: int) -> torch.nn.Module:
