@@ -28,6 +28,18 @@ LOOSE = "#sparse_tensor.encoding<{ map = (i, j) -> (i : dense, j : loose_compres
 FORMATS = {"DCSR": DCSR, "CSC": CSC, "BLOCKED": BLOCKED, "COO_SOA": COO_SOA, "LOOSE": LOOSE}
 
 
+def _matches_eager_with_input_gradient(fn: torch.nn.Module, model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """fn(x) and x's gradient (for a random dy) against the eager model's;
+    returns the eager output. The parameters' gradients are left in both."""
+    x_ours, x_ref = x.clone().requires_grad_(), x.clone().requires_grad_()
+    y, y_ref = fn(x_ours), model(x_ref)
+    torch.testing.assert_close(y, y_ref, rtol=1e-5, atol=1e-5)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    y_ref.backward(dy)
+    torch.testing.assert_close(x_ours.grad, x_ref.grad, rtol=1e-5, atol=1e-5)
+    return y_ref
+
 def _sparse(shape: tuple[int, ...], density: float = 0.3, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randn(shape, generator=g) * (torch.rand(shape, generator=g) < density)
@@ -55,14 +67,8 @@ def test_sparse_tensor_format_linear_and_mm_match_eager_values_and_gradients(nam
     fmt = sm.SparseTensorFormat(FORMATS[name], name=name)
     fn = sm.compile(model, {"fc.weight": fmt, "w": fmt}, example_args=(torch.randn(4, 16),))
     assert [r.runs for r in fn.extension_regions()] == [f"MLIR kernel ({name})"] * 2
-    x = torch.randn(5, 16, requires_grad=True)
-    x_ref = x.detach().clone().requires_grad_()
-    y, y_ref = fn(x), model(x_ref)
-    torch.testing.assert_close(y, y_ref, rtol=1e-5, atol=1e-5)
-    dy = torch.randn_like(y)
-    y.backward(dy)
-    y_ref.backward(dy)
-    torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-5, atol=1e-5)
+    x = torch.randn(5, 16)
+    _matches_eager_with_input_gradient(fn, model, x)
     for param in ("fc.weight", "w"):   # the weight's gradient where it stores values
         mask = model.get_parameter(param) != 0
         torch.testing.assert_close(fn.model.get_parameter(param).grad, model.get_parameter(param).grad * mask,
@@ -125,14 +131,8 @@ def test_rank3_format_read_by_bmm_matches_eager_values_and_gradients(text: str) 
     model = _Experts()
     fn = sm.compile(model, {"w": sm.SparseTensorFormat(text, name="F3")}, example_args=(torch.randn(3, 4, 16),))
     assert fn.extension_regions()[0].runs == "MLIR kernel (F3)"
-    x = torch.randn(3, 5, 16, requires_grad=True)
-    x_ref = x.detach().clone().requires_grad_()
-    y, y_ref = fn(x), model(x_ref)
-    torch.testing.assert_close(y, y_ref, rtol=1e-5, atol=1e-5)
-    dy = torch.randn_like(y)
-    y.backward(dy)
-    y_ref.backward(dy)
-    torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-5, atol=1e-5)
+    x = torch.randn(3, 5, 16)
+    _matches_eager_with_input_gradient(fn, model, x)
     torch.testing.assert_close(fn.model.w.grad, model.w.grad * (model.w != 0), rtol=1e-5, atol=1e-5)
     with pytest.raises(SpecError, match=r"expected x of shape \[3, T, 16\]"):
         fn(torch.randn(2, 5, 16))
@@ -311,14 +311,8 @@ def test_python_format_runs_the_registered_mm_with_eager_values_and_gradients(sc
     model = _WeightFirst()
     fn = sm.compile(model, {"w": ScipyCSR()}, example_args=(torch.randn(8, 3),))
     assert fn.extension_regions()[0].runs == "user implementation (mm on ScipyCSR)"
-    x = torch.randn(8, 5, requires_grad=True)
-    x_ref = x.detach().clone().requires_grad_()
-    y, y_ref = fn(x), model(x_ref)
-    torch.testing.assert_close(y, y_ref, rtol=1e-5, atol=1e-5)
-    dy = torch.randn_like(y)
-    y.backward(dy)
-    y_ref.backward(dy)
-    torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-5, atol=1e-5)
+    x = torch.randn(8, 5)
+    y_ref = _matches_eager_with_input_gradient(fn, model, x)
     torch.testing.assert_close(fn.model.w.grad, model.w.grad * (model.w != 0), rtol=1e-5, atol=1e-5)
     compiled = torch.compile(fn, backend="eager", fullgraph=True)
     torch.testing.assert_close(compiled(x.detach()), y_ref.detach(), rtol=1e-5, atol=1e-5)
