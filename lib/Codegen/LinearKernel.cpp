@@ -139,7 +139,9 @@ Value MicrokernelBuilder::build() {
   access->bindBuffers(*this);
 
   emitKernelRegion(b, loc, kernelName(), [&] {
-    if (lin.M < kDecodeTokens)
+    if (permutedDecode)
+      buildPermutedDecodeLoops();
+    else if (lin.M < kDecodeTokens)
       buildDecode();
     else
       buildTokenBlocks();
@@ -150,7 +152,10 @@ Value MicrokernelBuilder::build() {
 }
 
 std::string MicrokernelBuilder::kernelName() const {
-  std::string kind = access->name(/*decode=*/lin.M < kDecodeTokens);
+  std::string kind = access->name(/*decode=*/lin.M < kDecodeTokens ||
+                                             permutedDecode);
+  if (permutedDecode)
+    kind += "p"; // x permuted in registers
   return llvm::formatv("linear_{0}_{1}x{2}x{3}", kind, lin.M, lin.K, lin.N)
       .str();
 }

@@ -17,6 +17,11 @@ namespace mlir::smlir::codegen {
 /// Below this many tokens, vectors along tokens would idle most lanes: the
 /// decode kernel computes dot products along k instead.
 constexpr int64_t kDecodeTokens = 4;
+/// n:m decode with x permuted in registers (buildPermutedDecode) serves up
+/// to this many tokens: a stored entry's value, coordinate and permute
+/// index are then shared by every token (the token-block kernel idles 3/4
+/// of its lanes at 4 tokens and ran slower than torch's dense GEMM).
+constexpr int64_t kPermutedDecodeTokens = 8;
 
 /// Where the stored entries of weight row `n` are.
 struct WeightLayout {
@@ -41,6 +46,12 @@ std::optional<SparseLinear> matchSparseLinear(LinearOp linear);
 /// vectors of `lanes` tokens) in an smlir.kernel; returns y[M, N].
 Value buildLinearKernel(OpBuilder &b, Location loc, const SparseLinear &linear,
                         int64_t rows, int64_t vectors, int64_t lanes);
+
+/// The n:m decode kernel for AVX-512 (m = 2n, M <= kPermutedDecodeTokens):
+/// `rows` rows in lockstep, all M tokens at once, 16 entries per step with
+/// x picked from a 32-float window by vpermi2ps; returns y[M, N].
+Value buildPermutedDecode(OpBuilder &b, Location loc, const SparseLinear &linear,
+                          int64_t rows);
 
 } // namespace mlir::smlir::codegen
 

@@ -100,6 +100,11 @@ public:
   void decodeGathered(Value m, Value n0, SmallVectorImpl<Value> &sums);
   Value gatheredFma(Value m, Value start, Value j, Value acc);
 
+  //===--- n:m decode, x permuted in registers (PermutedDecode.cpp) -------===//
+  void buildPermutedDecodeLoops();
+  void permutedRows(Value n0);
+  Value permuteIndex(Value p);
+
   Value zeroVector();
 
   const SparseLinear &lin;
@@ -114,6 +119,8 @@ public:
   // The output stages (one per parallel iteration) and this iteration's.
   Value stages, stageBase;
   bool stagesMayBePartial = true;
+  // n:m decode with x permuted in registers (buildPermutedDecode).
+  bool permutedDecode = false;
 
 private:
   /// "linear_csr_1024x768x3072": what and which shape (M x K x N).

@@ -180,6 +180,18 @@ LogicalResult SampledMatmulOp::verify() {
   return success();
 }
 
+LogicalResult Permute2Op::verify() {
+  int64_t lanes = getLow().getType().getNumElements();
+  if (getIndex().getType().getNumElements() != lanes)
+    return emitOpError() << "expects one index per lane (" << lanes
+                         << "), got " << getIndex().getType();
+  if (lanes != 8 && lanes != 16)
+    return emitOpError() << "expects 8 or 16 lanes (AVX-512's 256- and "
+                            "512-bit vpermi2ps), got "
+                         << getLow().getType();
+  return success();
+}
+
 LogicalResult SpMMOp::verify() {
   auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
   RankedTensorType pos = type(getPositions()), crd = type(getCoordinates()),

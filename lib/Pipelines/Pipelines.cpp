@@ -37,6 +37,8 @@ sparsifierPassList(const smlir::SparseCPUPipelineOptions &options) {
          // The sparsifier pipeline frees no temporaries: free them where
          // upstream's deallocation lowers (see smlir-buffer-deallocation).
          "smlir-buffer-deallocation,"
+         // AVX-512 permutes as intrinsic calls, deallocation done.
+         "smlir-lower-x86-permutes,"
          "sparse-storage-specifier-to-llvm,"
          "func.func(canonicalize),"
          "func.func(convert-linalg-to-loops),"
@@ -106,6 +108,7 @@ void mlir::smlir::buildSparseCPUFrontend(
   if (options.microkernels) {
     LowerSparseLinearOptions tiling;
     tiling.lanes = options.lanes;
+    tiling.avx512 = options.avx512;
     tiling.rows = options.tileRows;
     tiling.vectors = options.tileVectors;
     tiling.nmRows = options.nmTileRows;

@@ -94,6 +94,14 @@ struct LowerSparseLinearPass
         continue;
       SparseLinear &linear = *match;
       OpBuilder b(linear.op);
+      if (permutesDecode(linear)) {
+        // R x M accumulators, R permute indices and a token's window in 32
+        // registers.
+        Value y = buildPermutedDecode(b, linear.op.getLoc(), linear,
+                                      std::clamp<int64_t>(24 / linear.M, 1, 4));
+        replaceLinear(linear, y);
+        continue;
+      }
       // Each layout has the tile measured best for it (decode: `rows`).
       int64_t tileRows = rows, tileVectors = vectors;
       if (linear.layout.sharedRows > 1 && linear.M >= kDecodeTokens) {
@@ -130,12 +138,26 @@ struct LowerSparseLinearPass
           linear.M < kDecodeTokens ? std::min<int64_t>(lanes, 8) : lanes;
       Value y = buildLinearKernel(b, linear.op.getLoc(), linear, tileRows,
                                   tileVectors, kernelLanes);
-      Value oldY = linear.op.getResult();
-      if (oldY.getType() != y.getType())
-        y = tensor::CastOp::create(b, linear.op.getLoc(), oldY.getType(), y);
-      oldY.replaceAllUsesWith(y);
-      eraseDeadChain(linear.op);
+      replaceLinear(linear, y);
     }
+  }
+
+  /// n:m decode on AVX-512 with x's entries picked by a permute: m = 2n
+  /// (16 entries' groups span two vectors of x), whole groups per vector.
+  bool permutesDecode(const SparseLinear &linear) const {
+    const WeightLayout &layout = linear.layout;
+    return avx512 && lanes == 16 && layout.kind == WeightLayout::NOutOfM &&
+           layout.m == 2 * layout.n && 16 % layout.n == 0 &&
+           linear.M <= kPermutedDecodeTokens;
+  }
+
+  static void replaceLinear(SparseLinear &linear, Value y) {
+    OpBuilder b(linear.op);
+    Value oldY = linear.op.getResult();
+    if (oldY.getType() != y.getType())
+      y = tensor::CastOp::create(b, linear.op.getLoc(), oldY.getType(), y);
+    oldY.replaceAllUsesWith(y);
+    eraseDeadChain(linear.op);
   }
 };
 

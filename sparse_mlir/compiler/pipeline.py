@@ -19,7 +19,7 @@ from sparse_mlir.encodings import Encoding
 from sparse_mlir.compiler.intermediates import location_names
 from sparse_mlir.errors import CompileError, SpecError
 from sparse_mlir.sparsifiers import RandomFraction
-from sparse_mlir.runtime.cpu import vector_lanes as host_vector_lanes
+from sparse_mlir.runtime.cpu import host_isa_flags, vector_lanes as host_vector_lanes
 
 
 MLIR_VERSION = "22.1.8"  # the pinned xtc-mlir wheels (pyproject.toml)
@@ -29,7 +29,10 @@ def _pipeline_options(on_fallback: str, fuse_sparsifiers: bool, openmp: bool, la
     fail = "true" if on_fallback == "error" else "false"
     fuse = "" if fuse_sparsifiers else " fuse-sparsifiers=false"
     threads = " openmp=true" if openmp else ""
-    return f"{{fail-on-fallback={fail}{fuse}{threads} lanes={lanes or host_vector_lanes()}}}"
+    lanes = lanes or host_vector_lanes()
+    # AVX-512 instructions (n:m decode's permutes) only where the host has them.
+    avx512 = " avx512=true" if lanes == 16 and "avx512f" in host_isa_flags() else ""
+    return f"{{fail-on-fallback={fail}{fuse}{threads} lanes={lanes}{avx512}}}"
 
 
 def pipeline_for(on_fallback: str, fuse_sparsifiers: bool = True, openmp: bool = False,

@@ -223,6 +223,37 @@ def SparseMLIR_SpMMOp : SparseMLIR_Op<"spmm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def SparseMLIR_Permute2Op : SparseMLIR_Op<"permute2", [Pure,
+    AllTypesMatch<["low", "high", "result"]>]> {
+  let summary = "Lanes of two vectors picked by an index vector (a two-source permute)";
+  let description = [{
+    `result[i] = concat(low, high)[index[i]]`: lane `i` takes lane
+    `index[i]` of the 2N lanes of `low` followed by `high` (N lanes each).
+    Indices must be in `[0, 2N)`. The n:m decode kernel picks each stored
+    entry's x from a window of two vectors with it (the entries'
+    coordinates plus constant group offsets), where `vector.gather` would
+    read memory lane by lane.
+
+    Only AVX-512 has a lowering (`smlir-lower-x86-permutes`: 16 x f32 to
+    `vpermi2ps`, 8 x f32 to its 256-bit form); it is emitted only for
+    targets that have it. It is an op of its own, not the LLVM intrinsic
+    call, so that it is `Pure` for the passes between (buffer deallocation
+    refuses calls of unknown memory effects).
+
+    ```mlir
+    %x = smlir.permute2 %low, %index, %high : vector<16xf32>, vector<16xi32>
+    ```
+  }];
+  let arguments = (ins VectorOfRankAndType<[1], [F32]>:$low,
+                       VectorOfRankAndType<[1], [I32]>:$index,
+                       VectorOfRankAndType<[1], [F32]>:$high);
+  let results = (outs VectorOfRankAndType<[1], [F32]>:$result);
+  let assemblyFormat = [{
+    $low `,` $index `,` $high attr-dict `:` type($low) `,` type($index)
+  }];
+  let hasVerifier = 1;
+}
+
 def SparseMLIR_KernelOp : SparseMLIR_Op<"kernel",
     [SingleBlock, NoTerminator, RecursiveMemoryEffects]> {
   let summary = "The loops of one micro-kernel, named by what they compute";

@@ -68,6 +68,11 @@ struct SparseCPUPipelineOptions
       llvm::cl::desc("f32 lanes per vector in the micro-kernels (8: AVX2, "
                      "16: AVX-512; compile() picks by the host CPU)"),
       llvm::cl::init(8)};
+  PassOptions::Option<bool> avx512{
+      *this, "avx512",
+      llvm::cl::desc("The target has AVX-512F (n:m decode permutes x in "
+                     "registers; compile() sets it from the host CPU)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> approximateMath{
       *this, "approximate-math",
       llvm::cl::desc("f32 exp/erf/tanh/log/... as vectorizable polynomials "
