@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import sparse_mlir as sm
+from sparse_mlir.runtime.cpu import host_isa_flags, vector_lanes
 
 from .reference import compile_and_check
 
@@ -42,6 +43,13 @@ FORMATS = {
     "3:8": sm.NM(3, 8),  # 8 lanes hold no whole number of groups: scalar decode
     "csr-16-bit": sm.CSR(crd_width=16, sparsifier=sm.ScalarFraction(0.75)),
 }
+
+
+def permuted_decode(tokens: int, n: int, m: int, lanes: int | None = None) -> bool:
+    """Whether smlir-lower-sparse-linear takes the n:m decode kernel that
+    permutes x in registers (AVX-512 hosts, 16 lanes, m = 2n, <= 8 tokens)."""
+    lanes = lanes or vector_lanes()
+    return "avx512f" in host_isa_flags() and lanes == 16 and m == 2 * n and 16 % n == 0 and tokens <= 8
 
 
 def _linear(k: int, n: int, bias: bool = True) -> torch.nn.Linear:
@@ -273,7 +281,10 @@ def test_shared_row_nm_matches_eager(shape: tuple[int, int, int], n: int, m: int
         group = kept[r0:r0 + rows]
         assert (group == group.any(dim=0, keepdim=True)).all(), f"rows {r0}.. keep different patterns"
     assert kept.reshape(out, k // m, m).sum(dim=-1).max() <= n
-    kernel = f"linear_{n}of{m}r{rows}_" if tokens >= 4 else f"linear_{n}of{m}_"
+    if permuted_decode(tokens, n, m):   # decode reads each row on its own
+        kernel = f"linear_{n}of{m}p_"
+    else:
+        kernel = f"linear_{n}of{m}r{rows}_" if tokens >= 4 else f"linear_{n}of{m}_"
     assert f"call @smlir_{kernel}" in fn.ir("sparse")
 
 
@@ -311,3 +322,22 @@ def test_transposes_that_move_the_innermost_dimension_match_torch(shape: tuple[i
     fn = sm.compile(Permute(), {}, example_args=(x,), mode="graph")
     assert "call @smlir_transpose_" in fn.ir("sparse") and "linalg.transpose" not in fn.ir("sparse")
     torch.testing.assert_close(fn(x), Permute()(x), rtol=0, atol=0)
+
+
+# n:m decode on AVX-512 (m = 2n, 1 to 8 tokens): 16 stored entries per step
+# with x picked from a 32-float window by vpermi2ps. Rows of 8 / 20 / 130
+# entries (K = 16, 40, 260: all scalar, one vector and a tail, several
+# vectors and a tail), N not a multiple of the tile's rows (4 at 1 token,
+# 3 at 8), 2:4 / 4:8 / 1:2 and 16-bit coordinates.
+@pytest.mark.parametrize("tokens", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("k,out", [(16, 5), (40, 7), (260, 37)], ids=lambda v: str(v))
+@pytest.mark.parametrize("encoding", [sm.NM(2, 4), sm.NM(4, 8), sm.NM(1, 2), sm.NM(2, 4, crd_width=16)],
+                         ids=["2:4", "4:8", "1:2", "2:4-crd16"])
+def test_permuted_nm_decode_matches_eager(tokens: int, k: int, out: int, encoding: sm.NM) -> None:
+    if k % encoding.m:
+        pytest.skip(f"K={k} is not a multiple of m={encoding.m}")
+    model = _linear(k, out)
+    x = torch.randn(tokens, k)
+    fn = compile_and_check(model, x, {"weight": encoding}, vector_lanes=16, cost_model=False)
+    permuted = f"call @smlir_linear_{encoding.n}of{encoding.m}p_" in fn.ir("sparse")
+    assert permuted == permuted_decode(tokens, encoding.n, encoding.m, 16)
