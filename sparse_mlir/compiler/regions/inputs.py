@@ -85,6 +85,12 @@ class SparseInput:
         # The O(nnz) checks (positions monotone, coordinates sorted and in
         # range): RegionModule.check_sparse_inputs turns them off.
         self.check_entries = True
+        # The index buffers the last full check passed, with their addresses
+        # and version counters: a call passing the same buffers, unchanged
+        # by torch since (an in-place write bumps the counter), skips the
+        # O(nnz) pass. Holding them keeps their memory from being reused
+        # by another tensor at the same address.
+        self._checked: tuple[tuple, torch.Tensor, torch.Tensor] | None = None
 
     def _error(self, what: str) -> SpecError:
         return SpecError(f"input {self.name!r} ({self.encoding.format_name}): {what}")
@@ -185,9 +191,24 @@ class SparseInput:
         pos, copied_pos = self._index(crow, "pos_width", "crow_indices")
         crd, copied_crd = self._index(col, "crd_width", "col_indices")
         if self.check_entries:
-            _check_compressed(self, pos, crd, nnz, inner)
+            self._check_once(pos, crd, nnz, inner)
         values = values.contiguous()
         return Packed((pos, crd, values.reshape(-1)), (rows, cols), copied_pos or copied_crd)
+
+    def _check_once(self, pos: torch.Tensor, crd: torch.Tensor, nnz: int, inner: int) -> None:
+        """The O(nnz) check of compressed buffers, once per distinct buffers
+        and version (see `_checked`)."""
+        try:
+            key = (pos.data_ptr(), pos._version, pos.numel(), pos.dtype, crd.data_ptr(), crd._version, nnz,
+                   crd.dtype, inner)
+        except RuntimeError:   # (inference tensors keep no version counter: checked every call)
+            _check_compressed(self, pos, crd, nnz, inner)
+            return
+        checked = self._checked
+        if checked is not None and checked[0] == key:
+            return
+        _check_compressed(self, pos, crd, nnz, inner)
+        self._checked = (key, pos, crd)
 
     def _coo(self, tensor: torch.Tensor) -> Packed:
         rows, cols = tensor.shape
