@@ -1,6 +1,7 @@
 """One-pass validation of a CSR tensor's buffers (lib/Runtime/CheckCSR.c)
 for sparse model inputs: True when valid. On False the caller re-checks
-with torch ops, which name what is wrong."""
+with torch ops, which name what is wrong. And a COO tensor's row indices
+as CSR row positions, validated in the same pass (lib/Runtime/CooToCSR.c)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ def _library() -> ctypes.CDLL | None:
     library.smlir_check_csr.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
     library.smlir_check_csr.restype = ctypes.c_int
+    library.smlir_coo_to_csr.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int64,
+                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int,
+                                         ctypes.c_void_p, ctypes.c_int]
+    library.smlir_coo_to_csr.restype = ctypes.c_int
     return library
 
 
@@ -35,3 +40,46 @@ def csr_valid(pos: torch.Tensor, crd: torch.Tensor, nnz: int, inner: int) -> boo
         return None
     return library.smlir_check_csr(pos.data_ptr(), _BITS[pos.dtype], crd.data_ptr(), _BITS[crd.dtype],
                                    pos.shape[0] - 1, nnz, inner) == 0
+
+
+# smlir_coo_to_csr's failures.
+COO_ROW_RANGE, COO_UNSORTED, COO_COL_RANGE = 3, 4, 5
+
+
+def coo_to_csr(row: torch.Tensor, col: torch.Tensor, shape: tuple[int, int], pos_dtype: torch.dtype,
+               crd_dtype: torch.dtype) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """(status, pos, crd) of a COO matrix's contiguous index rows `row` and
+    `col` (one dtype): pos [rows + 1] in `pos_dtype`, crd the column indices
+    in `crd_dtype` (`col` itself where its dtype is that already). Status 0:
+    valid (in range, sorted row-major, no duplicates); else COO_ROW_RANGE,
+    COO_COL_RANGE or COO_UNSORTED, and pos / crd are not meaningful."""
+    rows, cols = shape
+    nnz = row.shape[0]
+    pos = torch.empty(rows + 1, dtype=pos_dtype)
+    crd = col if col.dtype == crd_dtype else torch.empty(nnz, dtype=crd_dtype)
+    library = _library()
+    if library is None:
+        return _coo_to_csr_torch(row, col, shape, pos, crd)
+    status = library.smlir_coo_to_csr(row.data_ptr(), col.data_ptr(), _BITS[row.dtype], nnz, rows, cols,
+                                      pos.data_ptr(), _BITS[pos_dtype], None if crd is col else crd.data_ptr(),
+                                      _BITS[crd_dtype])
+    assert status >= 0, f"smlir_coo_to_csr: unsupported widths {row.dtype}, {pos_dtype}, {crd_dtype}"
+    return status, pos, crd
+
+
+def _coo_to_csr_torch(row: torch.Tensor, col: torch.Tensor, shape: tuple[int, int], pos: torch.Tensor,
+                      crd: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor]:
+    rows, cols = shape
+    if row.numel():
+        if int(row.min()) < 0 or int(row.max()) >= rows:
+            return COO_ROW_RANGE, pos, crd
+        if int(col.min()) < 0 or int(col.max()) >= cols:
+            return COO_COL_RANGE, pos, crd
+        key = row.to(torch.int64) * cols + col.to(torch.int64)
+        if not bool((key[1:] > key[:-1]).all()):
+            return COO_UNSORTED, pos, crd
+    pos[0] = 0
+    pos[1:] = torch.cumsum(torch.bincount(row.to(torch.int64), minlength=rows), 0)
+    if crd is not col:
+        crd.copy_(col)
+    return 0, pos, crd

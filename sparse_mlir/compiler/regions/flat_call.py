@@ -67,12 +67,14 @@ class FlatCall:
             return None
         if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in signature.parameters.values()):
             return None
-        if in_spec.num_children != 2:
+        if in_spec.type is not tuple or in_spec.num_children != 2:
             return None
-        args_spec, kwargs_spec = in_spec.children_specs
+        args_spec, kwargs_spec = in_spec.children()
+        if args_spec.type not in (tuple, list) or kwargs_spec.type is not dict:
+            return None
         keywords = tuple(kwargs_spec.context or ())
         if (args_spec.num_children != len(captured.positional) or list(keywords) != list(captured.keywords)
-                or not all(child.is_leaf() for child in [*args_spec.children_specs, *kwargs_spec.children_specs])):
+                or not all(child.is_leaf() for child in [*args_spec.children(), *kwargs_spec.children()])):
             return None
         placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
         paths = [spec.path for spec in captured.inputs]

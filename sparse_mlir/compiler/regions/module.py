@@ -166,19 +166,22 @@ class RegionModule(CompileReports, torch.nn.Module):
     _flat_ok = True
 
     def _guarded(self, packed: dict, leaves: Sequence[torch.Tensor], call: Any) -> Any:
-        """`call()`, with torch.export's shape guards failing on a sparse
-        input (adj [M, K] and h [K, F]) turned into a SpecError naming it."""
-        if not packed:
-            return call()
+        """`call()`, with torch.export's shape guards (e.g. adj [M, K] and
+        h [K, F]; x and a mask of the same rows) turned into a SpecError
+        naming the inputs and their shapes."""
         try:
             return call()
         except AssertionError as error:
             if not str(error).startswith("Guard failed"):
                 raise
-            shapes = ", ".join(f"{spec.path!r} ({self._sparse_inputs[spec.path].encoding.format_name}, shape "
-                               f"{tuple(leaf.shape)})" for leaf, spec in zip(leaves, self._captured.inputs)
-                               if spec.path in self._sparse_inputs)
-            raise SpecError(f"sparse input {shapes}: the inputs' shapes do not fit the model: {error}") from None
+            specs = self._captured.inputs
+            if packed:
+                shapes = ", ".join(f"{spec.path!r} ({self._sparse_inputs[spec.path].encoding.format_name}, shape "
+                                   f"{tuple(leaf.shape)})" for leaf, spec in zip(leaves, specs)
+                                   if spec.path in self._sparse_inputs)
+                raise SpecError(f"sparse input {shapes}: the inputs' shapes do not fit the model: {error}") from None
+            shapes = ", ".join(f"{spec.path} {tuple(leaf.shape)}" for leaf, spec in zip(leaves, specs))
+            raise SpecError(f"inputs {shapes}: the inputs' shapes do not fit the model: {error}") from None
 
     def _arrange(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[tuple, dict]:
         """The call in the exported calling convention: the example's
