@@ -46,6 +46,9 @@ class LastConversion:
         if key is not None:
             self._entry = (key, sources, result)
 
+    def forget(self) -> None:
+        self._entry = None
+
 
 COO_PROBLEMS = {
     COO_ROW_RANGE: "row indices out of range",
@@ -60,6 +63,9 @@ class CooToCSR:
     def __init__(self, pos_dtype: torch.dtype, crd_dtype: torch.dtype) -> None:
         self.pos_dtype, self.crd_dtype = pos_dtype, crd_dtype
         self._last = LastConversion()
+
+    def forget(self) -> None:
+        self._last.forget()
 
     def __call__(self, indices: torch.Tensor, shape: tuple[int, int]) -> tuple[int, torch.Tensor, torch.Tensor]:
         """(status, pos, crd): status 0, or one of COO_PROBLEMS' keys."""
@@ -85,6 +91,10 @@ class BsrToCSR:
         self.pos_dtype, self.crd_dtype = pos_dtype, crd_dtype
         self._last = LastConversion()
         self._values = LastConversion()
+
+    def forget(self) -> None:
+        self._last.forget()
+        self._values.forget()
 
     def __call__(self, block_pos: torch.Tensor, block_crd: torch.Tensor, values: torch.Tensor,
                  block_rows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -93,6 +93,13 @@ class SparseInput:
         self._coo = CooToCSR(pos_dtype, crd_dtype)
         self._bsr = BsrToCSR(tuple(encoding.block) if isinstance(encoding, BSR) else (1, 1), pos_dtype, crd_dtype)
 
+    def forget(self) -> None:
+        """Drops the last validated / converted graph: the next call checks
+        (and converts) its input again, as for a graph never seen."""
+        self._checked = None
+        self._coo.forget()
+        self._bsr.forget()
+
     def _error(self, what: str) -> SpecError:
         return SpecError(f"input {self.name!r} ({self.encoding.format_name}): {what}")
 

@@ -151,10 +151,14 @@ class RegionModule(CompileReports, torch.nn.Module):
         with torch.no_grad(), packed_inputs(packed):
             return self._guarded(packed, flat, lambda: flat_call(flat))
 
+    # False: every call goes through torch.export's wrapped module (for
+    # comparisons; the flat call is the same graph, guards and checks).
+    use_flat_call = True
+
     def _flat_call(self) -> FlatCall | None:
         """The graph's code without export's pytree layer (flat_call.py),
         regenerated when the graph was recompiled; None under tracing."""
-        if torch.compiler.is_compiling():
+        if not self.use_flat_call or torch.compiler.is_compiling():
             return None
         flat_call = self.__dict__.get("_flat")
         if flat_call is None or flat_call.code is not self.graph_module.code:
