@@ -7,7 +7,10 @@ per call (the median of 7 runs of N calls each).
 without torch.export's pytree layer); "wrapped" the same module through
 the exported module's wrapper (the call path before); "new graph" the SpMM
 call with the sparse input's O(nnz) check run every call (as for a graph
-never seen; the same graph passed again is checked once). Writes
+never seen; the same graph passed again is checked once). The SpMM op
+path's parts: the input checks and packing (graph seen before / new), the
+op as the graph calls it (packed input), the SpMM kernel call from Python
+and the raw compiled function alone. Writes
 benchmarks/results/call_overhead.{json,md}.
 """
 
@@ -91,7 +94,32 @@ def main() -> None:
         region.input.forget()
         return spmm(adj, h)
 
+    from sparse_mlir.runtime.memref import release
+    from sparse_mlir.runtime.ops import packed_inputs, sparse_mlir_spmm
+    handle = next(iter(spmm._input_regions))
+    packed = {id(adj): (adj, region.input.pack(adj))}
+
+    def op() -> Any:
+        with packed_inputs(packed):
+            return sparse_mlir_spmm(adj, h, handle)
+
+    def pack_new() -> Any:
+        region.input.forget()
+        return spmm._check_inputs([adj, h])
+
+    kernel(*buffers, h)
+    frame = kernel._local.frame
+
+    def raw() -> None:
+        kernel._function(frame.packed)
+        release(frame.result.allocated)
+
     with torch.no_grad():
+        parts = dict(check_and_pack_us=per_call_us(lambda: spmm._check_inputs([adj, h]), args.calls),
+                     check_and_pack_new_graph_us=per_call_us(pack_new, args.calls),
+                     op_us=per_call_us(op, args.calls),
+                     kernel_call_us=per_call_us(lambda: kernel(*buffers, h), args.calls),
+                     raw_function_us=per_call_us(raw, args.calls))
         rows.append(dict(case="CSR linear 64 -> 64, 1 token", flat_us=per_call_us(lambda: fn(x), args.calls),
                          wrapped_us=per_call_us(wrapped(fn, x), args.calls),
                          eager_us=per_call_us(lambda: linear(x), args.calls)))
@@ -102,7 +130,8 @@ def main() -> None:
                          eager_us=per_call_us(lambda: adj @ h, args.calls)))
     for row in rows:
         print(row, flush=True)
-    result = write_results(args.out, rows, load, markdown, threads=1)
+    print(parts)
+    result = write_results(args.out, rows, load, markdown, threads=1, spmm_parts=parts)
     print(markdown(result))
 
 
@@ -117,6 +146,13 @@ def markdown(result: dict) -> str:
     for r in result["rows"]:
         lines.append(f"| {r['case']} | {us(r['flat_us'])} | {us(r['wrapped_us'])} | {us(r.get('new_graph_us'))} | "
                      f"{us(r.get('kernel_us'))} | {us(r['eager_us'])} |")
+    parts = result.get("spmm_parts")
+    if parts:
+        lines += ["", "The SpMM call's parts (16-node graph):", "",
+                  "| input checks + pack (seen graph) | ... (new graph) | op from the graph | kernel call "
+                  "| compiled function alone |", "|---|---|---|---|---|",
+                  f"| {us(parts['check_and_pack_us'])} | {us(parts['check_and_pack_new_graph_us'])} | "
+                  f"{us(parts['op_us'])} | {us(parts['kernel_call_us'])} | {us(parts['raw_function_us'])} |"]
     return "\n".join(lines) + "\n"
 
 

@@ -1,7 +1,8 @@
 """One-pass validation of a CSR tensor's buffers (lib/Runtime/CheckCSR.c)
 for sparse model inputs: True when valid. On False the caller re-checks
 with torch ops, which name what is wrong. And a COO tensor's row indices
-as CSR row positions, validated in the same pass (lib/Runtime/CooToCSR.c)."""
+as CSR row positions, validated in the same pass, and a BSR tensor's
+blocks as CSR rows (lib/Runtime/CooToCSR.c)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ def _library() -> ctypes.CDLL | None:
                                          ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int,
                                          ctypes.c_void_p, ctypes.c_int]
     library.smlir_coo_to_csr.restype = ctypes.c_int
+    library.smlir_bsr_to_csr.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+                                         ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    library.smlir_bsr_to_csr.restype = ctypes.c_int
     return library
 
 
@@ -83,3 +88,46 @@ def _coo_to_csr_torch(row: torch.Tensor, col: torch.Tensor, shape: tuple[int, in
     if crd is not col:
         crd.copy_(col)
     return 0, pos, crd
+
+
+def bsr_to_csr(block_pos: torch.Tensor, block_crd: torch.Tensor, values: torch.Tensor, block: tuple[int, int],
+               pos_dtype: torch.dtype, crd_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(pos, crd, values) of the CSR matrix holding a BSR matrix's blocks
+    as rows of c entries (stored zeros included). `block_pos` /
+    `block_crd` (one dtype, contiguous) must be valid (checked by the
+    caller); `values` is [blocks, r, c] float32."""
+    r, c = block
+    block_rows, blocks = block_pos.shape[0] - 1, block_crd.shape[0]
+    library = _library()
+    if library is None:
+        return _bsr_to_csr_torch(block_pos, block_crd, values, block, pos_dtype, crd_dtype)
+    values = values.contiguous()
+    pos = torch.empty(block_rows * r + 1, dtype=pos_dtype)
+    crd = torch.empty(blocks * r * c, dtype=crd_dtype)
+    out = torch.empty(blocks * r * c, dtype=torch.float32)
+    status = library.smlir_bsr_to_csr(block_pos.data_ptr(), block_crd.data_ptr(), _BITS[block_pos.dtype],
+                                      values.data_ptr(), block_rows, r, c, pos.data_ptr(), _BITS[pos_dtype],
+                                      crd.data_ptr(), _BITS[crd_dtype], out.data_ptr())
+    assert status == 0, f"smlir_bsr_to_csr: unsupported widths {block_pos.dtype}, {pos_dtype}, {crd_dtype}"
+    return pos, crd, out
+
+
+def _bsr_to_csr_torch(block_pos: torch.Tensor, block_crd: torch.Tensor, values: torch.Tensor,
+                      block: tuple[int, int], pos_dtype: torch.dtype,
+                      crd_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r, c = block
+    block_rows, blocks = block_pos.shape[0] - 1, block_crd.shape[0]
+    bpos = block_pos.to(torch.int64)
+    counts = bpos[1:] - bpos[:-1]
+    # Row br * r + a starts after the earlier block rows' entries and a rows
+    # of this block row's; entry (p, a, b) lands at that start + (p - bpos[br]) * c + b.
+    starts = (bpos[:-1, None] * (r * c) + torch.arange(r)[None, :] * (counts[:, None] * c)).reshape(-1)
+    pos = torch.cat([starts, bpos[-1:] * (r * c)])
+    block_row = torch.repeat_interleave(torch.arange(block_rows), counts)
+    within = torch.arange(blocks) - bpos[block_row]
+    target = ((starts.view(block_rows, r)[block_row] + (within * c)[:, None])[:, :, None] + torch.arange(c)).reshape(-1)
+    crd = torch.empty(blocks * r * c, dtype=torch.int64)
+    crd[target] = (block_crd.to(torch.int64)[:, None, None] * c + torch.arange(c)).expand(blocks, r, c).reshape(-1)
+    out = torch.empty(blocks * r * c, dtype=torch.float32)
+    out[target] = values.reshape(-1)
+    return pos.to(pos_dtype), crd.to(crd_dtype), out

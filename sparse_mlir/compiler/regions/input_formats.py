@@ -5,8 +5,7 @@ over nnz (lib/Runtime/CooToCSR.c), which also checks the indices (in range,
 sorted row-major, no duplicates); the column indices are the kernel's
 coordinates, read in place where their dtype is the encoding's crd_width.
 BSR: each r x c block is r rows of c entries (its stored zeros included):
-positions, coordinates and the order of the values come from the block
-indices in O(nnz) torch ops; the values are gathered into that order.
+positions, coordinates and values are written in one pass (C as well).
 
 Both keep the last conversion, keyed by the source buffers' addresses and
 version counters (an in-place write through torch bumps them) and holding
@@ -20,7 +19,7 @@ from typing import Any
 
 import torch
 
-from sparse_mlir.runtime.check_csr import COO_COL_RANGE, COO_ROW_RANGE, COO_UNSORTED, coo_to_csr
+from sparse_mlir.runtime.check_csr import COO_COL_RANGE, COO_ROW_RANGE, COO_UNSORTED, bsr_to_csr, coo_to_csr
 
 
 def _key(*tensors: torch.Tensor) -> tuple | None:
@@ -83,59 +82,23 @@ class CooToCSR:
 
 
 class BsrToCSR:
-    """A BSR matrix's validated block buffers -> CSR (pos, crd) and the
-    order of its values in CSR (a gather index)."""
+    """A BSR matrix's validated block buffers and values -> CSR (pos, crd,
+    values): one pass in C (check_csr.bsr_to_csr)."""
 
     def __init__(self, block: tuple[int, int], pos_dtype: torch.dtype, crd_dtype: torch.dtype) -> None:
         self.block = block
         self.pos_dtype, self.crd_dtype = pos_dtype, crd_dtype
         self._last = LastConversion()
-        self._values = LastConversion()
 
     def forget(self) -> None:
         self._last.forget()
-        self._values.forget()
 
-    def __call__(self, block_pos: torch.Tensor, block_crd: torch.Tensor, values: torch.Tensor,
-                 block_rows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(pos, crd, values) of the CSR matrix: values [nnz_blocks, r, c]."""
-        key = _key(block_pos, block_crd)
+    def __call__(self, block_pos: torch.Tensor, block_crd: torch.Tensor,
+                 values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(pos, crd, values) of the CSR matrix: values [blocks, r, c]."""
+        key = _key(block_pos, block_crd, values)
         found = self._last.get(key)
         if found is None:
-            found = self._indices(block_pos, block_crd, block_rows)
-            self._last.put(key, (block_pos, block_crd), found)
-        pos, crd, source = found
-        flat = values.reshape(-1)
-        values_key = _key(flat)
-        both = (values_key, key) if values_key is not None and key is not None else None
-        gathered = self._values.get(both)
-        if gathered is None:
-            gathered = flat[source]
-            self._values.put(both, (flat,), gathered)
-        return pos, crd, gathered
-
-    def _indices(self, block_pos: torch.Tensor, block_crd: torch.Tensor,
-                 block_rows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        r, c = self.block
-        bpos = block_pos.to(torch.int64)
-        counts = bpos[1:] - bpos[:-1]                                   # blocks per block row
-        blocks = block_crd.numel()
-        a = torch.arange(r)
-        # Row br * r + a starts after the earlier block rows' entries and
-        # a rows of this block row's (each counts[br] * c entries long).
-        starts = (bpos[:-1, None] * (r * c) + a[None, :] * (counts[:, None] * c)).reshape(-1)
-        pos = torch.empty(block_rows * r + 1, dtype=torch.int64)
-        pos[:-1] = starts
-        pos[-1] = blocks * r * c
-        # Entry (p, a, b) of block p (block row br) lands at
-        # starts[br * r + a] + (p - bpos[br]) * c + b.
-        block_row = torch.repeat_interleave(torch.arange(block_rows), counts)
-        within = torch.arange(blocks) - bpos[block_row]
-        target = (starts.view(block_rows, r)[block_row] + (within * c)[:, None])[:, :, None] + torch.arange(c)
-        target = target.reshape(-1)
-        source = torch.empty_like(target)
-        source[target] = torch.arange(target.numel())
-        columns = (block_crd.to(torch.int64)[:, None] * c + torch.arange(c)).repeat_interleave(r, dim=0)
-        crd = torch.empty(target.numel(), dtype=torch.int64)
-        crd[target] = columns.reshape(-1)
-        return pos.to(self.pos_dtype), crd.to(self.crd_dtype), source
+            found = bsr_to_csr(block_pos, block_crd, values, self.block, self.pos_dtype, self.crd_dtype)
+            self._last.put(key, (block_pos, block_crd, values), found)
+        return found

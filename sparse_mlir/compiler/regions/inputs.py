@@ -249,7 +249,10 @@ class SparseInput:
         r, c = block
         self._fits(blocks.buffers[1].numel() * r * c, "pos_width", "the stored entries (blocks x block size)")
         rows, cols = blocks.shape
-        pos, crd, values = self._bsr(blocks.buffers[0], blocks.buffers[1], tensor.values(), rows // r)
+        block_pos, block_crd = blocks.buffers[0], blocks.buffers[1]
+        if block_pos.dtype != block_crd.dtype:
+            block_pos = block_pos.to(block_crd.dtype)
+        pos, crd, values = self._bsr(block_pos, block_crd, tensor.values())
         return Packed((pos, crd, values), (rows, cols), True)
 
 

@@ -239,3 +239,27 @@ def test_100k_node_coo_and_bsr_graphs(one_thread) -> None:
                                   (nodes, nodes))
     module = sm.compile(SpMM(), {"adj": sm.BSR(block=(2, 2))}, (bsr, h), cost_model=False)
     close(module(bsr, h), expected)
+
+
+def test_torch_fallbacks_of_the_c_conversions(monkeypatch) -> None:
+    """Without the C library (not built), torch ops give the same buffers and statuses."""
+    from sparse_mlir.runtime import check_csr
+
+    coo = coo_of(graph(seed=8))
+    block = (2, 4)
+    bsr = bsr_of(block_graph(NODES, NODES, block, 0.3, 8), block)
+    bad = _coo([[0, 1, 1], [3, 4, 2]], [1.0, 2.0, 3.0])
+
+    def run() -> list:
+        return [check_csr.coo_to_csr(coo._indices()[0], coo._indices()[1], coo.shape, torch.int32, torch.int32),
+                check_csr.coo_to_csr(bad._indices()[0], bad._indices()[1], bad.shape, torch.int64, torch.int64)[0],
+                check_csr.bsr_to_csr(bsr.crow_indices(), bsr.col_indices(), bsr.values(), block, torch.int64,
+                                     torch.int32)]
+
+    native = run()
+    monkeypatch.setattr(check_csr, "_library", lambda: None)
+    fallback = run()
+    assert native[1] == fallback[1] == check_csr.COO_UNSORTED
+    for ours, theirs in zip([*native[0][1:], *native[2]], [*fallback[0][1:], *fallback[2]]):
+        assert ours.dtype == theirs.dtype and torch.equal(ours, theirs)
+    assert native[0][0] == fallback[0][0] == 0
