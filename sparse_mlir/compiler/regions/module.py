@@ -160,8 +160,9 @@ class RegionModule(CompileReports, torch.nn.Module):
 
     def _flat_call(self) -> FlatCall | None:
         """The graph's code without export's pytree layer (flat_call.py),
-        regenerated when the graph was recompiled; None under tracing."""
-        if not self.use_flat_call or torch.compiler.is_compiling():
+        regenerated when the graph was recompiled; None under tracing
+        (torch.compile, torch.export) and where the inputs are not plain tensors."""
+        if not self.use_flat_call or torch.compiler.is_compiling() or torch.compiler.is_exporting():
             return None
         flat_call = self.__dict__.get("_flat")
         if flat_call is None or flat_call.code is not self.graph_module.code:
