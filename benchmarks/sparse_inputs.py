@@ -7,15 +7,22 @@ nodes, 64, 128 and 256 features. Every result is checked against torch.sparse.
 
 Ours is the whole compiled module's call with our kernel forced
 (cost_model=False): the transpose-free SpMM kernel (`smlir.spmm`, one kernel
-per feature count for every graph), validation of the CSR tensor included
-(`validate_ms` is that O(nnz) check alone; `ours_nocheck_ms` the call with
-`check_sparse_inputs = False`); `kernel_only_best_ms` is the kernel called
-directly on the buffers. "with cost model" is the default compile, which
-times ours against torch.sparse at the first call of a shape and keeps the
-faster. Our input has int32 indices (CSR()'s widths: read in place);
-torch.sparse gets its own default (int64, from to_sparse_csr). Dense torch
-runs where the [N, N] matrix fits (10^4 nodes: 400 MB; not 10^5: 40 GB).
-Writes benchmarks/results/sparse_inputs.{json,md}.
+per feature count for every graph). The same graph is passed every call, as
+a GNN does: its O(nnz) validation runs once per distinct index buffers
+(`new_graph_ms` is the call with the check run every call, as for a graph
+never seen; `validate_ms` that O(nnz) check alone; `ours_nocheck_ms` the
+call with `check_sparse_inputs = False`); `wrapped_ms` is the call through
+torch.export's pytree wrapper (the call path before the flat call);
+`kernel_only_best_ms` is the kernel called directly on the buffers. "with
+cost model" is the default compile, which times ours against torch.sparse
+at the first call of a shape and keeps the faster. Our input has int32
+indices (CSR()'s widths: read in place); torch.sparse gets its own default
+(int64, from to_sparse_csr). Dense torch runs where the [N, N] matrix fits
+(10^4 nodes: 400 MB; not 10^5: 40 GB). "spmm coo" rows: compiled with
+COO() and called with torch's coalesced sparse_coo tensor (int64 indices)
+on the same kernel, against torch.sparse on that COO tensor. Rows of 10^4
+nodes take 3x the repeats (their calls are short). Writes
+benchmarks/results/sparse_inputs.{json,md}.
 """
 
 from __future__ import annotations
@@ -85,7 +92,7 @@ def main() -> None:
     parser.add_argument("--features", default="64,128,256")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--ops", default="spmm,gcn layer")
+    parser.add_argument("--ops", default="spmm,spmm coo,gcn layer")
     parser.add_argument("--gcn-max-nodes", type=int, default=10000,
                         help="GCN layer rows up to this many nodes (the SpMM rows cover larger graphs)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "sparse_inputs"))
@@ -101,44 +108,67 @@ def main() -> None:
                                                  adj.crow_indices().numpy()), shape=adj.shape)
             dense = adj.to_dense() if nodes <= 10000 else None   # (10^5: 40 GB)
             nnz = adj.values().numel()
+            coo = adj.to_sparse_coo().coalesce()   # (torch's COO: int64 indices)
             for features in map(int, args.features.split(",")):
                 h = torch.randn(nodes, features)
-                for op, model in (("spmm", SpMM()), ("gcn layer", GCNLayer(features).eval())):
+                for op, model in (("spmm", SpMM()), ("spmm coo", SpMM()), ("gcn layer", GCNLayer(features).eval())):
                     if op not in args.ops.split(",") or (op == "gcn layer" and nodes > args.gcn_max_nodes):
                         continue
+                    ours_adj, encoding, torch_adj = ((coo, sm.COO(), coo) if op == "spmm coo" else
+                                                     (adj32, sm.CSR(), adj))
+                    repeats = args.repeats * 3 if nodes <= 10000 else args.repeats
                     start = time.perf_counter()
-                    compiled = sm.compile(model, {"adj": sm.CSR()}, (adj32, h), cost_model=False)
+                    compiled = sm.compile(model, {"adj": encoding}, (ours_adj, h), cost_model=False)
                     compile_s = time.perf_counter() - start
                     region = compiled.input_regions()[0]
                     # With the cost model (per shape: ours or torch.sparse, timed at the first call).
-                    auto = sm.compile(model, {"adj": sm.CSR()}, (adj32, h))
+                    auto = sm.compile(model, {"adj": encoding}, (ours_adj, h))
                     with torch.no_grad():
                         expected = model(adj, h)
-                        got = compiled(adj32, h)
+                        got = compiled(ours_adj, h)
                     error = float((got - expected).abs().max() / expected.abs().max().clamp_min(1e-30))
                     assert error < 1e-5, (graph_name, nodes, features, op, error)
+
+                    def new_graph() -> torch.Tensor:
+                        region.input.forget()   # (checked, and for COO converted, as a graph never seen)
+                        return compiled(ours_adj, h)
+
+                    def wrapped() -> torch.Tensor:
+                        compiled.use_flat_call = False   # torch.export's pytree wrapper
+                        try:
+                            return compiled(ours_adj, h)
+                        finally:
+                            compiled.use_flat_call = True
+
                     for threads in map(int, args.threads.split(",")):
                         torch.set_num_threads(threads)
                         set_num_threads(threads)
                         with torch.no_grad():
                             row = dict(graph=graph_name, nodes=nodes, nnz=nnz, features=features, op=op,
                                        threads=threads, compile_s=round(compile_s, 2), rel_error=error,
-                                       ours_ms=median_ms(lambda: compiled(adj32, h), args.repeats),
-                                       torch_sparse_ms=median_ms(lambda: model(adj, h), args.repeats))
+                                       ours_ms=median_ms(lambda: compiled(ours_adj, h), repeats),
+                                       torch_sparse_ms=median_ms(lambda: model(torch_adj, h), repeats))
+                            if op.startswith("spmm"):
+                                row["new_graph_ms"] = median_ms(new_graph, repeats)
+                                row["wrapped_ms"] = median_ms(wrapped, repeats)
                             if op == "spmm":
                                 hn = h.numpy()
                                 if threads == 1:   # (scipy runs on one thread)
-                                    row["scipy_ms"] = median_ms(lambda: scipy_adj @ hn, args.repeats)
-                                row["validate_ms"] = median_ms(lambda: region.input.pack(adj32), args.repeats)
+                                    row["scipy_ms"] = median_ms(lambda: scipy_adj @ hn, repeats)
+
+                                def validate() -> None:
+                                    region.input.forget()
+                                    region.input.pack(adj32)
+                                row["validate_ms"] = median_ms(validate, repeats)
                                 compiled.check_sparse_inputs = False
-                                row["ours_nocheck_ms"] = median_ms(lambda: compiled(adj32, h), args.repeats)
+                                row["ours_nocheck_ms"] = median_ms(lambda: compiled(adj32, h), repeats)
                                 compiled.check_sparse_inputs = True
                                 kernel = region.spmm_kernel(features)
                                 buffers = region.input.pack(adj32).buffers
-                                row["kernel_only_best_ms"] = best_ms(lambda: kernel(*buffers, h), args.repeats)
+                                row["kernel_only_best_ms"] = best_ms(lambda: kernel(*buffers, h), repeats)
                             row["dense_ms"] = (median_ms(lambda: model(dense, h), max(3, args.repeats // 3))
-                                               if dense is not None else None)
-                            row["auto_ms"] = median_ms(lambda: auto(adj32, h), args.repeats)
+                                               if dense is not None and op != "spmm coo" else None)
+                            row["auto_ms"] = median_ms(lambda: auto(ours_adj, h), repeats)
                             row["auto_choice"] = [reason for _, reason in auto.input_regions()[0].choices.values()]
                         row["speedup_vs_torch_sparse"] = row["torch_sparse_ms"] / row["ours_ms"]
                         rows.append(row)
@@ -155,12 +185,14 @@ def markdown(result: dict) -> str:
              f"{result['load_average_end'][0]:.2f} at the end ({result['cpus']} CPUs, shared machine); "
              "medians in ms.", "",
              "| graph | nodes | nnz | F | op | threads | ours | torch.sparse | scipy (1 thread) | dense torch "
-             "| vs torch.sparse | ours, no O(nnz) check | validation | kernel alone (best) | with cost model |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| vs torch.sparse | ours, new graph each call | ours, export's wrapper | ours, no O(nnz) check "
+             "| validation | kernel alone (best) | with cost model |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         lines.append(f"| {r['graph']} | {r['nodes']} | {r['nnz']} | {r['features']} | {r['op']} | {r['threads']} | "
                      f"{ms(r['ours_ms'])} | {ms(r['torch_sparse_ms'])} | {ms(r.get('scipy_ms'))} | "
-                     f"{ms(r['dense_ms'])} | {r['speedup_vs_torch_sparse']:.2f}x | {ms(r.get('ours_nocheck_ms'))} | "
+                     f"{ms(r['dense_ms'])} | {r['speedup_vs_torch_sparse']:.2f}x | {ms(r.get('new_graph_ms'))} | "
+                     f"{ms(r.get('wrapped_ms'))} | {ms(r.get('ours_nocheck_ms'))} | "
                      f"{ms(r.get('validate_ms'))} | {ms(r.get('kernel_only_best_ms'))} | {ms(r['auto_ms'])} |")
     return "\n".join(lines) + "\n"
 

@@ -2,21 +2,19 @@
 argument, a call passes a torch sparse tensor for it, and `adj @ h` runs on
 our kernels.
 
-CSR: the SpMM kernel (spmm_kernel.py: `smlir.spmm`, rows of h in, rows of
-y out, one kernel per feature count for any graph). COO and BSR, SpMM as a
-linear: y = adj @ h is (h^T adj^T)^T, the linear x W^T with
-W = adj [M, K] and x = h^T [F, K] (F tokens). compile_linear's kernels take
-the packed weight as runtime arguments with dynamic nnz, so one kernel per
-(M, K, F) serves every graph of that node count: a new graph (another nnz)
-never compiles. The sparse tensor's own buffers (crow_indices / col_indices
-/ values of a CSR tensor) are the kernel's pos / crd / values arguments, read
-in place; a copy is made only to convert an index dtype to the encoding's
-widths (logged once per input).
+Every format runs on the SpMM kernel (spmm_kernel.py: `smlir.spmm`, rows
+of h in, rows of y out, one kernel per feature count for any graph and node
+count: a new graph never compiles). CSR: the sparse tensor's own buffers
+(crow_indices / col_indices / values) are the kernel's pos / crd / values
+arguments, read in place; a copy is made only to convert an index dtype to
+the encoding's widths (logged once per input). COO and BSR are converted to
+CSR buffers (input_formats.py: COO's row positions in one pass over nnz,
+BSR's blocks as rows of c entries), once per distinct graph.
 
-Every call validates the sparse input in O(nnz) torch ops before any kernel
-reads it (index dtype, lengths, monotone positions, sorted in-range
-coordinates), so bad input is a SpecError naming the input and encoding,
-never an out-of-bounds read.
+The sparse input is validated in O(nnz) before any kernel reads it (index
+dtype, lengths, monotone positions, sorted in-range coordinates), once per
+distinct index buffers and version, so bad input is a SpecError naming the
+input and encoding, never an out-of-bounds read.
 """
 
 from __future__ import annotations
@@ -26,15 +24,15 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import numpy as np
 import torch
 
 from sparse_mlir.encodings import BSR, COO, CSR, Encoding, KeepAll
 from sparse_mlir.errors import SpecError
 from sparse_mlir.runtime.check_csr import csr_valid
-from sparse_mlir.runtime.memref import Kernel
+from sparse_mlir.compiler.regions.input_formats import COO_PROBLEMS, BsrToCSR, CooToCSR
+from sparse_mlir.runtime.check_csr import COO_UNSORTED
 from sparse_mlir.runtime.threads import shares_torch_threads, single_threaded
-from sparse_mlir.compiler.regions.kernels import KERNELS, KernelOptions, LinearSignature
+from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.spmm_kernel import SPMM_KERNELS, SpMMSignature
 from sparse_mlir.runtime.spmm import SpMMKernel
 
@@ -69,9 +67,9 @@ class Packed:
     """A validated sparse input: the kernel's buffers (in the sparse
     assembler's order) and the matrix shape."""
 
-    buffers: tuple[torch.Tensor, ...]
+    buffers: tuple[torch.Tensor, ...]   # CSR pos, crd, values, whatever the input's format
     shape: tuple[int, int]
-    copied: bool          # an index buffer was converted (not zero-copy)
+    copied: bool          # an index buffer was converted (not zero-copy; COO's positions are always built)
 
 
 class SparseInput:
@@ -85,6 +83,22 @@ class SparseInput:
         # The O(nnz) checks (positions monotone, coordinates sorted and in
         # range): RegionModule.check_sparse_inputs turns them off.
         self.check_entries = True
+        # The index buffers the last full check passed, with their addresses
+        # and version counters: a call passing the same buffers, unchanged
+        # by torch since (an in-place write bumps the counter), skips the
+        # O(nnz) pass. Holding them keeps their memory from being reused
+        # by another tensor at the same address.
+        self._checked: tuple[tuple, torch.Tensor, torch.Tensor] | None = None
+        pos_dtype, crd_dtype = _INDEX_TORCH[encoding.pos_width], _INDEX_TORCH[encoding.crd_width]
+        self._coo = CooToCSR(pos_dtype, crd_dtype)
+        self._bsr = BsrToCSR(tuple(encoding.block) if isinstance(encoding, BSR) else (1, 1), pos_dtype, crd_dtype)
+
+    def forget(self) -> None:
+        """Drops the last validated / converted graph: the next call checks
+        (and converts) its input again, as for a graph never seen."""
+        self._checked = None
+        self._coo.forget()
+        self._bsr.forget()
 
     def _error(self, what: str) -> SpecError:
         return SpecError(f"input {self.name!r} ({self.encoding.format_name}): {what}")
@@ -108,25 +122,18 @@ class SparseInput:
             raise self._error("its gradient is not computed (the gradient of a sparse input is not supported; "
                               "gradients flow to the dense operand): pass it without requires_grad")
         tensor = self._layout(tensor)
-        encoding = self.encoding
-        if isinstance(encoding, COO):
-            return self._coo(tensor)
-        block = encoding.block if isinstance(encoding, BSR) else (1, 1)
-        if isinstance(encoding, BSR) and tuple(tensor.values().shape[1:]) != tuple(block):
-            raise self._error(f"expected blocks of {tuple(block)}, got a sparse_bsr tensor with blocks "
-                              f"{tuple(tensor.values().shape[1:])}")
-        return self._compressed(tensor, block)
+        if tensor.layout == torch.sparse_coo:
+            return self._from_coo(tensor)
+        if tensor.layout == torch.sparse_bsr:
+            return self._from_bsr(tensor)
+        return self._compressed(tensor, (1, 1))
 
     def _layout(self, tensor: torch.Tensor) -> torch.Tensor:
-        """`tensor` in the encoding's torch layout (a dense tensor sparsified,
-        COO coalesced), or a SpecError for layouts that do not fit."""
+        """`tensor` in the encoding's torch layout (a dense tensor sparsified;
+        a sparse_coo tensor also for CSR), or a SpecError for layouts that do not fit."""
         encoding = self.encoding
         want = {CSR: torch.sparse_csr, COO: torch.sparse_coo, BSR: torch.sparse_bsr}[type(encoding)]
         if tensor.layout == want:
-            if want == torch.sparse_coo and not tensor.is_coalesced():
-                self._note("coalesce", "an uncoalesced sparse_coo tensor is coalesced each call (a sort, O(nnz "
-                                       "log nnz)); pass .coalesce()d tensors to skip it")
-                return tensor.coalesce()
             return tensor
         if tensor.layout == torch.strided:
             self._note("dense", "a dense tensor is sparsified and packed each call (O(rows x cols)); pass a torch "
@@ -143,9 +150,7 @@ class SparseInput:
                 return tensor.to_sparse_bsr(tuple(encoding.block))
             return tensor.to_sparse() if want == torch.sparse_coo else tensor.to_sparse_csr()
         if tensor.layout == torch.sparse_coo and want == torch.sparse_csr:
-            self._note("coo", "a sparse_coo tensor is converted to CSR each call (a copy); pass sparse_csr "
-                              "tensors to read them in place")
-            return tensor.coalesce().to_sparse_csr()
+            return tensor   # (its row positions are built as for a COO input)
         raise self._error(f"expected a torch {want} tensor (or a dense one, sparsified each call), got "
                           f"{tensor.layout}")
 
@@ -185,11 +190,31 @@ class SparseInput:
         pos, copied_pos = self._index(crow, "pos_width", "crow_indices")
         crd, copied_crd = self._index(col, "crd_width", "col_indices")
         if self.check_entries:
-            _check_compressed(self, pos, crd, nnz, inner)
+            self._check_once(pos, crd, nnz, inner)
         values = values.contiguous()
         return Packed((pos, crd, values.reshape(-1)), (rows, cols), copied_pos or copied_crd)
 
-    def _coo(self, tensor: torch.Tensor) -> Packed:
+    def _check_once(self, pos: torch.Tensor, crd: torch.Tensor, nnz: int, inner: int) -> None:
+        """The O(nnz) check of compressed buffers, once per distinct buffers
+        and version (see `_checked`)."""
+        try:
+            key = (pos.data_ptr(), pos._version, pos.numel(), pos.dtype, crd.data_ptr(), crd._version, nnz,
+                   crd.dtype, inner)
+        except RuntimeError:   # (inference tensors keep no version counter: checked every call)
+            _check_compressed(self, pos, crd, nnz, inner)
+            return
+        checked = self._checked
+        if checked is not None and checked[0] == key:
+            return
+        _check_compressed(self, pos, crd, nnz, inner)
+        self._checked = (key, pos, crd)
+
+    def _from_coo(self, tensor: torch.Tensor) -> Packed:
+        """A sparse_coo tensor as CSR buffers: its row indices as positions,
+        checked in the same pass (always: the pass builds the positions). A
+        tensor torch does not know to be coalesced whose entries are
+        unsorted or repeated is coalesced first (duplicates summed, as
+        torch does); one that claims to be coalesced is an error."""
         rows, cols = tensor.shape
         indices, values = tensor._indices(), tensor._values()
         if indices.dim() != 2 or indices.shape[0] != 2 or values.dim() != 1:
@@ -197,17 +222,38 @@ class SparseInput:
         nnz = values.shape[0]
         if indices.shape[1] != nnz:
             raise self._error(f"indices hold {indices.shape[1]} entries but values {nnz}: nnz mismatch")
-        self._fits(max(rows, cols), "crd_width", "the dimension")
-        row, copied_row = self._index(indices[0], "crd_width", "row indices")
-        col, copied_col = self._index(indices[1], "crd_width", "column indices")
-        if nnz and self.check_entries:
-            if int(row.min()) < 0 or int(row.max()) >= rows or int(col.min()) < 0 or int(col.max()) >= cols:
-                raise self._error(f"indices out of range for shape {(rows, cols)}")
-            key = row.to(torch.int64) * cols + col
-            if nnz > 1 and not bool((key[1:] > key[:-1]).all()):
-                raise self._error("indices are not sorted row-major without duplicates (coalesce() it)")
-        pos = torch.tensor([0, nnz], dtype=_INDEX_TORCH[self.encoding.pos_width])
-        return Packed((pos, row, col, values.contiguous()), (rows, cols), copied_row or copied_col)
+        if indices.dtype not in (torch.int32, torch.int64):
+            raise self._error(f"indices must be int32 or int64, got {indices.dtype}")
+        self._fits(nnz, "pos_width", "nnz")
+        self._fits(cols, "crd_width", "the column count")
+        status, pos, crd = self._coo(indices, (rows, cols))
+        if status == COO_UNSORTED and not tensor.is_coalesced():
+            self._note("coalesce", "an uncoalesced sparse_coo tensor (entries unsorted or repeated) is coalesced "
+                                   "each call (a sort, O(nnz log nnz)); pass .coalesce()d tensors to skip it")
+            return self._from_coo(tensor.coalesce())
+        if status:
+            found = COO_PROBLEMS.get(status, f"invalid (code {status})")
+            raise self._error(f"{found} (expected 0 <= row < {rows}, 0 <= column < {cols}, entries sorted "
+                              "row-major without duplicates: coalesce() it)")
+        return Packed((pos, crd, values.contiguous()), (rows, cols), crd.dtype != indices.dtype)
+
+    def _from_bsr(self, tensor: torch.Tensor) -> Packed:
+        """A sparse_bsr tensor as CSR buffers: the block buffers are checked
+        as a CSR of blocks, then each block is r rows of c entries (stored
+        zeros inside a block included)."""
+        block = tuple(self.encoding.block) if isinstance(self.encoding, BSR) else None
+        if block is None or tuple(tensor.values().shape[1:]) != block:
+            raise self._error(f"expected blocks of {block}, got a sparse_bsr tensor with blocks "
+                              f"{tuple(tensor.values().shape[1:])}")
+        blocks = self._compressed(tensor, block)
+        r, c = block
+        self._fits(blocks.buffers[1].numel() * r * c, "pos_width", "the stored entries (blocks x block size)")
+        rows, cols = blocks.shape
+        block_pos, block_crd = blocks.buffers[0], blocks.buffers[1]
+        if block_pos.dtype != block_crd.dtype:
+            block_pos = block_pos.to(block_crd.dtype)
+        pos, crd, values = self._bsr(block_pos, block_crd, tensor.values())
+        return Packed((pos, crd, values), (rows, cols), True)
 
 
 def _check_compressed(owner: SparseInput, pos: torch.Tensor, crd: torch.Tensor, nnz: int, inner: int) -> None:
@@ -237,12 +283,10 @@ def _check_compressed(owner: SparseInput, pos: torch.Tensor, crd: torch.Tensor, 
 
 
 class SpMMRegion:
-    """adj @ h for one encoded input `adj` [M, K] and a dense h [K, F].
-
-    CSR: the transpose-free SpMM kernel (`smlir.spmm`, spmm_kernel.py), one
-    per (F, index widths) for every graph and node count; y comes back
-    row-major. COO and BSR: the linear kernel of W = adj on x = h^T,
-    compiled once per (M, K, F); y is the transpose of its y^T."""
+    """adj @ h for one encoded input `adj` [M, K] and a dense h [K, F]:
+    the transpose-free SpMM kernel (`smlir.spmm`, spmm_kernel.py) on adj's
+    CSR buffers (a COO or BSR input converted: input_formats.py), one per
+    (F, index widths) for every graph and node count; y comes back row-major."""
 
     op_name = "adj @ h"
 
@@ -253,7 +297,6 @@ class SpMMRegion:
         self._options = options
         self._cost_model = cost_model
         self._lock = threading.Lock()
-        self._kernels: dict[tuple[int, int, int], Kernel] = {}
         self._spmm: dict[int, SpMMKernel] = {}
         self.compile_seconds = 0.0
         # (rows, cols, features, threads) -> (ours: bool, why): with the cost
@@ -262,14 +305,13 @@ class SpMMRegion:
 
     @property
     def compiles(self) -> int:
-        """Kernels this region built (CSR: one per feature count; COO / BSR:
-        one per node count and feature count)."""
-        return len(self._kernels) + len(self._spmm)
+        """Kernels this region built (one per feature count, any format)."""
+        return len(self._spmm)
 
     @property
     def transpose_free(self) -> bool:
-        """True where y comes back row-major (the SpMM kernel, CSR)."""
-        return isinstance(self.encoding, CSR)
+        """True: y comes back row-major (the SpMM kernel, every format)."""
+        return True
 
     def spmm_kernel(self, features: int) -> SpMMKernel:
         """The CSR kernel for `features` (built on first use; any graph)."""
@@ -282,22 +324,6 @@ class SpMMRegion:
                     self.compile_seconds += compiled.seconds
                     self._spmm[features] = compiled.kernel
             kernel = self._spmm[features]
-        return kernel
-
-    def kernel(self, rows: int, cols: int, features: int) -> Kernel:
-        key = (rows, cols, features)
-        kernel = self._kernels.get(key)
-        if kernel is None:
-            with self._lock:
-                if key not in self._kernels:
-                    signature = LinearSignature(cols, rows, self.encoding.attr_text(), False)
-                    compiled = KERNELS.get(signature, self.encoding, features, self._options)
-                    if not compiled.stored_sparse:
-                        raise SpecError(f"input {self.name!r} ({self.encoding.format_name}): the pipeline read it "
-                                        f"densely ({', '.join(compiled.fallbacks)}): no sparse kernel")
-                    self.compile_seconds += compiled.seconds
-                    self._kernels[key] = Kernel(compiled.function, [], 2, np.float32, owner=compiled)
-                kernel = self._kernels[key]
         return kernel
 
     def check(self, packed: Packed, h: torch.Tensor) -> None:
@@ -327,69 +353,40 @@ class SpMMRegion:
         return y.contiguous() if fake_strides else y
 
     def _torch_side(self, buffers: Sequence[torch.Tensor]) -> Any:
-        """The torch sparse layout constructor torch.sparse runs on (None: COO,
-        or index buffers of two dtypes, which torch's CSR cannot hold)."""
-        if isinstance(self.encoding, COO) or buffers[0].dtype != buffers[1].dtype:
-            return None
-        return torch.sparse_bsr_tensor if isinstance(self.encoding, BSR) else torch.sparse_csr_tensor
+        """The torch sparse layout constructor torch.sparse runs on (None:
+        index buffers of two dtypes, which torch's CSR cannot hold)."""
+        return torch.sparse_csr_tensor if buffers[0].dtype == buffers[1].dtype else None
 
     def _torch(self, buffers: Sequence[torch.Tensor], rows: int, h: torch.Tensor) -> torch.Tensor:
         pos, crd, values = buffers
-        if isinstance(self.encoding, BSR):
-            values = values.reshape(-1, *self.encoding.block)
-        adj = self._torch_side(buffers)(pos, crd, values, (rows, h.shape[0]), check_invariants=False)
-        return adj @ h
+        return torch.sparse_csr_tensor(pos, crd, values, (rows, h.shape[0]), check_invariants=False) @ h
 
     def _decide(self, buffers: Sequence[torch.Tensor], rows: int, h: torch.Tensor) -> tuple[bool, str]:
         from sparse_mlir.compiler.regions.base import WIN_MARGIN, _timed_pair, call_overhead_ms
         h = h.detach().contiguous()
-        if self.transpose_free:   # built before the timing
-            self.spmm_kernel(h.shape[1])
-        else:
-            self.kernel(rows, h.shape[0], h.shape[1])
+        self.spmm_kernel(h.shape[1])   # built before the timing
         # Ours pays its whole call from the module (validation aside): the
         # shape checks, the handle lookup and the kernel call.
         ours, theirs = _timed_pair(lambda: self._ours(buffers, rows, h), lambda: self._torch(buffers, rows, h),
-                                   call_overhead_ms() if self.transpose_free else 0.0)
+                                   call_overhead_ms())
         wins = ours < WIN_MARGIN * theirs
         return wins, (f"{'ours' if wins else 'torch.sparse'} (ours {ours:.3f} ms, torch.sparse {theirs:.3f} ms, "
                       f"nnz {buffers[-1].numel()} at the first call)")
 
     def _ours(self, buffers: Sequence[torch.Tensor], rows: int, h: torch.Tensor) -> torch.Tensor:
-        cols, features = h.shape
-        if self.transpose_free:
-            kernel = self.spmm_kernel(features)
-            h = h.detach()
-            if not h.is_contiguous():
-                h = h.contiguous()
-            if torch.get_num_threads() > 1 and not shares_torch_threads():
-                with single_threaded():   # (see Region._call: two OpenMP runtimes on shared cores)
-                    return kernel(buffers[0], buffers[1], buffers[2], h)
-            return kernel(buffers[0], buffers[1], buffers[2], h)
-        kernel = self.kernel(rows, cols, features)
-        x = h.detach().t().contiguous()                     # [F, K]
-        arrays = [b.detach().numpy() for b in buffers] + [x.numpy()]
+        kernel = self.spmm_kernel(h.shape[1])
+        h = h.detach()
+        if not h.is_contiguous():
+            h = h.contiguous()
         if torch.get_num_threads() > 1 and not shares_torch_threads():
             with single_threaded():   # (see Region._call: two OpenMP runtimes on shared cores)
-                y = kernel(arrays)
-        else:
-            y = kernel(arrays)
-        # [rows, F] as the transpose of the kernel's y^T [F, rows]: no copy
-        # (torch's ops downstream read strided tensors; the fake
-        # implementation gives the same strides).
-        return torch.from_numpy(y).t()
+                return kernel(buffers[0], buffers[1], buffers[2], h)
+        return kernel(buffers[0], buffers[1], buffers[2], h)
 
     def transposed(self, buffers: Sequence[torch.Tensor], shape: tuple[int, int]) -> tuple[list[torch.Tensor], int]:
-        """adj^T's buffers (for dh = adj^T dy) in this encoding's layout: CSR
-        sorted by column (a stable sort, O(nnz log nnz)); COO sorted by (col, row)."""
+        """adj^T's CSR buffers (for dh = adj^T dy): sorted by column (a
+        stable sort, O(nnz log nnz)); any input format (all are CSR here)."""
         rows, cols = shape
-        if isinstance(self.encoding, COO):
-            _, row, col, values = buffers
-            order = torch.argsort(col.to(torch.int64) * rows + row, stable=True)
-            return [buffers[0], col[order], row[order], values[order]], cols
-        if isinstance(self.encoding, BSR):
-            raise SpecError(f"input {self.name!r} ({self.encoding.format_name}): the gradient through a BSR "
-                            "input is not supported yet; use CSR() for training")
         pos, crd, values = buffers
         counts = torch.diff(pos.to(torch.int64))
         row_of = torch.repeat_interleave(torch.arange(rows), counts)
@@ -517,11 +514,14 @@ def plan_entry(region: SpMMRegion, fallbacks: Sequence[str]) -> Any:
     from sparse_mlir.compiler.reports import PlanEntry
     sparsifier = region.encoding.effective_sparsifier
     return PlanEntry(name=region.name, role="input", shape=(), format=region.encoding.format_name,
-                     stored_as=f"{region.encoding.format_name} (the call's torch sparse tensor, read in place where "
-                               "its index dtypes match the widths)",
+                     stored_as=(f"{region.encoding.format_name} (the call's torch sparse tensor, read in place where "
+                                "its index dtypes match the widths)" if isinstance(region.encoding, CSR) else
+                                f"{region.encoding.format_name} (the call's torch sparse tensor, converted to CSR "
+                                "buffers once per distinct graph)"),
                      sparsifier=sparsifier.attr_text(), kind=sparsifier.kind,
                      applied=getattr(region, "plan_applied", None) or (
-                         "every call: validated in O(nnz); a dense tensor passed for it is sparsified; adj @ h "
-                         "runs sparse_mlir::spmm (one kernel per node count and feature count, any nnz)"),
+                         "every call: validated in O(nnz) (once per distinct index buffers); a dense tensor "
+                         "passed for it is sparsified; adj @ h "
+                         "runs sparse_mlir::spmm (one kernel per feature count, any graph)"),
                      origin="user",
                      fallbacks=tuple(f"'{op}' runs on torch (input made dense)" for op in dict.fromkeys(fallbacks)))

@@ -20,6 +20,7 @@ from sparse_mlir.runtime.ops import REGIONS
 from sparse_mlir.compiler.regions.capture import Captured
 from sparse_mlir.compiler.regions.activation import ActivationRegion
 from sparse_mlir.compiler.regions.base import Region
+from sparse_mlir.compiler.regions.flat_call import FlatCall
 from sparse_mlir.compiler.regions.hybrid import exportable
 from sparse_mlir.compiler.regions.inputs import SpMMRegion
 from sparse_mlir.runtime.ops import packed_inputs
@@ -61,12 +62,15 @@ class RegionModule(CompileReports, torch.nn.Module):
 
     @property
     def check_sparse_inputs(self) -> bool:
-        """Whether each call checks its sparse inputs' entries (O(nnz): row
+        """Whether calls check their sparse inputs' entries (O(nnz): row
         positions monotone, coordinates sorted and in range) before a kernel
-        reads them; on by default. Their dtypes, shapes and buffer lengths
-        are always checked. Off saves that pass (~0.2 ms for 10^5 entries,
-        about 7% of a 10^4-node SpMM call at 64 features): only for inputs
-        known to be valid, since a bad one is then read out of bounds."""
+        reads them; on by default. The check runs once per distinct index
+        buffers and torch version (a graph passed again is not checked
+        again). Their dtypes, shapes and buffer lengths are always checked,
+        and a COO input's entries too (the pass that builds its positions).
+        Off saves the pass for a new graph (0.05-0.08 ms for 10^5 entries):
+        only for inputs known to be valid, since a bad one is then read out
+        of bounds."""
         return all(i.check_entries for i in self._sparse_inputs.values())
 
     @check_sparse_inputs.setter
@@ -138,22 +142,54 @@ class RegionModule(CompileReports, torch.nn.Module):
         return list(self._regions.values())
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        call_args, call_kwargs = self._arrange(args, kwargs)
-        packed = self._check_inputs(call_args, call_kwargs)
+        flat_call = self._flat_call()
+        flat = flat_call.leaves(args, kwargs) if flat_call is not None else None
+        if flat is None:   # a call shaped otherwise than the example, or tracing: export's wrapped module
+            call_args, call_kwargs = self._arrange(args, kwargs)
+            leaves = [leaf for leaf in pytree.tree_leaves((call_args, call_kwargs)) if isinstance(leaf, torch.Tensor)]
+            packed = self._check_inputs(leaves)
+            with torch.no_grad(), packed_inputs(packed):
+                return self._guarded(packed, leaves, lambda: self.graph_module(*call_args, **call_kwargs))
+        packed = self._check_inputs(flat)
         with torch.no_grad(), packed_inputs(packed):
-            if not packed:
-                return self.graph_module(*call_args, **call_kwargs)
-            try:
-                return self.graph_module(*call_args, **call_kwargs)
-            except AssertionError as error:   # torch.export's shape guards (adj [M, K] and h [K, F])
-                if not str(error).startswith("Guard failed"):
-                    raise
-                leaves = [leaf for leaf in pytree.tree_leaves((call_args, call_kwargs))
-                          if isinstance(leaf, torch.Tensor)]
+            return self._guarded(packed, flat, lambda: flat_call(flat))
+
+    # False: every call goes through torch.export's wrapped module (for
+    # comparisons; the flat call is the same graph, guards and checks).
+    use_flat_call = True
+
+    def _flat_call(self) -> FlatCall | None:
+        """The graph's code without export's pytree layer (flat_call.py),
+        regenerated when the graph was recompiled; None under tracing
+        (torch.compile, torch.export) and where the inputs are not plain tensors."""
+        if not self.use_flat_call or torch.compiler.is_compiling() or torch.compiler.is_exporting():
+            return None
+        flat_call = self.__dict__.get("_flat")
+        if flat_call is None or flat_call.code is not self.graph_module.code:
+            flat_call = FlatCall.build(self.graph_module, self._captured) if self._flat_ok else None
+            self.__dict__["_flat"] = flat_call
+            self.__dict__["_flat_ok"] = flat_call is not None
+        return flat_call
+
+    _flat_ok = True
+
+    def _guarded(self, packed: dict, leaves: Sequence[torch.Tensor], call: Any) -> Any:
+        """`call()`, with torch.export's shape guards (e.g. adj [M, K] and
+        h [K, F]; x and a mask of the same rows) turned into a SpecError
+        naming the inputs and their shapes."""
+        try:
+            return call()
+        except AssertionError as error:
+            if not str(error).startswith("Guard failed"):
+                raise
+            specs = self._captured.inputs
+            if packed:
                 shapes = ", ".join(f"{spec.path!r} ({self._sparse_inputs[spec.path].encoding.format_name}, shape "
-                                   f"{tuple(leaf.shape)})" for leaf, spec in zip(leaves, self._captured.inputs)
+                                   f"{tuple(leaf.shape)})" for leaf, spec in zip(leaves, specs)
                                    if spec.path in self._sparse_inputs)
                 raise SpecError(f"sparse input {shapes}: the inputs' shapes do not fit the model: {error}") from None
+            shapes = ", ".join(f"{spec.path} {tuple(leaf.shape)}" for leaf, spec in zip(leaves, specs))
+            raise SpecError(f"inputs {shapes}: the inputs' shapes do not fit the model: {error}") from None
 
     def _arrange(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[tuple, dict]:
         """The call in the exported calling convention: the example's
@@ -174,16 +210,20 @@ class RegionModule(CompileReports, torch.nn.Module):
         return (tuple(bound.arguments[name] for name in captured.positional),
                 {name: bound.arguments[name] for name in captured.keywords})
 
-    def _check_inputs(self, args: tuple, kwargs: dict) -> dict:
-        """Checks the inputs against the captured ones; returns the sparse
-        inputs' packed buffers (validated), by the tensor's id."""
-        leaves = [leaf for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
-        specs = self._captured.inputs
-        if len(leaves) != len(specs):
-            raise SpecError(f"expected {len(specs)} tensor inputs, got {len(leaves)}")
+    def _check_inputs(self, leaves: Sequence[torch.Tensor]) -> dict:
+        """Checks the call's tensors (in the captured inputs' order) against
+        the captured ones; returns the sparse inputs' packed buffers
+        (validated), by the tensor's id."""
+        checks = self.__dict__.get("_input_checks")
+        if checks is None:
+            checks = self.__dict__["_input_checks"] = [
+                (spec, self._sparse_inputs.get(spec.path), len(spec.shape),
+                 tuple((d, size) for d, size in enumerate(spec.shape) if size is not None))
+                for spec in self._captured.inputs]
+        if len(leaves) != len(checks):
+            raise SpecError(f"expected {len(checks)} tensor inputs, got {len(leaves)}")
         packed = {}
-        for tensor, spec in zip(leaves, specs):
-            sparse_input = self._sparse_inputs.get(spec.path)
+        for tensor, (spec, sparse_input, rank, static) in zip(leaves, checks):
             if sparse_input is not None:
                 packed[id(tensor)] = (tensor, sparse_input.pack(tensor))
                 continue
@@ -194,8 +234,8 @@ class RegionModule(CompileReports, torch.nn.Module):
                                 ".to_dense())")
             if tensor.dtype != spec.dtype:
                 raise SpecError(f"input {spec.path}: expected dtype {spec.dtype}, got {tensor.dtype}")
-            if tensor.dim() != len(spec.shape) or any(
-                    want is not None and got != want for got, want in zip(tensor.shape, spec.shape)):
+            shape = tensor.shape
+            if len(shape) != rank or any(shape[d] != size for d, size in static):
                 shown = "(" + ", ".join("*" if d is None else str(d) for d in spec.shape) + \
                     ("," if len(spec.shape) == 1 else "") + ")"
                 raise SpecError(f"input {spec.path}: expected shape {shown} (* is any size), "
