@@ -404,7 +404,16 @@ def LowerSparseLinear
     `vector.gather`), `rows` rows in lockstep, scalar at each row's end;
     threads split the rows.
 
-    Other sparse linears (CSC, COO, BSR, f64, dynamic shapes) are left to
+    A BSR weight (dense `bh x bw` blocks) takes a tile of `bsr-rows` rows
+    inside one block row (a divisor of bh; 0: the most FMAs per slab load
+    that fit the registers, 4 x 3 for 4 x 4 and 8 x 8 blocks with 8
+    lanes) and `bsr-vectors` token vectors: per stored block one
+    coordinate load, then for each of its bw columns the slab vectors are
+    loaded once for the tile's rows, weights broadcast from the block's
+    values (no per-value index load); decode reads x's bw columns once per
+    block for the tile's rows.
+
+    Other sparse linears (CSC, COO, f64, dynamic shapes) are left to
     upstream sparsification.
 
     Dense batch matmuls are smlir-lower-batch-matmul's.
@@ -425,6 +434,11 @@ def LowerSparseLinear
            "Vectors of tokens per register tile of a dense weight (0: by lanes)">,
     Option<"lanes", "lanes", "int64_t", /*default=*/"8",
            "f32 lanes per vector (8: AVX2, 16: AVX-512)">,
+    Option<"bsrRows", "bsr-rows", "int64_t", /*default=*/"0",
+           "Weight rows per register tile of a BSR weight, a divisor of its "
+           "block's rows (0: the most FMAs per slab load)">,
+    Option<"bsrVectors", "bsr-vectors", "int64_t", /*default=*/"0",
+           "Vectors of tokens per register tile of a BSR weight (0: by lanes)">,
   ];
   let dependentDialects = ["::mlir::smlir::SparseMLIRDialect",
                            "::mlir::arith::ArithDialect",
