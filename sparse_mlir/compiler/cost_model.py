@@ -24,12 +24,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparse_mlir.encodings import CSR, NM, Dense, Encoding
+from sparse_mlir.encodings import BSR, CSR, NM, Dense, Encoding
 
 MIN_ELEMENTS = 65536
-BREAK_EVEN_DENSITY = {"csr": 0.41, "nm": 0.5, "other": 0.2}
+# bsr: the BSR micro-kernel costs less per stored value than CSR's
+# (STORED_VALUE_COST below); CSR's break-even is kept (blocks part-full
+# store zeros, which the density here does not count). Its decode kernel is
+# not measured: CSR's decode break-even.
+BREAK_EVEN_DENSITY = {"csr": 0.41, "nm": 0.5, "bsr": 0.41, "other": 0.2}
 DECODE_TOKENS = 4
-DECODE_BREAK_EVEN_DENSITY = {"csr": 0.2, "nm": 0.16}
+DECODE_BREAK_EVEN_DENSITY = {"csr": 0.2, "nm": 0.16, "bsr": 0.2}
 
 
 @dataclass(frozen=True)
@@ -41,13 +45,14 @@ class StorageChoice:
 def choose_storage(encoding: Encoding, density: float, numel: int, tokens: int | None = None) -> StorageChoice:
     """Keep `encoding`, or store the (already sparsified) weight densely.
     `tokens`: the fewest activation rows an F.linear multiplies it with, if
-    known. Only F.linear reads (x @ W^T) run on the CSR micro-kernel: a CSR
-    weight read otherwise (HF's Conv1D x @ W) gets upstream's loops, whose
+    known. Only F.linear reads (x @ W^T) run on the CSR and BSR micro-kernels: a
+    CSR or BSR weight read otherwise (HF's Conv1D x @ W) gets upstream's loops, whose
     break-even is the other formats'."""
     if isinstance(encoding, Dense) or numel < MIN_ELEMENTS:
         return StorageChoice(False, "")
-    key = "csr" if isinstance(encoding, CSR) else "nm" if isinstance(encoding, NM) else "other"
-    if key == "csr" and tokens is None:
+    key = ("csr" if isinstance(encoding, CSR) else "nm" if isinstance(encoding, NM)
+           else "bsr" if isinstance(encoding, BSR) else "other")
+    if key in ("csr", "bsr") and tokens is None:
         key = "other"
     limit = BREAK_EVEN_DENSITY[key]
     where = ""

@@ -131,3 +131,16 @@ def test_bsr_training_gradients_and_step_match_eager() -> None:
     with torch.no_grad():
         torch.testing.assert_close(fn(y), stepped(y), rtol=1e-4, atol=1e-5)
     assert all(choice.kernel is not None for choice in region.choices.values())
+
+
+def test_whole_graph_cost_model_keeps_bsr_up_to_csrs_break_even() -> None:
+    """F.linear reads of a BSR weight run the micro-kernel (cheaper per
+    stored value than CSR's): kept sparse up to CSR's break-even density;
+    other reads (no token count) get upstream's loops and their 0.2."""
+    from sparse_mlir.compiler.cost_model import choose_storage
+    bsr = sm.BSR(block=(4, 4))
+    assert not choose_storage(bsr, 0.3, 1 << 20, tokens=128).dense
+    dense = choose_storage(bsr, 0.5, 1 << 20, tokens=128)
+    assert dense.dense and "bsr break-even 0.41" in dense.reason, dense.reason
+    assert choose_storage(bsr, 0.3, 1 << 20, tokens=None).dense
+    assert choose_storage(bsr, 0.3, 1 << 20, tokens=1).dense   # decode: 0.2
