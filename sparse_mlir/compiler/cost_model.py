@@ -68,7 +68,7 @@ def choose_storage(encoding: Encoding, density: float, numel: int, tokens: int |
 # (>= DECODE_TOKENS), relative to one weight element of torch's dense
 # F.linear. csr and nm follow the break-even points above (0.41 with a
 # margin -> ~2.2; n:m wins at 2:4 -> < 2). bsr: the BSR micro-kernel
-# (lib/Codegen/BSRWeight.cpp: a 4 x 3 register tile inside a block row, no
+# (lib/Codegen/BSRWeight.cpp: a register tile inside a block row, no
 # per-value index load) costs 0.34-0.43x CSR per stored value
 # (benchmarks/formats.py's weights, 768 -> 3072, 128 tokens, 1 thread,
 # thread CPU time: BSR 4x4 0.48 ms and CSR 1.44 ms for the same 236k values

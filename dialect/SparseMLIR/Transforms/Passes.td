@@ -406,7 +406,7 @@ def LowerSparseLinear
 
     A BSR weight (dense `bh x bw` blocks) takes a tile of `bsr-rows` rows
     inside one block row (a divisor of bh; 0: the most FMAs per slab load
-    that fit the registers, 4 x 3 for 4 x 4 and 8 x 8 blocks with 8
+    up to 2 token vectors, 4 x 2 for 4 x 4 and 8 x 8 blocks with 8
     lanes) and `bsr-vectors` token vectors: per stored block one
     coordinate load, then for each of its bw columns the slab vectors are
     loaded once for the tile's rows, weights broadcast from the block's
