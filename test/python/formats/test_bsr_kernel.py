@@ -143,4 +143,5 @@ def test_whole_graph_cost_model_keeps_bsr_up_to_csrs_break_even() -> None:
     dense = choose_storage(bsr, 0.5, 1 << 20, tokens=128)
     assert dense.dense and "bsr break-even 0.41" in dense.reason, dense.reason
     assert choose_storage(bsr, 0.3, 1 << 20, tokens=None).dense
-    assert choose_storage(bsr, 0.3, 1 << 20, tokens=1).dense   # decode: 0.2
+    assert not choose_storage(bsr, 0.3, 1 << 20, tokens=1).dense   # decode: 0.3
+    assert choose_storage(bsr, 0.35, 1 << 20, tokens=1).dense
