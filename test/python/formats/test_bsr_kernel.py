@@ -145,3 +145,22 @@ def test_whole_graph_cost_model_keeps_bsr_up_to_csrs_break_even() -> None:
     assert choose_storage(bsr, 0.3, 1 << 20, tokens=None).dense
     assert not choose_storage(bsr, 0.3, 1 << 20, tokens=1).dense   # decode: 0.3
     assert choose_storage(bsr, 0.35, 1 << 20, tokens=1).dense
+
+
+@pytest.mark.parametrize("widths", [(8, 8), (16, 16), (64, 64), (0, 0)], ids=lambda w: f"pos{w[0]}-crd{w[1]}")
+def test_bsr_kernel_reads_every_index_width(widths) -> None:
+    pos, crd = widths
+    model = linear_with(blocky_weight(32, 64, (4, 4), seed=7), bias=False)
+    x = torch.randn(9, 64)
+    fn = compile_quietly(model, {"weight": sm.BSR(block=(4, 4), pos_width=pos, crd_width=crd)}, x, mode="graph")
+    assert "@smlir_linear_bsr4x4_9x64x32(" in fn.ir("sparse")
+    with torch.no_grad():
+        torch.testing.assert_close(fn(x), model(x), rtol=1e-4, atol=1e-5)
+
+
+def test_bsr_kernel_with_no_stored_block() -> None:
+    model = linear_with(torch.zeros(32, 64), bias=True)
+    x = torch.randn(9, 64)
+    fn = compile_quietly(model, {"weight": sm.BSR(block=(4, 4))}, x, mode="regions", cost_model=False)
+    with torch.no_grad():
+        torch.testing.assert_close(fn(x), model(x), rtol=1e-4, atol=1e-5)
