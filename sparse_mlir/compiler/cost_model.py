@@ -80,9 +80,10 @@ def choose_storage(encoding: Encoding, density: float, numel: int, tokens: int |
 # ~1.0 / 2.2 = 0.45 on (encodings.HYBRID_THRESHOLD).
 STORED_VALUE_COST = {"dense": 1.0, "csr": 2.2, "nm": 1.8, "bsr": 1.0}
 # Hybrid runs a second kernel: x is packed again and y written twice (plus
-# one add), independent of the values stored: measured ~0.16 ms at 128 x
-# (768 + 3072) (Hybrid with 5% of the nonzeros in CSR against its BSR
-# part alone), ~14 dense weight elements per (in + out) feature.
+# one add), independent of the values stored: ~0.16 ms at 128 x (768 +
+# 3072) (Hybrid with 5% of the nonzeros in CSR against its BSR part alone
+# and the CSR part's values at CSR's cost, thread CPU time at load ~9: a
+# rough figure), ~14 dense weight elements per (in + out) feature.
 SECOND_KERNEL_COST_PER_FEATURE = 14.0
 
 
