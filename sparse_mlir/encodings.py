@@ -172,11 +172,10 @@ class NM(Encoding):
 
 
 # A block goes to Hybrid's block part when at least this fraction of it is
-# nonzero. Measured (benchmarks/formats.py, 768 -> 3072, 128 tokens): a BSR
-# stored value costs 1.1-1.3x a CSR one (BSR runs upstream's loops), so a
-# block pays in BSR only from a fill above 1: only full blocks come close,
-# and 1.0 is the default (set it lower for a faster block kernel).
-HYBRID_THRESHOLD = 1.0
+# nonzero. A value stored by the BSR micro-kernel costs ~0.45x one in CSR
+# (cost_model.STORED_VALUE_COST, from benchmarks/formats.py's 768 -> 3072,
+# 128 tokens), so a block pays in BSR from a fill of ~0.45 on: 0.5.
+HYBRID_THRESHOLD = 0.5
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,8 @@ static std::optional<WeightLayout> classifyWeight(Type type) {
       isNOutOfMLT(lvls[2]))
     return WeightLayout{WeightLayout::NOutOfM, static_cast<int64_t>(getN(lvls[2])),
                         static_cast<int64_t>(getM(lvls[2]))};
+  if (std::optional<WeightLayout> bsr = classifyBSRWeight(stt))
+    return bsr;
   return std::nullopt;
 }
 
@@ -115,6 +117,8 @@ static std::unique_ptr<WeightAccess> makeWeightAccess(const SparseLinear &lin) {
   case WeightLayout::NOutOfM:
     return lin.layout.sharedRows > 1 ? makeSharedRowsWeight(lin)
                                      : makeNMWeight(lin);
+  case WeightLayout::BSR:
+    return makeBSRWeight(lin);
   }
   llvm_unreachable("unknown weight layout");
 }

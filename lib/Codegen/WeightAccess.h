@@ -13,7 +13,12 @@
 #include "LinearKernel.h"
 
 #include <memory>
+#include <optional>
 #include <string>
+
+namespace mlir::sparse_tensor {
+class SparseTensorType;
+} // namespace mlir::sparse_tensor
 
 namespace mlir::smlir::codegen {
 
@@ -87,6 +92,10 @@ std::unique_ptr<WeightAccess> makeDenseWeight(const SparseLinear &linear);
 std::unique_ptr<WeightAccess> makeCSRWeight(const SparseLinear &linear);
 std::unique_ptr<WeightAccess> makeNMWeight(const SparseLinear &linear);
 std::unique_ptr<WeightAccess> makeSharedRowsWeight(const SparseLinear &linear);
+std::unique_ptr<WeightAccess> makeBSRWeight(const SparseLinear &linear);
+/// A 2-d f32 BSR tensor's layout (its blocks' sizes), else none.
+std::optional<WeightLayout>
+classifyBSRWeight(const sparse_tensor::SparseTensorType &type);
 
 } // namespace mlir::smlir::codegen
 

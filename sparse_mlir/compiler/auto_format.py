@@ -4,7 +4,8 @@ For the weight as its sparsifier leaves it, every candidate's stored values
 are counted (dense: all; CSR: the nonzeros; BSR: the nonempty blocks' entries;
 n:m: n of every m where every group fits; Hybrid(BSR, CSR): the blocks at
 least `HYBRID_THRESHOLD` full plus the nonzeros left) and priced by the cost
-model's measured cost per stored value (cost_model.STORED_VALUE_COST). The
+model's measured cost per stored value (cost_model.STORED_VALUE_COST; Hybrid
+also pays for its second kernel). The
 cheapest wins; ties go to the simpler format (the order of the candidates).
 Counting is a few vectorised passes over the weight: cheap at compile time.
 """
@@ -17,7 +18,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from sparse_mlir.compiler.cost_model import STORED_VALUE_COST, stored_cost
+from sparse_mlir.compiler.cost_model import STORED_VALUE_COST, second_kernel_cost, stored_cost
 from sparse_mlir.compiler.weights import apply_sparsifier
 from sparse_mlir.encodings import BSR, CSR, NM, Auto, Dense, Encoding, Hybrid, HYBRID_THRESHOLD
 from sparse_mlir.errors import SpecError
@@ -71,11 +72,12 @@ def choose(weight: np.ndarray, auto: Auto, name: str, hybrid: bool = True) -> Au
         candidates.append(_Candidate(f"BSR {r}x{c}", BSR(block=(r, c), **keep), stored, stored_cost("bsr", stored)))
         full = fill >= HYBRID_THRESHOLD * r * c
         in_blocks, rest = int(full.sum()) * r * c, nnz - int(fill[full].sum())
-        note = f"{100 * (nnz - rest) / max(1, nnz):.0f}% of the nonzeros in full {r}x{c} blocks" if in_blocks else ""
+        note = (f"{100 * (nnz - rest) / max(1, nnz):.0f}% of the nonzeros in {r}x{c} blocks at least "
+                f"{100 * HYBRID_THRESHOLD:.0f}% full" if in_blocks else "")
         candidates[-1] = _Candidate(f"BSR {r}x{c}", BSR(block=(r, c), **keep), stored, stored_cost("bsr", stored),
                                     note)
         if hybrid and in_blocks and rest:
-            cost = stored_cost("bsr", in_blocks) + stored_cost("csr", rest)
+            cost = stored_cost("bsr", in_blocks) + stored_cost("csr", rest) + second_kernel_cost(cols, rows)
             candidates.append(_Candidate(f"Hybrid(BSR {r}x{c}, CSR)",
                                          Hybrid(BSR(block=(r, c)), CSR(), **keep), in_blocks + rest, cost, note))
     best = min(candidates, key=lambda c: c.cost)   # first of equals: the simpler format
@@ -93,16 +95,22 @@ def _structure(best: _Candidate, candidates: list[_Candidate]) -> str:
     encoding = best.encoding
     blocky = next((c.note for c in candidates if c.note), "")   # the smallest block's
     if isinstance(encoding, CSR) and blocky:
-        return (f"{blocky}, but a value stored in BSR costs more than one in CSR "
-                f"({STORED_VALUE_COST['bsr']:g} vs {STORED_VALUE_COST['csr']:g} per value)")
+        if STORED_VALUE_COST["bsr"] >= STORED_VALUE_COST["csr"]:
+            return (f"{blocky}, but a value stored in BSR costs more than one in CSR "
+                    f"({STORED_VALUE_COST['bsr']:g} vs {STORED_VALUE_COST['csr']:g} per value)")
+        return (f"{blocky}, but the blocks would store too many zeros (a value stored in BSR costs "
+                f"{STORED_VALUE_COST['bsr']:g}, one in CSR {STORED_VALUE_COST['csr']:g})")
     if isinstance(encoding, Dense):
         return "too dense for sparse storage to pay"
     if isinstance(encoding, NM):
         return f"every group of {encoding.m} holds at most {encoding.n} nonzeros"
+    cheaper = (f"a value stored in BSR costs {STORED_VALUE_COST['bsr']:g}, one in CSR "
+               f"{STORED_VALUE_COST['csr']:g}")
     if isinstance(encoding, BSR):
-        return f"nonzeros in blocks ({best.note or 'none full'})"
+        return f"nonzeros in blocks ({best.note or 'none full'}; {cheaper})"
     if isinstance(encoding, Hybrid):
-        return f"dense blocks plus scattered entries ({best.note})"
+        return (f"dense blocks plus scattered entries ({best.note}; {cheaper}, the second kernel "
+                f"{second_kernel_cost(1, 0):g} per in/out feature)")
     return "unstructured"
 
 

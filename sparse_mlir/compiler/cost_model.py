@@ -24,12 +24,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparse_mlir.encodings import CSR, NM, Dense, Encoding
+from sparse_mlir.encodings import BSR, CSR, NM, Dense, Encoding
 
 MIN_ELEMENTS = 65536
-BREAK_EVEN_DENSITY = {"csr": 0.41, "nm": 0.5, "other": 0.2}
+# bsr: the BSR micro-kernel costs less per stored value than CSR's
+# (STORED_VALUE_COST below); CSR's break-even is kept (blocks part-full
+# store zeros, which the density here does not count). Decode (1 token,
+# 768 -> 3072, 1 thread, thread CPU time): 0.041 ms for 236k values in full
+# 4 x 4 blocks against 0.139 ms dense (CSR 0.091 ms): break-even ~0.34 with
+# full blocks, 0.3 kept.
+BREAK_EVEN_DENSITY = {"csr": 0.41, "nm": 0.5, "bsr": 0.41, "other": 0.2}
 DECODE_TOKENS = 4
-DECODE_BREAK_EVEN_DENSITY = {"csr": 0.2, "nm": 0.16}
+DECODE_BREAK_EVEN_DENSITY = {"csr": 0.2, "nm": 0.16, "bsr": 0.3}
 
 
 @dataclass(frozen=True)
@@ -41,13 +47,14 @@ class StorageChoice:
 def choose_storage(encoding: Encoding, density: float, numel: int, tokens: int | None = None) -> StorageChoice:
     """Keep `encoding`, or store the (already sparsified) weight densely.
     `tokens`: the fewest activation rows an F.linear multiplies it with, if
-    known. Only F.linear reads (x @ W^T) run on the CSR micro-kernel: a CSR
-    weight read otherwise (HF's Conv1D x @ W) gets upstream's loops, whose
+    known. Only F.linear reads (x @ W^T) run on the CSR and BSR micro-kernels: a
+    CSR or BSR weight read otherwise (HF's Conv1D x @ W) gets upstream's loops, whose
     break-even is the other formats'."""
     if isinstance(encoding, Dense) or numel < MIN_ELEMENTS:
         return StorageChoice(False, "")
-    key = "csr" if isinstance(encoding, CSR) else "nm" if isinstance(encoding, NM) else "other"
-    if key == "csr" and tokens is None:
+    key = ("csr" if isinstance(encoding, CSR) else "nm" if isinstance(encoding, NM)
+           else "bsr" if isinstance(encoding, BSR) else "other")
+    if key in ("csr", "bsr") and tokens is None:
         key = "other"
     limit = BREAK_EVEN_DENSITY[key]
     where = ""
@@ -62,18 +69,29 @@ def choose_storage(encoding: Encoding, density: float, numel: int, tokens: int |
 # sm.Auto(): what one stored value costs a linear at prefill token counts
 # (>= DECODE_TOKENS), relative to one weight element of torch's dense
 # F.linear. csr and nm follow the break-even points above (0.41 with a
-# margin -> ~2.2; n:m wins at 2:4 -> < 2). bsr: BSR runs upstream's
-# sparsified loops (no micro-kernel yet, and they do not use a second
-# thread), measured at 1.1-1.3x CSR's cost per stored value
-# (benchmarks/formats.py on a quiet machine, 768 -> 3072, 128 tokens, 1
-# thread, 10% dense: CSR 0.88 ms for 236k values, BSR 4x4 1.89 ms for 401k
-# with 95% of the nonzeros in full blocks): 2.2 x 1.27 -> 2.8. So with
-# today's kernels a BSR or Hybrid(BSR, CSR) weight never costs less than
-# CSR: Auto picks them only where a block kernel is cheaper per value than
-# CSR (a table with bsr < csr).
-STORED_VALUE_COST = {"dense": 1.0, "csr": 2.2, "nm": 1.8, "bsr": 2.8}
+# margin -> ~2.2; n:m wins at 2:4 -> < 2). bsr: the BSR micro-kernel
+# (lib/Codegen/BSRWeight.cpp: a register tile inside a block row, no
+# per-value index load) costs 0.34-0.43x CSR per stored value
+# (benchmarks/formats.py's weights, 768 -> 3072, 128 tokens, 1 thread,
+# thread CPU time: BSR 4x4 0.48 ms and CSR 1.44 ms for the same 236k values
+# in full blocks; 8x8 0.44 ms vs 1.01 ms): 2.2 x 0.43 -> 0.95, rounded up
+# to dense's 1.0 so that a weight whose every block is stored stays dense
+# (ties go to the simpler format). A block then pays in BSR from a fill of
+# ~1.0 / 2.2 = 0.45 on (encodings.HYBRID_THRESHOLD).
+STORED_VALUE_COST = {"dense": 1.0, "csr": 2.2, "nm": 1.8, "bsr": 1.0}
+# Hybrid runs a second kernel: x is packed again and y written twice (plus
+# one add), independent of the values stored: ~0.16 ms at 128 x (768 +
+# 3072) (Hybrid with 5% of the nonzeros in CSR against its BSR part alone
+# and the CSR part's values at CSR's cost, thread CPU time at load ~9: a
+# rough figure), ~14 dense weight elements per (in + out) feature.
+SECOND_KERNEL_COST_PER_FEATURE = 14.0
 
 
 def stored_cost(kind: str, stored_values: int) -> float:
     """The modelled cost of a linear reading `stored_values` values stored as `kind`."""
     return STORED_VALUE_COST[kind] * stored_values
+
+
+def second_kernel_cost(in_features: int, out_features: int) -> float:
+    """The modelled fixed cost of a second kernel over the same x and y (Hybrid)."""
+    return SECOND_KERNEL_COST_PER_FEATURE * (in_features + out_features)

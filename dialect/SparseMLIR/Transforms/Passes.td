@@ -410,7 +410,16 @@ def LowerSparseLinear
     entry's x by its coordinate plus a constant (LLVM scalarizes
     `vector.gather` on Zen 4: ~4x slower than torch's dense GEMV at 1 token).
 
-    Other sparse linears (CSC, COO, BSR, f64, dynamic shapes) are left to
+    A BSR weight (dense `bh x bw` blocks) takes a tile of `bsr-rows` rows
+    inside one block row (a divisor of bh; 0: the most FMAs per slab load
+    up to 2 token vectors, 4 x 2 for 4 x 4 and 8 x 8 blocks with 8
+    lanes) and `bsr-vectors` token vectors: per stored block one
+    coordinate load, then for each of its bw columns the slab vectors are
+    loaded once for the tile's rows, weights broadcast from the block's
+    values (no per-value index load); decode reads x's bw columns once per
+    block for the tile's rows.
+
+    Other sparse linears (CSC, COO, f64, dynamic shapes) are left to
     upstream sparsification.
 
     Dense batch matmuls are smlir-lower-batch-matmul's.
@@ -435,6 +444,11 @@ def LowerSparseLinear
            "The target has AVX-512F: with 16 lanes, n:m decode (m = 2n, up "
            "to 8 tokens) picks x's entries with a two-source permute "
            "(vpermi2ps) instead of a gather">,
+    Option<"bsrRows", "bsr-rows", "int64_t", /*default=*/"0",
+           "Weight rows per register tile of a BSR weight, a divisor of its "
+           "block's rows (0: the most FMAs per slab load)">,
+    Option<"bsrVectors", "bsr-vectors", "int64_t", /*default=*/"0",
+           "Vectors of tokens per register tile of a BSR weight (0: by lanes)">,
   ];
   let dependentDialects = ["::mlir::smlir::SparseMLIRDialect",
                            "::mlir::arith::ArithDialect",

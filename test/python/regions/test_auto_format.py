@@ -38,34 +38,44 @@ def nm_weight(n: int, m: int) -> np.ndarray:
 @pytest.mark.parametrize("weight, expected", [
     (lambda: nm_weight(2, 4), sm.NM),
     (lambda: random_weight(0.5), sm.Dense),
-    (lambda: random_weight(0.05), sm.CSR),
-    # BSR runs upstream's loops, dearer per stored value than CSR's micro-kernel
-    # (cost_model.STORED_VALUE_COST): even perfect blocks go to CSR today.
-    (lambda: block_weight(0.1), sm.CSR),
-    (lambda: block_weight(0.06, scattered=0.03), sm.CSR),
-], ids=["2:4->nm", "50%-random->dense", "95%-random->csr", "blocks->csr", "blocks+scattered->csr"])
-def test_auto_picks_the_format_the_weight_favours(weight, expected) -> None:
-    choice = choose(weight(), sm.Auto(), "w")
-    assert type(choice.encoding) is expected, choice.reason
-
-
-@pytest.fixture
-def cheap_blocks(monkeypatch):
-    """A block kernel cheaper per stored value than CSR (as a BSR micro-kernel would be)."""
-    monkeypatch.setitem(cost_model.STORED_VALUE_COST, "bsr", 1.5)
-
-
-@pytest.mark.parametrize("weight, expected", [
-    (lambda: block_weight(0.1), sm.BSR),
-    (lambda: block_weight(0.06, scattered=0.03), sm.Hybrid),
     (lambda: random_weight(0.05), sm.CSR),   # scattered: blocks would store ~9x the values
-    (lambda: nm_weight(2, 4), sm.NM),
-], ids=["blocks->bsr", "blocks+scattered->hybrid", "95%-random->csr", "2:4->nm"])
-def test_with_cheaper_blocks_block_structure_goes_to_bsr_or_hybrid(cheap_blocks, weight, expected) -> None:
+    # The BSR micro-kernel costs ~0.45x CSR per stored value (cost_model.STORED_VALUE_COST):
+    # blocks go to BSR, blocks plus scattered entries to Hybrid.
+    (lambda: block_weight(0.1), sm.BSR),
+    (lambda: block_weight(0.15, scattered=0.02), sm.Hybrid),
+], ids=["2:4->nm", "50%-random->dense", "95%-random->csr", "blocks->bsr", "blocks+scattered->hybrid"])
+def test_auto_picks_the_format_the_weight_favours(weight, expected) -> None:
     choice = choose(weight(), sm.Auto(), "w")
     assert type(choice.encoding) is expected, choice.reason
     if expected is sm.BSR:
         assert choice.encoding.block == (4, 4) and "nonzeros in blocks" in choice.reason
+
+
+@pytest.fixture
+def dear_blocks(monkeypatch):
+    """A block kernel dearer per stored value than CSR (upstream's loops, before the BSR micro-kernel)."""
+    monkeypatch.setitem(cost_model.STORED_VALUE_COST, "bsr", 2.8)
+
+
+@pytest.mark.parametrize("weight, expected", [
+    (lambda: block_weight(0.1), sm.CSR),
+    (lambda: block_weight(0.15, scattered=0.02), sm.CSR),
+    (lambda: nm_weight(2, 4), sm.NM),
+], ids=["blocks->csr", "blocks+scattered->csr", "2:4->nm"])
+def test_with_dearer_blocks_block_structure_goes_to_csr(dear_blocks, weight, expected) -> None:
+    choice = choose(weight(), sm.Auto(), "w")
+    assert type(choice.encoding) is expected, choice.reason
+
+
+def test_hybrid_pays_for_its_second_kernel() -> None:
+    """One lone entry outside the blocks: storing its block in BSR (16 values)
+    costs less than Hybrid's second kernel."""
+    w = block_weight(0.1)
+    empty = np.argwhere(w.reshape(SHAPE[0] // 4, 4, SHAPE[1] // 4, 4).sum(axis=(1, 3)) == 0)[0]
+    w[4 * empty[0], 4 * empty[1]] = 1.0
+    choice = choose(w, sm.Auto(), "w")
+    assert type(choice.encoding) is sm.BSR, choice.reason
+    assert "Hybrid(BSR 4x4, CSR) would store 1.0x the values" in choice.reason
 
 
 def test_nm_choice_is_the_pattern_that_fits() -> None:
@@ -79,12 +89,22 @@ def test_reason_says_why() -> None:
     assert choice.reason.startswith("CSR: 95% zeros, unstructured; ")
     assert "BSR 4x4 would store" in choice.reason and "dense would store" in choice.reason
     choice = choose(block_weight(0.1), sm.Auto(), "w")
-    assert choice.reason.startswith("CSR: 90% zeros, 100% of the nonzeros in full 4x4 blocks, but a value stored "
-                                    "in BSR costs more than one in CSR (2.8 vs 2.2 per value); "), choice.reason
+    assert choice.reason.startswith("BSR 4x4: 90% zeros, nonzeros in blocks (100% of the nonzeros in 4x4 blocks at "
+                                    "least 50% full; a value stored in BSR costs 1, one in CSR 2.2); "), choice.reason
+    choice = choose(block_weight(0.15, scattered=0.02), sm.Auto(), "w")
+    assert choice.reason.startswith("Hybrid(BSR 4x4, CSR): "), choice.reason
+    assert "dense blocks plus scattered entries" in choice.reason and "CSR would store" in choice.reason
+
+
+def test_reason_with_dearer_blocks(dear_blocks) -> None:
+    choice = choose(block_weight(0.1), sm.Auto(), "w")
+    assert choice.reason.startswith("CSR: 90% zeros, 100% of the nonzeros in 4x4 blocks at least 50% full, but a "
+                                    "value stored in BSR costs more than one in CSR (2.8 vs 2.2 per value); "), \
+        choice.reason
 
 
 def test_deterministic() -> None:
-    w = block_weight(0.06, scattered=0.03)
+    w = block_weight(0.15, scattered=0.02)
     first, second = choose(w, sm.Auto(), "w"), choose(w.copy(), sm.Auto(), "w")
     assert first == second
 
@@ -105,11 +125,11 @@ class TwoLinears(torch.nn.Module):
         return self.a(x) + self.b(x)
 
 
-def test_compiled_auto_matches_eager_and_plan_says_why(cheap_blocks) -> None:
+def test_compiled_auto_matches_eager_and_plan_says_why() -> None:
     model = TwoLinears().eval()
     with torch.no_grad():
         model.a.weight.copy_(torch.from_numpy(nm_weight(2, 4)))
-        model.b.weight.copy_(torch.from_numpy(block_weight(0.06, scattered=0.03)))
+        model.b.weight.copy_(torch.from_numpy(block_weight(0.15, scattered=0.02)))
     x = torch.randn(8, SHAPE[1])
     fn = compile_pruned(model, {"a.weight": sm.Auto(), "b.weight": sm.Auto()}, x, cost_model=False)
     torch.testing.assert_close(fn(x), model(x).detach(), rtol=1e-4, atol=1e-4)
@@ -120,8 +140,8 @@ def test_compiled_auto_matches_eager_and_plan_says_why(cheap_blocks) -> None:
     assert "sm.Auto() chose Hybrid(BSR 4x4, CSR): " in plan["b.weight"].applied
 
 
-def test_whole_graph_compile_never_gets_hybrid(cheap_blocks) -> None:
-    w = block_weight(0.06, scattered=0.03)
+def test_whole_graph_compile_never_gets_hybrid() -> None:
+    w = block_weight(0.15, scattered=0.02)
     assert isinstance(choose(w, sm.Auto(), "w").encoding, sm.Hybrid)
     assert isinstance(choose(w, sm.Auto(), "w", hybrid=False).encoding, sm.CSR)
 
