@@ -105,8 +105,9 @@ void MicrokernelBuilder::decodeGathered(Value m, Value n0, SmallVectorImpl<Value
           Value k = access->entryK(*this, j, toIndex(load(coordinates, {p})));
           scf::YieldOp::create(
               b, loc,
-              ValueRange{math::FmaOp::create(b, loc, load(values, {p}),
-                                             load(x, {m, k}), carried[0])});
+              ValueRange{math::FmaOp::create(b, loc, widen(load(values, {p})),
+                                             widen(load(x, {m, k})),
+                                             carried[0])});
         });
     sums[r] = arith::AddFOp::create(
         b, loc, tail.getResult(0),
@@ -129,8 +130,17 @@ Value MicrokernelBuilder::gatheredFma(Value m, Value start, Value j, Value acc) 
     k = arith::AddIOp::create(b, loc, k, offsets);
   Value all = arith::ConstantOp::create(
       b, loc, DenseElementsAttr::get(VectorType::get({V}, b.getI1Type()), true));
-  Value xs = vector::GatherOp::create(b, loc, vecType, x, ValueRange{m, idx(0)},
-                                      k, all, zeroVector());
-  Value w = vector::LoadOp::create(b, loc, vecType, values, ValueRange{p});
+  auto storageVec = VectorType::get({V}, storage);
+  Value passThrough = storage.isF32()
+                          ? zeroVector()
+                          : arith::ConstantOp::create(
+                                b, loc, storageVec,
+                                DenseElementsAttr::get(
+                                    storageVec, b.getZeroAttr(storage)));
+  Value xs = widen(vector::GatherOp::create(b, loc, storageVec, x,
+                                            ValueRange{m, idx(0)}, k, all,
+                                            passThrough));
+  Value w = widen(
+      vector::LoadOp::create(b, loc, storageVec, values, ValueRange{p}));
   return vector::FMAOp::create(b, loc, w, xs, acc);
 }
