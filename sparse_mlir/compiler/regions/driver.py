@@ -439,7 +439,7 @@ def _sparsified(encoding: Encoding, weight: torch.Tensor, name: str, in_out: boo
     if isinstance(encoding, NM) and weight.dim() == 4:   # a conv weight: n:m in (kh, kw, C) order
         pruned = apply_sparsifier(sparsifier, hwc_matrix(weight).numpy(), name)
         return from_hwc_matrix(torch.from_numpy(pruned), weight.shape)   # a torch copy: aligned
-    if half.is_half(weight.dtype) and weight.dim() == 2:   # pruned in f32 (exact), stored in the dtype
+    if half.is_half(weight.dtype):   # pruned in f32 (exact), stored in the dtype
         return _sparsified(encoding, weight.float(), name, in_out).to(weight.dtype)
     if not in_out:
         pruned = apply_sparsifier(sparsifier, weight.numpy(), name)
@@ -512,7 +512,7 @@ def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str,
             continue
         encoding = encodings[name]
         eligible = (effective[name].dim() == 2 and not isinstance(encoding, Dense)
-                    and half.reads_in_region(effective[name], encoding, "linear", name))
+                    and half.reads_in_region(effective[name], encoding, "linear"))
         for user in list(node.users):
             conv = _conv_use(user, node) if _conv_eligible(effective[name], encoding) else None
             if conv is not None:

@@ -68,19 +68,20 @@ def warn_no_half_kernel(op: str, name: str, dtype: torch.dtype, stacklevel: int 
                   f"pruned weight (in {dtype_name(dtype)})", SparseFallbackWarning, stacklevel=stacklevel)
 
 
-def reads_in_region(weight: torch.Tensor, encoding: object, op: str, name: str) -> bool:
+
+def reads_in_region(weight: torch.Tensor, encoding: object, op: str) -> bool:
     """Whether `op` ("linear", "conv2d") reading the encoded `weight` may run
     as a region, as far as its dtype goes: f32 always; bf16 / fp16 for
-    linears (not hybrid formats), else torch's op runs it, with one
-    warning naming the op."""
+    linears (not hybrid formats). Elsewhere torch's op runs it: the caller
+    lists it among the weight's readers (`reader`), warned about once."""
     from sparse_mlir.encodings import Hybrid
 
     if weight.dtype == torch.float32:
         return True
-    if not is_half(weight.dtype):
-        return False
-    if op == "linear" and not isinstance(encoding, Hybrid):
-        return True
-    warn_no_half_kernel(op if not isinstance(encoding, Hybrid) else f"{op} ({encoding.format_name})",
-                        name, weight.dtype, stacklevel=4)
-    return False
+    return is_half(weight.dtype) and op == "linear" and not isinstance(encoding, Hybrid)
+
+
+def reader(label: str, weight: torch.Tensor) -> str:
+    """A torch reader's label in the plan and its warning, with the dtype
+    where that is why it has no region ("Conv2d (conv) in bfloat16")."""
+    return f"{label} in {dtype_name(weight.dtype)}" if is_half(weight.dtype) else label

@@ -278,13 +278,13 @@ def swap(model: torch.nn.Module, found: Mapping[str, list[Owner]], encodings: Ma
             module.weight = pruned[name]   # tied owners keep sharing one pruned copy
             kind = owner.kind
             eligible = (kind != "torch" and not isinstance(encoding, Dense)
-                        and half.reads_in_region(effective[name], encoding, "conv2d" if kind == "conv2d" else "linear",
-                                                 name))
+                        and half.reads_in_region(effective[name], encoding, "conv2d" if kind == "conv2d" else "linear"))
             if kind == "torch" or not eligible:
                 if name in updates:
                     raise SpecError(f"{name}: {_DENSE_MASTER} trains weights read by nn.Linear or HF Conv1D; it is read "
                                     f"by {type(module).__name__} ({owner.path})")
-                readers.setdefault(name, []).append(f"{type(module).__name__} ({owner.path})")
+                readers.setdefault(name, []).append(half.reader(f"{type(module).__name__} ({owner.path})",
+                                                                effective[name]))
                 continue
             if name in updates and kind not in ("linear", "conv1d"):
                 raise SpecError(f"{name}: {_DENSE_MASTER} trains weights read by nn.Linear or HF Conv1D; it is read by "
