@@ -53,12 +53,20 @@ func.func @nm_f16(%w: tensor<4x32xf16, #NM>, %x: tensor<8x32xf16>) -> tensor<8x4
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 
-/// Decode (fewer than 4 tokens): x gathered and the values loaded in bf16,
-/// both extended before the FMA.
+/// Decode (fewer than 4 tokens): x extended to f32 once, up front (AVX-512
+/// has no 16-bit gathers), then gathered in f32; the values loaded in bf16
+/// and extended before the FMA.
 // CHECK-LABEL: func.func @csr_bf16_decode(
+// CHECK-SAME:    %[[W:.*]]: tensor<5x64xbf16, #{{.*}}>, %[[X:.*]]: tensor<2x64xbf16>)
 // CHECK-NOT:     smlir.linear
-// CHECK:         %[[G:.*]] = vector.gather {{.*}} : memref<2x64xbf16>, vector<8xi32>, vector<8xi1>, vector<8xbf16> into vector<8xbf16>
-// CHECK:         arith.extf %[[G]] : vector<8xbf16> to vector<8xf32>
+// CHECK:         %[[XB:.*]] = bufferization.to_buffer %[[X]] read_only : tensor<2x64xbf16> to memref<2x64xbf16>
+// CHECK:         smlir.kernel
+// CHECK:         %[[WIDE:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x64xf32>
+// CHECK:         %[[E:.*]] = memref.load %[[XB]]{{.*}} : memref<2x64xbf16>
+// CHECK:         %[[E32:.*]] = arith.extf %[[E]] : bf16 to f32
+// CHECK:         memref.store %[[E32]], %[[WIDE]]
+// CHECK:         scf.parallel
+// CHECK:         vector.gather %[[WIDE]]{{.*}} : memref<2x64xf32>, vector<8xi32>, vector<8xi1>, vector<8xf32> into vector<8xf32>
 // CHECK:         %[[WV:.*]] = vector.load {{.*}} : memref<?xbf16>, vector<8xbf16>
 // CHECK:         arith.extf %[[WV]] : vector<8xbf16> to vector<8xf32>
 // CHECK:         vector.fma {{.*}} : vector<8xf32>
