@@ -157,3 +157,35 @@ def test_conv_in_half_runs_on_torch_with_one_warning() -> None:
     model.load_state_dict(fn.effective_state_dict(), strict=False)
     with torch.no_grad():
         torch.testing.assert_close(fn(x), model(x))
+
+
+def test_cost_model_times_torch_in_the_same_dtype(monkeypatch, one_thread) -> None:
+    """With the cost model, each choice is timed against torch's F.linear in
+    the region's dtype (the decision cache keys on it: no f32 timing is
+    reused), and either choice gives eager's results."""
+    from sparse_mlir.compiler.regions import base, driver
+
+    monkeypatch.setattr(driver, "MODEL_MARGIN", float("inf"))   # no model-level hand-back on a loaded host
+    timed: list[torch.dtype] = []
+    linear = LinearRegion._torch
+
+    def recording(self, x, bias, weight=None):
+        timed.append(x.dtype)
+        return linear(self, x, bias, weight)
+    monkeypatch.setattr(LinearRegion, "_torch", recording)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(128, 256).to(torch.bfloat16).eval()
+    x = torch.randn(64, 128, dtype=torch.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sm.SparseFallbackWarning)
+        fn = sm.compile(model, {"weight": sm.CSR(sparsifier=sm.ScalarFraction(0.9))}, example_args=(x,),
+                        mode="regions")
+    model.load_state_dict(fn.effective_state_dict(), strict=False)
+    (region,) = fn.regions()
+    choice = next(c for c in region.choices.values() if c.tokens == 64)
+    assert choice.ours_ms is not None and choice.torch_ms is not None
+    assert (choice.kernel is not None) == (choice.ours_ms < base.WIN_MARGIN * choice.torch_ms)
+    assert timed and set(timed) == {torch.bfloat16}
+    assert region.signature.dtype == "bfloat16" and any(key[0] == region.signature for key in base._DECISIONS)
+    with torch.no_grad():
+        assert within_dtype_error(fn(x), model(x), _f32(model)(x.float()))
