@@ -62,3 +62,6 @@ def test_model_matches_eager_in_its_dtype(case: str, dtype: torch.dtype) -> None
             assert ours.dtype == dtype
             assert within_dtype_error(ours, model(ids, **kwargs)[field], reference_model(ids, **kwargs)[field])
     assert all(choice.kernel is not None for r in fn.regions() for choice in r.choices.values())
+    # The plan says so: every encoded weight read by our linear op, stored sparse.
+    plan = {entry.name: entry for entry in fn.sparsity_plan()}
+    assert all("sparse_mlir::linear" in plan[n].applied and not plan[n].stored_as.startswith("dense") for n in names)
