@@ -93,6 +93,11 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
                         "split; training them from dense masters (mask_update, grad=Dense()) is not supported yet")
     params = parameters(model, encodings)
     check_cpu_dtypes(params, [a for a in example_args if isinstance(a, torch.Tensor)], regions=True)
+    half_masters = sorted(name for name in updates if half.is_half(params[name].dtype))
+    if half_masters:
+        raise SpecError(f"{', '.join(half_masters)}: mask_update (or grad=Dense()) re-prunes "
+                        f"{params[half_masters[0]].dtype} weights, which is not supported yet (pruning runs on f32 "
+                        "masters); train the model in float32, or with fixed masks (no mask_update) in its dtype")
     # An n:m conv weight is pruned and stored as its (kh, kw, C) matrix.
     nm_convs = {name: (p.shape[0], p[0].numel()) for name, p in params.items()
                 if p.dim() == 4 and isinstance(encodings.get(name), NM)}

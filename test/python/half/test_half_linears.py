@@ -189,3 +189,10 @@ def test_cost_model_times_torch_in_the_same_dtype(monkeypatch, one_thread) -> No
     assert region.signature.dtype == "bfloat16" and any(key[0] == region.signature for key in base._DECISIONS)
     with torch.no_grad():
         assert within_dtype_error(fn(x), model(x), _f32(model)(x.float()))
+
+
+def test_mask_update_on_a_half_weight_is_refused() -> None:
+    model = torch.nn.Linear(32, 16).to(torch.bfloat16)
+    with pytest.raises(sm.SpecError, match=r"weight: mask_update .* torch\.bfloat16 weights, which is not supported"):
+        sm.compile(model, {"weight": sm.NM(2, 4)}, example_args=(torch.randn(8, 32, dtype=torch.bfloat16),),
+                   mode="regions", mask_update=sm.MaskUpdate(every=1))
