@@ -31,10 +31,6 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def torch_dtype(name: str) -> torch.dtype:
-    return getattr(torch, name)
-
-
 def carrier(dtype: torch.dtype) -> np.dtype:
     """numpy's stand-in for `dtype` in a memref descriptor: itself for f32,
     2-byte float16 for both half types (only the element size matters)."""
