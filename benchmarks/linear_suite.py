@@ -21,6 +21,10 @@ results/linear_suite.{json,md,png} and prints the machine.
     .venv/bin/python benchmarks/linear_suite.py --quick    # 2 sparsities, 1 shape
     .venv/bin/python benchmarks/linear_suite.py --bert-only  # re-measure the BERT
                      # rows; the single-linear rows of the existing JSON are kept
+    .venv/bin/python benchmarks/linear_suite.py --dtypes bfloat16 float16
+                     # half precision (mode="regions"): 90% CSR and 2:4 on the
+                     # single-linear shapes against eager torch in the same
+                     # dtype and in f32; writes results/linear_suite_half.{json,md}
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import torch.nn.functional as F
 import sparse_mlir as sm
 from sparse_mlir.runtime.cpu import cpu_model, host_isa_flags, vector_lanes
 from sparse_mlir.models import BertLayer
+from sparse_mlir.testing import write_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -227,6 +232,70 @@ def bench_bert(sparsity: str, make: Callable[[], sm.Encoding], thread_counts: li
     return rows
 
 
+HALF_SPARSITIES = ("90%", "2:4")
+
+
+def bench_half(label: str, m: int, k: int, n: int, sparsity: str, make: Callable[[], sm.Encoding],
+               dtype: torch.dtype, thread_counts: list[int], repeats: int) -> list[dict]:
+    """A bf16 / fp16 linear in mode="regions" on our kernel (cost_model=False:
+    the cost model would keep torch's where ours is not faster; the ratio
+    says which), against eager F.linear in the dtype and in f32 on the same
+    pruned weight. Checked first: ours as close to the f32 result as eager
+    in the dtype (twice its largest error plus 2 ulps of the dtype)."""
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(k, n, bias=False).to(dtype)
+    x = torch.randn(m, k, dtype=dtype)
+    start = time.perf_counter()
+    fn = sm.compile(linear, {"weight": make()}, example_args=(x,), mode="regions", cost_model=False)
+    compile_s = time.perf_counter() - start
+    (region,) = fn.regions()
+    weight = fn.effective_state_dict()["weight"]
+    x32, weight32 = x.float(), weight.float()
+    with torch.no_grad():
+        reference, ours, eager = F.linear(x32, weight32), fn(x).float(), F.linear(x, weight).float()
+    error, eager_error = float((ours - reference).abs().max()), float((eager - reference).abs().max())
+    bound = 2 * eager_error + 2 * torch.finfo(dtype).eps * float(reference.abs().max())
+    if error > bound:
+        raise SystemExit(f"{label} {sparsity} {dtype}: max |error| vs f32 {error:.3e} > {bound:.3e}")
+    name = str(dtype).removeprefix("torch.")
+    impls = {f"torch {name}": lambda: F.linear(x, weight), "torch float32": lambda: F.linear(x32, weight32),
+             "sparse_mlir": lambda: fn(x)}
+    rows = []
+    for threads in thread_counts:
+        set_threads(threads)
+        with torch.no_grad():
+            ms = median_ms(impls, repeats, interleave=False)
+        on_ours = all(c.kernel is not None for c in region.choices.values())
+        row = dict(shape=label, m=m, k=k, n=n, dtype=name, sparsity=sparsity, threads=threads,
+                   stored_bytes=region.values.nbytes + sum(t.nbytes for t in region.buffers[:-1]),
+                   dense_bytes=weight.nbytes, ms={i: round(t, 4) for i, t in ms.items()},
+                   vs_dtype=round(ms[f"torch {name}"] / ms["sparse_mlir"], 3),
+                   vs_f32=round(ms["torch float32"] / ms["sparse_mlir"], 3), on_our_kernel=on_ours,
+                   max_error_vs_f32=error, eager_max_error_vs_f32=eager_error, compile_s=round(compile_s, 2))
+        rows.append(row)
+        print(f"  {label:16s} {sparsity:>4s} {name:8s} t={threads} ours {ms['sparse_mlir']:8.3f} ms  torch {name} "
+              f"{ms[f'torch {name}']:8.3f} ms  torch f32 {ms['torch float32']:8.3f} ms", flush=True)
+    return rows
+
+
+def half_markdown(result: dict) -> str:
+    info = result["info"]
+    lines = ["# Half precision sparse linears (mode='regions', bf16 / fp16 values, f32 accumulation)", "",
+             f"Machine: {info['cpu']}, ISA {', '.join(info['isa'])}, {info['cores']} cores; torch {info['torch']}; "
+             f"load average {result['load_average_start']} at the start, {result['load_average_end']} at the end. "
+             "Medians (each implementation's runs back to back, two passes, the lower median). speedup = eager "
+             "F.linear time / ours, on the same pruned weight; ours on its kernel (cost_model=False: the cost "
+             "model keeps torch's where ours is not at least 10% faster).", "",
+             "| shape | dtype | sparsity | threads | ours ms | torch dtype ms | torch f32 ms | vs dtype | vs f32 | "
+             "stored MB (dense) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        lines.append(f"| {r['shape']} | {r['dtype']} | {r['sparsity']} | {r['threads']} | "
+                     f"{r['ms']['sparse_mlir']:.3f} | {r['ms']['torch ' + r['dtype']]:.3f} | "
+                     f"{r['ms']['torch float32']:.3f} | {r['vs_dtype']:.2f}x | {r['vs_f32']:.2f}x | "
+                     f"{r['stored_bytes'] / 2**20:.2f} ({r['dense_bytes'] / 2**20:.2f}) |")
+    return "\n".join(lines) + "\n"
+
+
 def write_markdown(rows: list[Row], info: dict[str, object], path: Path) -> None:
     impls = ["torch CSR mm", "torch CSR linear", "scipy CSR", "sparse_mlir"]
     lines = ["# Sparse linear benchmark (speedup over torch dense at the same thread count)", "",
@@ -296,7 +365,24 @@ def main() -> None:
     parser.add_argument("--bert-batch", type=int, default=8)
     parser.add_argument("--bert-seq", type=int, default=128)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--dtypes", nargs="+", default=["float32"], choices=["float32", "bfloat16", "float16"],
+                        help="float32: the suite above (mode='graph'); bfloat16 / float16: 90%% CSR and 2:4 on the "
+                             "single-linear shapes in mode='regions' (results/linear_suite_half.*)")
     args = parser.parse_args()
+    halves = [getattr(torch, d) for d in args.dtypes if d != "float32"]
+    if halves:
+        load_start = os.getloadavg()
+        info = {**machine(), "threads": args.threads, "repeats": args.repeats}
+        print("machine:", json.dumps(info))
+        half_rows: list[dict] = []
+        for label, m, k, n in LINEAR_SHAPES[:1] if args.quick else LINEAR_SHAPES:
+            for dtype in halves:
+                for sparsity, make, _ in (s for s in UNSTRUCTURED + STRUCTURED if s[0] in HALF_SPARSITIES):
+                    half_rows += bench_half(label, m, k, n, sparsity, make, dtype, args.threads, args.repeats)
+                    write_results(args.out / "linear_suite_half", half_rows, load_start, half_markdown, info=info)
+        print(f"wrote {args.out}/linear_suite_half.{{json,md}}")
+        if "float32" not in args.dtypes:
+            return
 
     info = {**machine(), "threads": args.threads, "repeats": args.repeats,
             "first_compile_s": round(first_compile_seconds(), 2)}

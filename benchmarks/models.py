@@ -28,6 +28,9 @@ Writes results/models.{json,md,png}.
 
     .venv/bin/python benchmarks/models.py                 # everything (~1 h on 2 cores)
     .venv/bin/python benchmarks/models.py --models bert --formats 90% --threads 1
+    .venv/bin/python benchmarks/models.py --models BERT-base --formats 90% 2:4 --dtype bfloat16 --no-inductor
+                     # the model in bf16 (its linears on the half kernels),
+                     # eager in bf16; writes results/models_bfloat16.*
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import argparse
 import copy
 import json
 import logging
+import os
 import platform
 import subprocess
 import sys
@@ -99,8 +103,8 @@ def _linear_weights(model: torch.nn.Module) -> list[str]:
 
 def _inputs(name: str, model: torch.nn.Module, phase: str) -> tuple[tuple, dict]:
     generator = torch.Generator().manual_seed(0)
-    if name.startswith(("ViT", *CONV_MODELS)):
-        return (torch.randn(4, 3, 224, 224, generator=generator),), {}
+    if name.startswith(("ViT", *CONV_MODELS)):   # images in the model's dtype
+        return (torch.randn(4, 3, 224, 224, generator=generator).to(next(model.parameters()).dtype),), {}
     tokens = (4, 128) if phase == "prefill" else (4, 1)
     ids = torch.randint(0, 1000, tokens, generator=generator)
     if name.startswith(("LLaMA", "GPT")):
@@ -113,12 +117,16 @@ def _first_tensor(output: Any) -> torch.Tensor:
     return values[0] if isinstance(values, (tuple, list)) else values
 
 
-def run(models: list[str], formats: list[str], threads: list[int], repeats: int) -> list[dict]:
+def run(models: list[str], formats: list[str], threads: list[int], repeats: int, dtype: str = "float32",
+        inductor: bool = True) -> list[dict]:
     rows: list[dict] = []
+    # The check against eager (same dtype): bf16 / fp16 round each layer's
+    # output, and ours accumulates in another order than oneDNN's.
+    tolerance = 1e-2 if dtype == "float32" else 0.1
     for name in models:
         build, causal = _models()[name]
         torch.manual_seed(0)
-        model = build().eval()
+        model = build().eval().to(getattr(torch, dtype))
         phases = ["prefill", "decode"] if causal else ["prefill"]
         weights = _linear_weights(model)
         baseline: dict[tuple[int, str], tuple[float, float]] = {}
@@ -154,7 +162,7 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int)
                     with torch.no_grad():
                         got, want = _first_tensor(fn(*args, **kwargs)), _first_tensor(pruned(*args, **kwargs))
                     error = float((got - want).abs().max())
-                    if error > 1e-2 * max(1.0, float(want.abs().max())):
+                    if error > tolerance * max(1.0, float(want.abs().max())):
                         raise AssertionError(f"{name} {fmt} {phase}: max error {error}")
                     with torch.no_grad():   # eager and ours alternate: drift hits both alike
                         eager, ours = paired_medians_ms(lambda: pruned(*args, **kwargs),
@@ -162,12 +170,12 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int)
                     # Inductor after the pair: right after its compile (worker
                     # processes, freed memory) the next timings ran up to 1.5x
                     # slower (MobileNetV3-S, 1 thread: eager 15.7 vs 10.9 ms).
-                    if (t, phase) not in baseline:
+                    if inductor and (t, phase) not in baseline:
                         with torch.no_grad():
                             inductor_fn = torch.compile(pruned)
                             inductor_fn(*args, **kwargs)
                             baseline[(t, phase)] = median_ms(lambda: inductor_fn(*args, **kwargs), repeats, warmup=2)
-                    inductor = baseline[(t, phase)]
+                    inductor_ms = baseline.get((t, phase))
                     eager_cl = None
                     if name.startswith(CONV_MODELS):   # ours runs CNNs channels-last: eager that way too
                         channels_last = copy.deepcopy(pruned).to(memory_format=torch.channels_last)
@@ -176,26 +184,30 @@ def run(models: list[str], formats: list[str], threads: list[int], repeats: int)
                         del channels_last
                     on_kernels = sum(c.kernel is not None for r in fn.regions() for c in r.choices.values())
                     decided = sum(len(r.choices) for r in fn.regions())
-                    row = dict(model=name, format=fmt, threads=t, phase=phase, eager_ms=eager, inductor_ms=inductor,
-                               ours_ms=ours, vs_eager=eager / ours, vs_inductor=inductor / ours,
+                    row = dict(model=name, format=fmt, dtype=dtype, threads=t, phase=phase, eager_ms=eager,
+                               inductor_ms=inductor_ms, ours_ms=ours, vs_eager=eager / ours,
+                               vs_inductor=inductor_ms / ours if inductor_ms else None,
                                eager_channels_last_ms=eager_cl,
                                vs_eager_channels_last=eager_cl / ours if eager_cl else None,
                                compile_s=compile_s, max_error=error, regions=len(fn.regions()),
                                region_calls_on_our_kernels=f"{on_kernels}/{decided}")
                     rows.append(row)
-                    log.warning("%s %s %d thr %s: eager %.1f ms, inductor %.1f ms, ours %.1f ms -> %.2fx eager, "
-                                "%.2fx inductor (compile %.1f s)", name, fmt, t, phase, eager, inductor, ours,
-                                eager / ours, inductor / ours, compile_s)
+                    log.warning("%s %s %s %d thr %s: eager %.1f ms, inductor %s ms, ours %.1f ms -> %.2fx eager "
+                                "(compile %.1f s, %s on our kernels)", name, fmt, dtype, t, phase, eager,
+                                f"{inductor_ms:.1f}" if inductor_ms else "-", ours, eager / ours, compile_s,
+                                row["region_calls_on_our_kernels"])
                 del fn
     return rows
 
 
-def _write(rows: list[dict], threads: list[int], results: Path = RESULTS) -> None:
+def _write(rows: list[dict], threads: list[int], results: Path = RESULTS, stem: str = "models") -> None:
     results.mkdir(parents=True, exist_ok=True)
     machine = dict(cpu=cpu_model(), isa=" ".join(host_isa_flags()), python=platform.python_version(),
-                   torch=torch.__version__)
-    (results / "models.json").write_text(json.dumps(dict(machine=machine, rows=rows), indent=1) + "\n")
-    lines = [f"# Whole models, sparse_mlir mode='regions' ({machine['cpu']}; {machine['isa']})", "",
+                   torch=torch.__version__, load_average=os.getloadavg())
+    (results / f"{stem}.json").write_text(json.dumps(dict(machine=machine, rows=rows), indent=1) + "\n")
+    dtypes = sorted({r.get("dtype", "float32") for r in rows})
+    lines = [f"# Whole models, sparse_mlir mode='regions', {'/'.join(dtypes)} ({machine['cpu']}; {machine['isa']}; "
+             f"load average at the end {machine['load_average']})", "",
              "speedup = time of eager (or inductor) on the same pruned weights / ours; medians.", "",
              "CNNs: ours runs them channels-last; `vs eager (channels-last)` is against eager torch run that way.", "",
              "| model | phase | format | threads | eager ms | inductor ms | ours ms | vs eager | vs inductor | "
@@ -206,14 +218,20 @@ def _write(rows: list[dict], threads: list[int], results: Path = RESULTS) -> Non
             continue
         fmt = r["format"] + (" *" if r.get("plain_nm") else "")
         lines.append(f"| {r['model']} | {r['phase']} | {fmt} | {r['threads']} | {r['eager_ms']:.1f} | "
-                     f"{r['inductor_ms']:.1f} | {r['ours_ms']:.1f} | {r['vs_eager']:.2f}x | "
-                     f"{r['vs_inductor']:.2f}x | {_ratio(r.get('vs_eager_channels_last'))} | {r['compile_s']:.1f} | "
+                     f"{_number(r['inductor_ms'])} | {r['ours_ms']:.1f} | {r['vs_eager']:.2f}x | "
+                     f"{_ratio(r['vs_inductor'])} | {_ratio(r.get('vs_eager_channels_last'))} | {r['compile_s']:.1f} | "
                      f"{r['region_calls_on_our_kernels']} |")
     plain = sorted({f"{r['model']}: {', '.join(r['plain_nm'])}" for r in rows if r.get("plain_nm")})
     if plain:
         lines += ["", "\\* plain 2:4 where 4 does not divide the weight's rows: " + "; ".join(plain)]
-    (results / "models.md").write_text("\n".join(lines) + "\n")
-    _plot(rows, threads, results)
+    (results / f"{stem}.md").write_text("\n".join(lines) + "\n")
+    if stem == "models":
+        _plot(rows, threads, results)
+
+
+def _number(value: float | None) -> str:
+    return f"{value:.1f}" if value else ""
+
 
 
 def _ratio(value: float | None) -> str:
@@ -251,7 +269,9 @@ def _run_isolated(name: str, options: argparse.Namespace) -> list[dict]:
         rows_file = Path(scratch) / "rows.json"
         command = [sys.executable, __file__, "--model-in-this-process", name, "--rows-out", str(rows_file),
                    "--formats", *options.formats, "--threads", *map(str, options.threads),
-                   "--repeats", str(options.repeats)]
+                   "--repeats", str(options.repeats), "--dtype", options.dtype]
+        if not options.inductor:
+            command.append("--no-inductor")
         subprocess.run(command, check=True)
         return json.loads(rows_file.read_text())
 
@@ -265,22 +285,27 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default benchmarks/results)")
     parser.add_argument("--merge", action="store_true",
                         help="keep the rows of the other models in --out's models.json (a rerun of some models)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                        help="the models' dtype (eager in it too); results/models_<dtype>.* unless float32")
+    parser.add_argument("--no-inductor", dest="inductor", action="store_false", help="skip torch.compile's row")
     parser.add_argument("--model-in-this-process", help=argparse.SUPPRESS)   # a child of _run_isolated
     parser.add_argument("--rows-out", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     if options.model_in_this_process:
-        rows = run([options.model_in_this_process], options.formats, options.threads, options.repeats)
+        rows = run([options.model_in_this_process], options.formats, options.threads, options.repeats,
+                   options.dtype, options.inductor)
         options.rows_out.write_text(json.dumps(rows))
         return
     names = [n for n in _models() if not options.models or any(s.lower() in n.lower() for s in options.models)]
     rows: list[dict] = []
-    if options.merge and (options.out / "models.json").exists():
-        previous = json.loads((options.out / "models.json").read_text())["rows"]
+    stem = "models" if options.dtype == "float32" else f"models_{options.dtype}"
+    if options.merge and (options.out / f"{stem}.json").exists():
+        previous = json.loads((options.out / f"{stem}.json").read_text())["rows"]
         rows = [row for row in previous if row["model"] not in names]
     for name in names:
         rows += _run_isolated(name, options)
-        _write(rows, options.threads, options.out)   # partial results survive an interrupted run
+        _write(rows, options.threads, options.out, stem)   # partial results survive an interrupted run
 
 
 if __name__ == "__main__":

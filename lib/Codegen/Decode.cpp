@@ -11,11 +11,35 @@
 using namespace mlir;
 using namespace mlir::smlir::codegen;
 
+/// Half precision x (a few tokens) is extended to f32 once, up front: the
+/// row loops then gather or permute f32 (AVX-512 has no 16-bit gathers: a
+/// bf16 vector.gather became 8 scalar loads, ~3x slower on 2:4 decode).
+void MicrokernelBuilder::widenX() {
+  if (storage.isF32())
+    return;
+  Value wide = memref::AllocOp::create(
+      b, loc, MemRefType::get({lin.M, lin.K}, f32), b.getI64IntegerAttr(64));
+  scf::ForOp::create(
+      b, loc, idx(0), idx(lin.M), idx(1), ValueRange{},
+      [&](OpBuilder &, Location, Value m, ValueRange) {
+        scf::ForOp::create(
+            b, loc, idx(0), idx(lin.K), idx(1), ValueRange{},
+            [&](OpBuilder &, Location, Value k, ValueRange) {
+              memref::StoreOp::create(b, loc, widen(load(x, {m, k})), wide,
+                                      ValueRange{m, k});
+              scf::YieldOp::create(b, loc);
+            });
+        scf::YieldOp::create(b, loc);
+      });
+  x = wide;
+}
+
 /// Decode (a few tokens): y[m, n] is a dot product of row n with x[m, :]
 /// (no packing, no idle lanes). Dense rows: vectors along k, the x vector
 /// shared by R rows, reduced at the end; sparse rows: R scalar chains
 /// gathering x[m, k]. Threads split the rows.
 void MicrokernelBuilder::buildDecode() {
+  widenX();
   int64_t nBlocks = llvm::divideCeil(lin.N, R);
   int64_t chunks = std::min<int64_t>(nBlocks, 64);
   int64_t blocksPerChunk = llvm::divideCeil(nBlocks, chunks);
@@ -105,8 +129,9 @@ void MicrokernelBuilder::decodeGathered(Value m, Value n0, SmallVectorImpl<Value
           Value k = access->entryK(*this, j, toIndex(load(coordinates, {p})));
           scf::YieldOp::create(
               b, loc,
-              ValueRange{math::FmaOp::create(b, loc, load(values, {p}),
-                                             load(x, {m, k}), carried[0])});
+              ValueRange{math::FmaOp::create(b, loc, widen(load(values, {p})),
+                                             widen(load(x, {m, k})),
+                                             carried[0])});
         });
     sums[r] = arith::AddFOp::create(
         b, loc, tail.getResult(0),
@@ -129,8 +154,10 @@ Value MicrokernelBuilder::gatheredFma(Value m, Value start, Value j, Value acc) 
     k = arith::AddIOp::create(b, loc, k, offsets);
   Value all = arith::ConstantOp::create(
       b, loc, DenseElementsAttr::get(VectorType::get({V}, b.getI1Type()), true));
+  // (x is f32 here: buildDecode extended a half x up front.)
   Value xs = vector::GatherOp::create(b, loc, vecType, x, ValueRange{m, idx(0)},
                                       k, all, zeroVector());
-  Value w = vector::LoadOp::create(b, loc, vecType, values, ValueRange{p});
+  Value w = widen(vector::LoadOp::create(
+      b, loc, VectorType::get({V}, storage), values, ValueRange{p}));
   return vector::FMAOp::create(b, loc, w, xs, acc);
 }

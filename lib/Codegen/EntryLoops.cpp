@@ -20,7 +20,8 @@ using namespace mlir::smlir::codegen;
 void MicrokernelBuilder::accumulateEntry(Value slab, Value kBase, Value p,
                      MutableArrayRef<Value> acc) {
   Value k = add(kBase, toIndex(load(coordinates, {p})));
-  Value w = vector::BroadcastOp::create(b, loc, vecType, load(values, {p}));
+  Value w = vector::BroadcastOp::create(b, loc, vecType,
+                                        widen(load(values, {p})));
   Value row = mul(k, idx(MB));
   for (int64_t u = 0; u < U; ++u) {
     Value xv = vector::LoadOp::create(b, loc, vecType, slab,
@@ -68,7 +69,7 @@ void MicrokernelBuilder::sharedEntryLoop(Value lo, Value hi, ArrayRef<Value> sta
           Value k = add(kBase, toIndex(load(coordinates, {add(starts[0], entry)})));
           accumulateSlabRow(slab, mul(k, idx(MB)), next,
                             [&](int64_t r) {
-                              return load(values, {add(starts[r], entry)});
+                              return widen(load(values, {add(starts[r], entry)}));
                             });
         }
         scf::YieldOp::create(b, loc, next);
@@ -140,7 +141,7 @@ void MicrokernelBuilder::denseLoop(Value slab, ArrayRef<Value> rows,
       [&](OpBuilder &, Location, Value k, ValueRange carried) {
         SmallVector<Value> next(carried.begin(), carried.end());
         accumulateSlabRow(slab, mul(k, idx(MB)), next,
-                          [&](int64_t r) { return load(values, {rows[r], k}); });
+                          [&](int64_t r) { return widen(load(values, {rows[r], k})); });
         scf::YieldOp::create(b, loc, next);
       });
   acc.assign(loop.getResults().begin(), loop.getResults().end());

@@ -78,7 +78,7 @@ void MicrokernelBuilder::interleaveRows() {
                 Value at = add(start, p);
                 Value k = toIndex(load(coordinates, {at}));
                 scf::YieldOp::create(
-                    b, loc, ValueRange{packEntry(mul(k, idx(MB)), load(values, {at}))});
+                    b, loc, ValueRange{packEntry(mul(k, idx(MB)), widen(load(values, {at})))});
                 b.setInsertionPointToStart(&entry.getElseRegion().front());
                 scf::YieldOp::create(b, loc, ValueRange{padding});
                 b.setInsertionPointAfter(entry);
@@ -120,7 +120,7 @@ void MicrokernelBuilder::interleaveGroups() {
               for (int64_t r = 0; r < R; ++r) {
                 Value at = add(starts[r], j);
                 Value k = add(kBase, toIndex(load(coordinates, {at})));
-                Value entry = packEntry(mul(k, idx(MB)), load(values, {at}));
+                Value entry = packEntry(mul(k, idx(MB)), widen(load(values, {at})));
                 if (lin.N % R)
                   entry = arith::SelectOp::create(
                       b, loc,

@@ -43,6 +43,12 @@ using namespace mlir::smlir;
 using namespace mlir::smlir::codegen;
 using namespace mlir::sparse_tensor;
 
+/// The element types a kernel reads x and W in: f32, or half precision
+/// (bf16, f16) extended to f32 where loaded.
+static bool isKernelStorage(Type type) {
+  return type.isF32() || type.isBF16() || type.isF16();
+}
+
 static std::optional<WeightLayout> classifyWeight(Type type) {
   auto tensorType = dyn_cast<RankedTensorType>(type);
   if (!tensorType)
@@ -54,7 +60,7 @@ static std::optional<WeightLayout> classifyWeight(Type type) {
                : std::nullopt;
   SparseTensorType stt(tensorType);
   if (stt.getDimRank() != 2 || !stt.hasStaticDimShape() ||
-      !stt.getElementType().isF32())
+      !isKernelStorage(stt.getElementType()))
     return std::nullopt;
   ArrayRef<LevelType> lvls = stt.getLvlTypes();
   if (stt.isIdentity() && lvls.size() == 2 && isDenseLT(lvls[0]) &&
@@ -79,8 +85,14 @@ std::optional<SparseLinear> mlir::smlir::codegen::matchSparseLinear(LinearOp lin
   std::optional<WeightLayout> layout = classifyWeight(weight.getType());
   Value x = linear.getInput();
   RankedTensorType xType = linear.getInputType();
-  // The kernels compute in f32: no f32 -> f64 accumulation.
-  if (!layout || !xType.hasStaticShape() || !xType.getElementType().isF32() ||
+  // The kernels compute in f32: no f32 -> f64 accumulation. Half precision
+  // x and W (one type) accumulate into an f32 y (RaiseLinear's
+  // mixed-precision form; the truncation to the model's type follows).
+  Type storage = xType.getElementType();
+  Type weightElement =
+      cast<RankedTensorType>(weight.getType()).getElementType();
+  if (!layout || !xType.hasStaticShape() || !isKernelStorage(storage) ||
+      weightElement != storage ||
       !linear.getResultType().getElementType().isF32())
     return std::nullopt;
   auto weightShape = linear.getWeightType().getShape();
@@ -132,13 +144,14 @@ MicrokernelBuilder::MicrokernelBuilder(OpBuilder &b, Location loc,
       U(std::min<int64_t>(vectors, llvm::divideCeil(linear.M, lanes))),
       MB(U * V), sliceGroups(access->groupsPerSlice(MB)),
       slices(access->slices(sliceGroups)), f32(b.getF32Type()),
-      vecType(VectorType::get({V}, f32)) {}
+      storage(cast<ShapedType>(linear.x.getType()).getElementType()), vecType(VectorType::get({V}, f32)) {}
 
 /// Returns y[M, N] as a tensor.
 Value MicrokernelBuilder::build() {
   auto yType = MemRefType::get({lin.M, lin.N}, f32);
   x = bufferization::ToBufferOp::create(
-      b, loc, MemRefType::get({lin.M, lin.K}, f32), lin.x, /*read_only=*/true);
+      b, loc, MemRefType::get({lin.M, lin.K}, storage), lin.x,
+      /*read_only=*/true);
   y = memref::AllocOp::create(b, loc, yType, b.getI64IntegerAttr(64));
   access->bindBuffers(*this);
 
@@ -167,6 +180,15 @@ std::string MicrokernelBuilder::kernelName() const {
 Value MicrokernelBuilder::zeroVector() {
   return arith::ConstantOp::create(b, loc, vecType,
                                    DenseElementsAttr::get(vecType, 0.0f));
+}
+
+Value MicrokernelBuilder::widen(Value v) {
+  Type type = v.getType();
+  if (getElementTypeOrSelf(type).isF32())
+    return v;
+  if (auto vector = dyn_cast<VectorType>(type))
+    return arith::ExtFOp::create(b, loc, vector.clone(f32), v);
+  return arith::ExtFOp::create(b, loc, f32, v);
 }
 
 Value mlir::smlir::codegen::buildLinearKernel(OpBuilder &b, Location loc,

@@ -96,6 +96,7 @@ public:
 
   //===--- Decode (Decode.cpp) --------------------------------------------===//
   void buildDecode();
+  void widenX();
   void decodeRows(Value m, Value n0);
   void decodeGathered(Value m, Value n0, SmallVectorImpl<Value> &sums);
   Value gatheredFma(Value m, Value start, Value j, Value acc);
@@ -106,12 +107,17 @@ public:
   Value permuteIndex(Value p);
 
   Value zeroVector();
+  /// `v` (a loaded x or weight value, scalar or vector) as f32: half
+  /// precision storage (bf16, f16) is extended where it is loaded, the
+  /// kernel accumulates in f32. f32 values are returned as they are.
+  Value widen(Value v);
 
   const SparseLinear &lin;
   std::unique_ptr<WeightAccess> access;
   int64_t R, V, U, MB;
   int64_t sliceGroups, slices; // n:m k-slices (1 slice: CSR, dense, small K)
   Type f32;
+  Type storage; // x's and the weight's element type: f32, bf16 or f16
   VectorType vecType;
   Value x, y, positions, coordinates, values;
   // A CSR weight interleaved by row blocks (interleaveRows), else null.

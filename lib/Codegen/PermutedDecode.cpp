@@ -22,6 +22,7 @@ using namespace mlir;
 using namespace mlir::smlir::codegen;
 
 void MicrokernelBuilder::buildPermutedDecodeLoops() {
+  widenX();
   int64_t nBlocks = llvm::divideCeil(lin.N, R);
   int64_t chunks = std::min<int64_t>(nBlocks, 64);
   int64_t blocksPerChunk = llvm::divideCeil(nBlocks, chunks);
@@ -77,8 +78,8 @@ void MicrokernelBuilder::permutedRows(Value n0) {
         SmallVector<Value> weights, indices;
         for (int64_t r = 0; r < R; ++r) {
           Value p = add(starts[r], j);
-          weights.push_back(
-              vector::LoadOp::create(b, loc, vecType, values, ValueRange{p}));
+          weights.push_back(widen(vector::LoadOp::create(
+              b, loc, VectorType::get({V}, storage), values, ValueRange{p})));
           indices.push_back(permuteIndex(p));
         }
         for (int64_t t = 0; t < M; ++t) {
@@ -110,7 +111,7 @@ void MicrokernelBuilder::permutedRows(Value n0) {
               Value k = access->entryK(*this, j, toIndex(load(coordinates, {p})));
               scf::YieldOp::create(
                   b, loc,
-                  ValueRange{math::FmaOp::create(b, loc, load(values, {p}),
+                  ValueRange{math::FmaOp::create(b, loc, widen(load(values, {p})),
                                                  load(x, {idx(t), k}),
                                                  carried[0])});
             });

@@ -144,6 +144,8 @@ void MicrokernelBuilder::pack(Value slabs, Value mb) {
   auto octType = VectorType::get({8}, f32);
   Value zeroOct = arith::ConstantOp::create(
       b, loc, octType, DenseElementsAttr::get(octType, 0.0f));
+  // Half precision x is extended as it is packed: the slab is f32.
+  auto storageOct = VectorType::get({8}, storage);
   int64_t vectorK = MB % 8 == 0 ? lin.K / 8 * 8 : 0;
   if (vectorK > 0)
     scf::ForOp::create(
@@ -154,8 +156,8 @@ void MicrokernelBuilder::pack(Value slabs, Value mb) {
             for (int64_t i = 0; i < 8; ++i) {
               Value m = add(m0, idx(g * 8 + i));
               Value mClamped = arith::MinUIOp::create(b, loc, m, idx(lin.M - 1));
-              Value row = vector::LoadOp::create(b, loc, octType, x,
-                                                 ValueRange{mClamped, k0});
+              Value row = widen(vector::LoadOp::create(
+                  b, loc, storageOct, x, ValueRange{mClamped, k0}));
               if (partialBlocks)
                 row = arith::SelectOp::create(
                     b, loc,
@@ -185,7 +187,7 @@ void MicrokernelBuilder::pack(Value slabs, Value mb) {
             b, loc, idx(vectorK), idx(lin.K), idx(1), ValueRange{},
             [&](OpBuilder &, Location, Value k, ValueRange) {
               Value mClamped = arith::MinUIOp::create(b, loc, m, idx(lin.M - 1));
-              Value v = load(x, {mClamped, k});
+              Value v = widen(load(x, {mClamped, k}));
               v = arith::SelectOp::create(b, loc, inside, v, zero);
               memref::StoreOp::create(b, loc, v, slabs,
                                       add(slab, add(mul(k, idx(MB)), j)));

@@ -85,8 +85,11 @@ void mlir::smlir::buildSparseCPUFrontend(
   // torch-mlir's forms of a linear with a sparse W -> smlir.linear. With
   // micro-kernels, dense linears too: they beat upstream's scalar loops by
   // two orders of magnitude.
-  pm.addNestedPass<func::FuncOp>(
-      createRaiseLinear(RaiseLinearOptions{options.microkernels}));
+  // With mixed-precision, F.linear in bf16/f16 too: x and W stay in half
+  // precision, the micro-kernel accumulates in f32.
+  RaiseLinearOptions raising{options.microkernels};
+  raising.mixedPrecision = options.mixedPrecision;
+  pm.addNestedPass<func::FuncOp>(createRaiseLinear(raising));
   // Weights whose readers have no sparse lowering are read densely, with a
   // warning (an error with fallback=error).
   pm.addNestedPass<func::FuncOp>(

@@ -25,14 +25,16 @@ from sparse_mlir.runtime.cpu import host_isa_flags, vector_lanes as host_vector_
 MLIR_VERSION = "22.1.8"  # the pinned xtc-mlir wheels (pyproject.toml)
 
 
-def _pipeline_options(on_fallback: str, fuse_sparsifiers: bool, openmp: bool, lanes: int | None) -> str:
+def _pipeline_options(on_fallback: str, fuse_sparsifiers: bool, openmp: bool, lanes: int | None,
+                      mixed_precision: bool = False) -> str:
     fail = "true" if on_fallback == "error" else "false"
     fuse = "" if fuse_sparsifiers else " fuse-sparsifiers=false"
     threads = " openmp=true" if openmp else ""
+    mixed = " mixed-precision=true" if mixed_precision else ""
     lanes = lanes or host_vector_lanes()
     # AVX-512 instructions (n:m decode's permutes) only where the host has them.
     avx512 = " avx512=true" if lanes == 16 and "avx512f" in host_isa_flags() else ""
-    return f"{{fail-on-fallback={fail}{fuse}{threads} lanes={lanes}{avx512}}}"
+    return f"{{fail-on-fallback={fail}{fuse}{threads}{mixed} lanes={lanes}{avx512}}}"
 
 
 def pipeline_for(on_fallback: str, fuse_sparsifiers: bool = True, openmp: bool = False,
@@ -45,12 +47,13 @@ def pipeline_for(on_fallback: str, fuse_sparsifiers: bool = True, openmp: bool =
 
 
 def pipeline_pieces(on_fallback: str, fuse_sparsifiers: bool = True, openmp: bool = False,
-                    lanes: int | None = None) -> tuple[str, str, str]:
+                    lanes: int | None = None, mixed_precision: bool = False) -> tuple[str, str, str]:
     """`pipeline_for`'s pipeline in the three pieces compile() runs one after
     the other: the smlir frontend (whose sparsifier fusion decisions the plan
     reports), convert-smlir-to-sparse-tensor (then the "sparse" IR stage),
-    and the lowering to the LLVM dialect."""
-    options = _pipeline_options(on_fallback, fuse_sparsifiers, openmp, lanes)
+    and the lowering to the LLVM dialect. `mixed_precision`: bf16/f16
+    linears read in their type, accumulated in f32 (the half regions')."""
+    options = _pipeline_options(on_fallback, fuse_sparsifiers, openmp, lanes, mixed_precision)
     return (f"builtin.module(smlir-sparse-cpu-frontend{options})",
             "builtin.module(convert-smlir-to-sparse-tensor)",
             f"builtin.module(smlir-sparse-cpu-lowering{options})")

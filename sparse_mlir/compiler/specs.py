@@ -72,16 +72,19 @@ def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
                 if canonical[id(p)] != alias}
 
 
-def check_cpu_dtypes(params: Mapping[str, torch.Tensor], example_args: Sequence[Any]) -> None:
-    """Parameters and inputs cross to compiled CPU code as numpy arrays: a
-    dtype numpy lacks (bfloat16) cannot, so it is refused before any work."""
+def check_cpu_dtypes(params: Mapping[str, torch.Tensor], example_args: Sequence[Any], regions: bool = False) -> None:
+    """Parameters and inputs cross to compiled CPU code (graph mode) as
+    numpy arrays: a dtype numpy lacks (bfloat16) cannot, so it is refused
+    before any work. Regions mode (`regions`) keeps torch's tensors: bf16
+    linears run there (regions/half.py)."""
     tensors = [(f"parameter '{name}'", p) for name, p in params.items()]
     tensors += [(f"input {i}", a) for i, a in enumerate(example_args) if isinstance(a, torch.Tensor)]
     for what, tensor in tensors:
-        if numpy_dtype(tensor.dtype) is None:
-            raise SpecError(f"{what}: target='cpu' cannot pass {tensor.dtype} tensors to compiled code (numpy has "
-                            f"no {str(tensor.dtype).removeprefix('torch.')}); convert the model and inputs with "
-                            ".float(), or use target='cuda' for 2:4 float16/bfloat16 linears")
+        if numpy_dtype(tensor.dtype) is None and not (regions and tensor.dtype == torch.bfloat16):
+            raise SpecError(f"{what}: target='cpu' cannot pass {tensor.dtype} tensors to compiled code in "
+                            f"mode='graph' (numpy has no {str(tensor.dtype).removeprefix('torch.')}); compile with "
+                            "mode='regions' (the default: its sparse linears run in bf16/fp16), convert the model "
+                            "and inputs with .float(), or use target='cuda' for 2:4 float16/bfloat16 linears")
 
 
 def verify_specs(encodings: Mapping[str, Encoding], params: Mapping[str, torch.Tensor],

@@ -78,6 +78,12 @@ struct SparseCPUPipelineOptions
       llvm::cl::desc("f32 exp/erf/tanh/log/... as vectorizable polynomials "
                      "(smlir-approximate-math; false: libm calls)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> mixedPrecision{
+      *this, "mixed-precision",
+      llvm::cl::desc("Raise F.linear in bf16/f16 (x and W extended to an f32 "
+                     "accumulator) to an smlir.linear the micro-kernels read "
+                     "in half precision (the regions' half kernels)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> openmp{
       *this, "openmp",
       llvm::cl::desc("Run scf.parallel loops on OpenMP threads (needs libomp "

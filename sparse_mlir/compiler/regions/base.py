@@ -20,7 +20,7 @@ from sparse_mlir.errors import CompileError, SparseFallbackWarning, SpecError
 from sparse_mlir.runtime.threads import get_num_threads, shares_torch_threads, single_threaded
 from sparse_mlir.runtime.versions import follow
 from sparse_mlir.compiler.weights import stored_coordinates
-from sparse_mlir.compiler.regions import sampled
+from sparse_mlir.compiler.regions import half, sampled
 from sparse_mlir.compiler.regions.kernels import KERNELS, CompiledLinear, KernelOptions, LinearSignature, median_seconds
 from sparse_mlir.compiler.regions.routing import RoutedTokens
 from sparse_mlir.compiler.regions.token_plan import Piece, plan
@@ -138,17 +138,26 @@ class Region:
     gradient at the stored positions (`_rows`, `_cols`)."""
 
     op_name = "op"
+    # Whether the region's kernels take bf16 / fp16 (else torch's op runs a
+    # half weight, with one warning).
+    half_kernels = False
 
     def __init__(self, name: str, encoding: Encoding, effective: torch.Tensor, matrix: torch.Tensor,
                  packed: Sequence[np.ndarray], bias: bool, options: KernelOptions, cost_model: bool) -> None:
         self.name = name
         self.encoding = encoding
         out_features, in_features = matrix.shape
-        self.signature = LinearSignature(in_features, out_features, encoding.attr_text(), bias)
+        # The model's dtype: a half weight's values are stored in it (packed in f32, cast).
+        self.dtype = matrix.dtype if matrix.dtype in half.KERNEL_DTYPES else torch.float32
+        self.signature = LinearSignature(in_features, out_features, encoding.attr_text(), bias,
+                                         half.dtype_name(self.dtype))
         self._weight = effective          # what torch's op reads
         self._matrix = matrix             # W2 [N, K]: what the kernel reads when stored densely
         self._packed = [np.ascontiguousarray(a) for a in packed]
         tensors = [torch.from_numpy(a) for a in self._packed] or [torch.empty(0)]   # [] in unit tests
+        if half.is_half(self.dtype) and self._packed:
+            tensors[-1] = tensors[-1].to(self.dtype)   # exact: the packed values came from this dtype
+            self._packed[-1] = half.raw(tensors[-1])   # the kernels read the tensor's memory
         self._indices = tensors[:-1]
         self.values = torch.nn.Parameter(tensors[-1], requires_grad=False)
         follow(self.values)   # (fused optimizers change it without a new version)
@@ -170,7 +179,7 @@ class Region:
         self.handed_back = False
         self.force_torch = False   # set while the whole model is timed with torch's ops
         self.decide_ms = 0.0       # spent measuring and building kernels (compile time, not a call's)
-        self.density = float(np.count_nonzero(matrix.numpy())) / max(1, matrix.numel())
+        self.density = float(torch.count_nonzero(matrix)) / max(1, matrix.numel())
         # The stored values' gradient (a sampled product): our kernel or torch's, per token range.
         self.sampled_choices: dict[tuple, SampledChoice] = {}
 
@@ -247,15 +256,16 @@ class Region:
         if not self._packed or not self._packed[-1].size or self.values.data_ptr() == self._packed[-1].ctypes.data:
             return
         values, stored = self.values, self._packed[-1]
-        if (values.dtype != torch.float32 or tuple(values.shape) != stored.shape or not values.is_contiguous()
+        if (values.dtype != self.dtype or tuple(values.shape) != stored.shape or not values.is_contiguous()
                 or values.device.type != "cpu"):
             raise SpecError(f"{self.name} ({self.encoding.format_name}): its stored values were replaced (their "
                             f".data set, or the module converted by .to() / .double() / .half()) by a "
                             f"{values.dtype} {list(values.shape)} tensor on {values.device}; its kernels read "
-                            f"float32 [{stored.size}] on the CPU, contiguous (the mask is fixed at compile time): "
+                            f"{half.dtype_name(self.dtype)} [{stored.size}] on the CPU, contiguous (the mask is "
+                            "fixed at compile time): "
                             "update the values in place (copy_) or compile the converted model again")
         with self._lock:
-            self._packed[-1] = values.detach().numpy()
+            self._packed[-1] = half.raw(values.detach())
             self.choices = {}   # kernels bound to the old memory: bound again on the next call
         # Dense copies and dx's W^T follow the values by their version counter.
         torch.autograd.graph.increment_version(values)
@@ -316,7 +326,7 @@ class Region:
                              get_num_threads(),
                              self.choices[key].reason)
                 choice = self.choices[key]
-        if choice.kernel is None or self.force_torch or x.dtype != torch.float32 or x.device.type != "cpu":
+        if choice.kernel is None or self.force_torch or x.dtype != self.dtype or x.device.type != "cpu":
             return self._torch(x, bias)
         kernel = choice.kernel
         if self.routing is not None:   # the choice serves every count padding to its sizes: this count's rows
@@ -375,11 +385,12 @@ class Region:
     def _call(self, kernel: Kernel, columns: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         """One kernel on contiguous x[T, K]."""
         tokens, depth = columns.shape
-        signature = [((tokens, depth), (depth, 1), np.dtype(np.float32))]
+        element = half.carrier(self.dtype)
+        signature = [((tokens, depth), (depth, 1), element)]
         addresses = [columns.data_ptr()]
         if bias is not None:
             bias = bias.contiguous()
-            signature.append(((bias.shape[0],), (1,), np.dtype(np.float32)))
+            signature.append(((bias.shape[0],), (1,), element))
             addresses.append(bias.data_ptr())
         if torch.get_num_threads() > 1 and not shares_torch_threads():
             # With libomp, torch's intra-op threads (libgomp) spin after each
@@ -389,12 +400,16 @@ class Region:
             # threads, 2.07x without). Our kernels then run on the calling
             # thread. (On torch's libgomp, the default, they share its pool.)
             with single_threaded():
-                return torch.from_numpy(kernel.call_addresses(tuple(signature), addresses))
-        return torch.from_numpy(kernel.call_addresses(tuple(signature), addresses))
+                return half.from_kernel(kernel.call_addresses(tuple(signature), addresses), self.dtype)
+        return half.from_kernel(kernel.call_addresses(tuple(signature), addresses), self.dtype)
 
     def _decide(self, x: torch.Tensor, bias: torch.Tensor | None) -> Choice:
-        if x.dtype != torch.float32 or (bias is not None and bias.dtype != torch.float32):
-            return Choice(0, None, None, None, f"torch: {x.dtype} (the CPU kernels take float32)")
+        if half.is_half(self.dtype) and not self.half_kernels:
+            self._warn_half()
+            return Choice(0, None, None, None, f"torch: no {self.dtype} kernel for {self.op_name}")
+        if x.dtype != self.dtype or (bias is not None and bias.dtype != self.dtype):
+            return Choice(0, None, None, None, f"torch: {x.dtype} input (the kernels of this weight take "
+                                               f"{half.dtype_name(self.dtype)})")
         tokens = self._tokens(x)
         pieces = self._plan(tokens)
         try:
@@ -412,7 +427,7 @@ class Region:
         if self._matrix.is_contiguous():
             in_place.add(self._matrix.data_ptr())
         live = all(a.ctypes.data in in_place for a in bound)
-        kernel = PieceKernels(pieces, {size: Kernel(c.function, bound, 2, np.float32, owner=c)
+        kernel = PieceKernels(pieces, {size: Kernel(c.function, bound, 2, half.carrier(self.dtype), owner=c)
                                        for size, c in built.items()})
         if not self._cost_model:
             return Choice(tokens, kernel, None, None, "ours (cost_model=False)", compiled, live)
@@ -440,11 +455,16 @@ class Region:
 
     def _bound(self, x: torch.Tensor, stored_sparse: bool) -> list[np.ndarray]:
         """The weight arguments the kernel is called with for inputs like x."""
-        return self._packed if stored_sparse else [self._matrix.contiguous().numpy()]
+        return self._packed if stored_sparse else [half.raw(self._matrix.contiguous())]
 
     def _measure_key(self, x: torch.Tensor) -> Hashable:
         """What else the measurement depends on (the op's own parameters)."""
         return self.op_name
+
+    def _warn_half(self) -> None:
+        if not self._warned:
+            self._warned = True
+            half.warn_no_half_kernel(self.op_name, self.name, self.dtype, stacklevel=6)
 
     def _warn(self, message: str) -> None:
         if not self._warned:

@@ -24,7 +24,7 @@ from sparse_mlir.moe import check_not_stacked
 from sparse_mlir.runtime import ops  # noqa: F401  (registers torch.ops.sparse_mlir.linear)
 from sparse_mlir.runtime.ops import REGIONS
 from sparse_mlir.compiler.weights import apply_sparsifier, is_aligned, pack
-from sparse_mlir.compiler.regions import inputs, moe, swap
+from sparse_mlir.compiler.regions import half, inputs, moe, swap
 from sparse_mlir.compiler.regions.capture import capture
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.base import Choice, Region, mark_handed_back, torch_won_everywhere
@@ -92,7 +92,12 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
         raise SpecError(f"{', '.join(hybrid)}: {encodings[hybrid[0]].format_name} weights keep their compile-time "
                         "split; training them from dense masters (mask_update, grad=Dense()) is not supported yet")
     params = parameters(model, encodings)
-    check_cpu_dtypes(params, [a for a in example_args if isinstance(a, torch.Tensor)])
+    check_cpu_dtypes(params, [a for a in example_args if isinstance(a, torch.Tensor)], regions=True)
+    half_masters = sorted(name for name in updates if half.is_half(params[name].dtype))
+    if half_masters:
+        raise SpecError(f"{', '.join(half_masters)}: mask_update (or grad=Dense()) re-prunes "
+                        f"{params[half_masters[0]].dtype} weights, which is not supported yet (pruning runs on f32 "
+                        "masters); train the model in float32, or with fixed masks (no mask_update) in its dtype")
     # An n:m conv weight is pruned and stored as its (kh, kw, C) matrix.
     nm_convs = {name: (p.shape[0], p[0].numel()) for name, p in params.items()
                 if p.dim() == 4 and isinstance(encodings.get(name), NM)}
@@ -439,6 +444,8 @@ def _sparsified(encoding: Encoding, weight: torch.Tensor, name: str, in_out: boo
     if isinstance(encoding, NM) and weight.dim() == 4:   # a conv weight: n:m in (kh, kw, C) order
         pruned = apply_sparsifier(sparsifier, hwc_matrix(weight).numpy(), name)
         return from_hwc_matrix(torch.from_numpy(pruned), weight.shape)   # a torch copy: aligned
+    if half.is_half(weight.dtype):   # pruned in f32 (exact), stored in the dtype
+        return _sparsified(encoding, weight.float(), name, in_out).to(weight.dtype)
     if not in_out:
         pruned = apply_sparsifier(sparsifier, weight.numpy(), name)
         return torch.from_numpy(pruned) if is_aligned(pruned) else torch.from_numpy(pruned).clone()
@@ -509,8 +516,8 @@ def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str,
         if name not in encodings:
             continue
         encoding = encodings[name]
-        eligible = (effective[name].dim() == 2 and effective[name].dtype == torch.float32
-                    and not isinstance(encoding, Dense))
+        eligible = (effective[name].dim() == 2 and not isinstance(encoding, Dense)
+                    and half.reads_in_region(effective[name], encoding, "linear"))
         for user in list(node.users):
             conv = _conv_use(user, node) if _conv_eligible(effective[name], encoding) else None
             if conv is not None:
@@ -528,7 +535,7 @@ def _replace_linears(graph_module: torch.fx.GraphModule, encodings: Mapping[str,
             if key not in by_key:
                 weight = effective[name].t().contiguous() if use.transposed else effective[name]
                 if (name, use.transposed) not in packs:
-                    packs[(name, use.transposed)] = pack(encoding, weight.numpy(), name)
+                    packs[(name, use.transposed)] = pack(encoding, half.packable(weight).numpy(), name)
                 buffers = packs[(name, use.transposed)]
                 region = linear_region(name, encoding, weight, buffers, use.bias is not None, options, cost_model)
                 handle = REGIONS.add(region)

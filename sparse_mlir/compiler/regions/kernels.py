@@ -47,6 +47,9 @@ class LinearSignature:
     out_features: int
     encoding: str        # the storage attribute, e.g. "#smlir.csr"
     bias: bool
+    # x, the stored values, the bias and y: "float32", or "bfloat16" /
+    # "float16" (read in that type, accumulated in f32; half.py).
+    dtype: str = "float32"
 
 
 @dataclass(frozen=True)
@@ -104,10 +107,14 @@ def compile_linear(signature: LinearSignature, encoding: Encoding, tokens: int,
         return CompiledLinear(signature, tokens, function, info["stored_sparse"], tuple(info["fallbacks"]),
                               info["annotated"], info["pipeline"], time.perf_counter() - start, from_disk=True)
     k, n = signature.in_features, signature.out_features
-    model = _BiasAsInput(k, n) if signature.bias else _NoBias(k, n)
-    example = (torch.zeros(tokens, k),) + ((torch.zeros(n),) if signature.bias else ())
+    dtype = getattr(torch, signature.dtype)
+    model = (_BiasAsInput(k, n) if signature.bias else _NoBias(k, n)).to(dtype)
+    example = (torch.zeros(tokens, k, dtype=dtype),) + ((torch.zeros(n, dtype=dtype),) if signature.bias else ())
     imported = import_model(model, example)
-    frontend, convert, lowering = pipeline_pieces("warn", True, openmp, options.vector_lanes)
+    # A half linear: torch-mlir extends x and W to an f32 product, which
+    # mixed-precision raising reads back as the half kernel's operands.
+    frontend, convert, lowering = pipeline_pieces("warn", True, openmp, options.vector_lanes,
+                                                  mixed_precision=dtype != torch.float32)
     pipeline = f"{frontend} -> {convert} -> {lowering}"
     with make_context() as context, ir.Location.unknown():
         module = ir.Module.parse(imported.text)

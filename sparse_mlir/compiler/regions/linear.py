@@ -22,6 +22,7 @@ class LinearRegion(Region):
     x of any leading dims: the kernel runs on x flattened to [tokens, K]."""
 
     op_name = "F.linear"
+    half_kernels = True
 
     def __init__(self, name: str, encoding: Encoding, effective: torch.Tensor, packed: Sequence[np.ndarray],
                  bias: bool, options: KernelOptions, cost_model: bool) -> None:

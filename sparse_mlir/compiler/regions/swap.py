@@ -27,6 +27,7 @@ from sparse_mlir.compiler.weights import pack
 from sparse_mlir.compiler.regions.base import Region, mark_handed_back, torch_won_everywhere
 from sparse_mlir.compiler.regions.conv import ConvRegion, packed_matrix
 from sparse_mlir.compiler.regions.kernels import KernelOptions
+from sparse_mlir.compiler.regions import half
 from sparse_mlir.compiler.regions.hybrid import linear_region
 from sparse_mlir.compiler.regions.activation import GradientSparsifier
 from sparse_mlir.compiler.regions.gradients import gradient_format
@@ -276,12 +277,14 @@ def swap(model: torch.nn.Module, found: Mapping[str, list[Owner]], encodings: Ma
             module = copied.get_submodule(owner.path)
             module.weight = pruned[name]   # tied owners keep sharing one pruned copy
             kind = owner.kind
-            eligible = not isinstance(encoding, Dense) and effective[name].dtype == torch.float32
+            eligible = (kind != "torch" and not isinstance(encoding, Dense)
+                        and half.reads_in_region(effective[name], encoding, "conv2d" if kind == "conv2d" else "linear"))
             if kind == "torch" or not eligible:
                 if name in updates:
                     raise SpecError(f"{name}: {_DENSE_MASTER} trains weights read by nn.Linear or HF Conv1D; it is read "
                                     f"by {type(module).__name__} ({owner.path})")
-                readers.setdefault(name, []).append(f"{type(module).__name__} ({owner.path})")
+                readers.setdefault(name, []).append(half.reader(f"{type(module).__name__} ({owner.path})",
+                                                                effective[name]))
                 continue
             if name in updates and kind not in ("linear", "conv1d"):
                 raise SpecError(f"{name}: {_DENSE_MASTER} trains weights read by nn.Linear or HF Conv1D; it is read by "
@@ -341,7 +344,8 @@ def _region(name: str, encoding: Encoding, weight: torch.Tensor, kind: str, modu
         return ConvRegion(name, encoding, weight, pack(encoding, matrix.numpy(), name), bias, module.stride,
                           module.padding, module.dilation, options, cost_model)
     matrix = weight.t() if kind == "conv1d" else weight   # torch's side reads W^T as a view
-    return linear_region(name, encoding, matrix, pack(encoding, matrix.contiguous().numpy(), name), bias, options,
+    return linear_region(name, encoding, matrix, pack(encoding, half.packable(matrix.contiguous()).numpy(), name),
+                         bias, options,
                          cost_model)
 
 
