@@ -38,7 +38,7 @@ from sparse_mlir.runtime.threads import set_num_threads
 from sparse_mlir.testing import held_tensors, import_transformers, write_results
 
 SIZES = {"base": dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024),
-         "small": dict(n_layer=2, n_embd=64, n_head=4, vocab_size=1000, n_positions=64)}
+         "small": dict(n_layer=2, n_embd=64, n_head=4, vocab_size=1000, n_positions=128)}
 
 
 def _model(size: str) -> torch.nn.Module:
@@ -47,12 +47,12 @@ def _model(size: str) -> torch.nn.Module:
     return transformers.GPT2LMHeadModel(transformers.GPT2Config(**SIZES[size])).eval()
 
 
-def _compile(model: torch.nn.Module, tokens: int) -> torch.nn.Module:
+def _compile(model: torch.nn.Module, tokens: int, cost_model: bool = True) -> torch.nn.Module:
     ids = torch.randint(0, model.config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sm.SparseFallbackWarning)   # ("before": the embedding on torch)
         return sm.compile(model, {"transformer.wte.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.9))},
-                          example_args=(ids,), example_kwargs={"use_cache": False})
+                          example_args=(ids,), example_kwargs={"use_cache": False}, cost_model=cost_model)
 
 
 def _rss_mb() -> float:
@@ -60,11 +60,11 @@ def _rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
 
 
-def memory(size: str, variant: str) -> dict:
+def memory(size: str, variant: str, cost_model: bool) -> dict:
     """One variant's memory figures (run in a fresh process)."""
     model = _model(size)
     gc.collect()
-    row: dict = dict(size=size, variant=variant, rss_model_MB=_rss_mb())
+    row: dict = dict(size=size, variant=variant, cost_model=cost_model, rss_model_MB=_rss_mb())
     shape = (model.config.vocab_size, model.config.n_embd)
     if variant == "eager":
         held = {p.untyped_storage().data_ptr(): (tuple(p.shape), p.untyped_storage().nbytes())
@@ -73,7 +73,8 @@ def memory(size: str, variant: str) -> dict:
                    rss_alone_MB=_rss_mb(), peak_rss_MB=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         return row
     tied.ENABLED = variant == "after"
-    fn = _compile(model, 128)
+    fn = _compile(model, 128, cost_model)
+    row["head"] = "torch (handed back)" if fn.regions()[0].handed_back else "ours"
     own = {p.untyped_storage().data_ptr() for p in model.parameters()}
     gc.collect()
     held = {k: v for k, v in held_tensors(fn).items() if k not in own}
@@ -110,12 +111,22 @@ def timing(size: str, threads_list: list[int], repeats: int) -> list[dict]:
                         run(ids, use_cache=False)
                         if round_:
                             times[label].append((time.perf_counter() - start) * 1e3)
+                # The embedding alone: our row gather from the stored values vs torch's lookup of the dense weight.
+                gather = {"gather": [], "eager_gather": []}
+                wte, dense = fn.model.transformer.wte, twin.transformer.wte
+                for round_ in range(3 * repeats + 1):
+                    for label, run in (("gather", wte), ("eager_gather", dense)):
+                        start = time.perf_counter()
+                        run(ids)
+                        if round_:
+                            gather[label].append((time.perf_counter() - start) * 1e3)
             region = fn.regions()[0]
             head = [c for key, c in region.choices.items() if key[0][:-1] == (1, tokens) and key[2] == threads]
             row = dict(size=size, phase=phase, tokens=tokens, threads=threads,
                        eager_ms=statistics.median(times["eager"]), ours_ms=statistics.median(times["ours"]),
                        head=("ours" if head and head[0].kernel is not None else "torch") if head else "?",
-                       max_abs_err=err, load_average=os.getloadavg()[0])
+                       max_abs_err=err, gather_ms=statistics.median(gather["gather"]),
+                       eager_gather_ms=statistics.median(gather["eager_gather"]), load_average=os.getloadavg()[0])
             row["speedup"] = row["eager_ms"] / row["ours_ms"]
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -128,16 +139,18 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--memory-only", action="store_true")
+    parser.add_argument("--no-cost-model", action="store_true", help="memory: our kernel for every shape")
     parser.add_argument("--one", help=argparse.SUPPRESS)   # (internal: one memory variant, in this process)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "tied_weights"))
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(memory(args.size, args.one)))
+        print(json.dumps(memory(args.size, args.one, not args.no_cost_model)))
         return
     load = os.getloadavg()
     rows = []
     for variant in ("eager", "before", "after"):
-        done = subprocess.run([sys.executable, __file__, "--size", args.size, "--one", variant], check=True,
+        done = subprocess.run([sys.executable, __file__, "--size", args.size, "--one", variant,
+                               *(["--no-cost-model"] if args.no_cost_model else [])], check=True,
                               capture_output=True, text=True)
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), flush=True)
@@ -150,20 +163,22 @@ def markdown(result: dict) -> str:
     lines = ["# GPT-2, tied embedding / LM head stored once at 90% CSR (`benchmarks/tied_weights.py`)", "",
              f"{result['cpus']} CPUs, torch {result['torch']}, load average {result['load_average_start'][0]:.2f} "
              f"(start) / {result['load_average_end'][0]:.2f} (end).", "",
-             "| size | variant | held MB | [V, D] copies | stored values+indices MB | RSS MB (model alive) | "
-             "RSS MB (compiled alone) | peak RSS MB |", "|---|---|---|---|---|---|---|---|"]
+             "| size | variant | cost model | head | held MB | [V, D] copies | stored values+indices MB | "
+             "RSS MB (model alive) | RSS MB (compiled alone) | peak RSS MB |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         if "variant" in r:
-            lines.append(f"| {r['size']} | {r['variant']} | {r['held_MB']:.1f} | {r['dense_copies']} | "
+            lines.append(f"| {r['size']} | {r['variant']} | {'on' if r['cost_model'] else 'off'} | "
+                         f"{r.get('head', '-')} | {r['held_MB']:.1f} | {r['dense_copies']} | "
                          f"{r.get('stored_MB', float('nan')):.1f} | {r['rss_MB']:.0f} | {r['rss_alone_MB']:.0f} | "
                          f"{r['peak_rss_MB']:.0f} |")
     lines += ["", f"Medians of {result['repeats']} alternating rounds (ms per call):", "",
-              "| size | phase | tokens | threads | eager ms | ours ms | speedup | head | max abs err | load |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "| size | phase | tokens | threads | eager ms | ours ms | speedup | head | embedding: our gather ms / "
+              "torch's lookup ms | max abs err | load |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         if "phase" in r:
             lines.append(f"| {r['size']} | {r['phase']} | {r['tokens']} | {r['threads']} | {r['eager_ms']:.2f} | "
-                         f"{r['ours_ms']:.2f} | {r['speedup']:.2f}x | {r['head']} | {r['max_abs_err']:.1e} | "
+                         f"{r['ours_ms']:.2f} | {r['speedup']:.2f}x | {r['head']} | {r['gather_ms']:.3f} / "
+                         f"{r['eager_gather_ms']:.3f} | {r['max_abs_err']:.1e} | "
                          f"{r['load_average']:.2f} |")
     return "\n".join(lines) + "\n"
 
