@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import torch
 
@@ -157,7 +157,8 @@ class SharedLinearRegion(LinearRegion):
             self.__dict__["_dense"] = None   # timing torch made it; our kernel serves the shape
         return choice
 
-    def backward(self, dy, x, values, needs):   # type: ignore[no-untyped-def]
+    def backward(self, dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor,
+                 needs: Sequence[bool]) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
         # dx runs on W2^T made from the dense W2 (linear.py): training keeps it.
         self.lean = False
         return super().backward(dy, x, values, needs)
