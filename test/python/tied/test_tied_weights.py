@@ -261,3 +261,24 @@ def test_export_of_a_tied_model_keeps_it_tied(tmp_path) -> None:
         loaded = sm.load(fn.export(tmp_path / "artifact"))
     with torch.no_grad():
         torch.testing.assert_close(torch.as_tensor(loaded(ids)), fn(ids), rtol=1e-5, atol=1e-5)
+
+
+def test_torch_path_makes_the_dense_copy_again_from_the_stored_values() -> None:
+    """Where torch's F.linear runs the head (a shape torch wins; here forced),
+    its dense weight is made from the stored values and kept while needed."""
+    model = _gpt2(layers=1)
+    ids = _ids()
+    fn = _compile(model, {"transformer.wte.weight": FORMATS["csr"]}, ids)
+    [region] = fn.regions()
+    model.load_state_dict(fn.effective_state_dict(), strict=False)
+    assert not region.holds_dense()
+    region.force_torch = True
+    try:
+        with torch.no_grad():
+            torch.testing.assert_close(fn(ids, use_cache=False).logits, model(ids, use_cache=False).logits,
+                                       rtol=1e-5, atol=1e-5)
+    finally:
+        region.force_torch = False
+    assert region.holds_dense()
+    assert torch.equal(region._weight, model.lm_head.weight.detach())
+    assert region.release_dense() and not region.holds_dense()
