@@ -94,3 +94,35 @@ def paired_medians_ms(first: Callable[[], Any], second: Callable[[], Any], repea
         a.append(middle - start)
         b.append(time.perf_counter() - middle)
     return statistics.median(a) * 1e3, statistics.median(b) * 1e3
+
+
+def held_tensors(root: Any) -> dict[int, tuple[tuple[int, ...], int]]:
+    """The tensors and numpy arrays reachable from `root` (a compiled
+    module: its model, regions, packed buffers, dense copies), by the
+    address of their memory: (shape, bytes), the largest view of each
+    address. Modules, classes and functions are not followed (they reach
+    the whole interpreter)."""
+    import gc
+    import numpy as np
+    import torch
+    seen, found = {id(root)}, {}
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, torch.Tensor):
+            if obj.layout == torch.strided and obj.device.type != "meta":
+                size = obj.untyped_storage().nbytes()
+                key = obj.untyped_storage().data_ptr()
+                if size and found.get(key, ((), 0))[1] < size:
+                    found[key] = (tuple(obj.shape), size)
+        elif isinstance(obj, np.ndarray):
+            base = obj if obj.base is None or not isinstance(obj.base, np.ndarray) else obj.base
+            if base.nbytes and found.get(base.ctypes.data, ((), 0))[1] < base.nbytes:
+                found[base.ctypes.data] = (tuple(base.shape), base.nbytes)
+        for child in gc.get_referents(obj):
+            if id(child) in seen or isinstance(child, (types.ModuleType, type, types.FunctionType,
+                                                        types.BuiltinFunctionType)):
+                continue
+            seen.add(id(child))
+            stack.append(child)
+    return found

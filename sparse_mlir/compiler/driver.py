@@ -42,7 +42,7 @@ from sparse_mlir.compiler.pipeline import (MLIR_VERSION, Diagnostics, add_call_n
                                           run_passes, sparse_arguments, verify_annotated)
 from sparse_mlir.compiler.reports import CompileReports, PlanEntry, TensorStats
 from sparse_mlir.dialects.smlir import ATTR, fusion_decision
-from sparse_mlir.compiler.specs import check_cpu_dtypes, default_mode, parameters, verify_specs
+from sparse_mlir.compiler.specs import canonical_encodings, check_cpu_dtypes, default_mode, parameters, verify_specs
 
 STAGES = ("linalg", "annotated", "sparse", "llvm")
 FALLBACK_POLICIES = ("warn", "error")
@@ -137,6 +137,8 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     16 where the host has AVX-512F, else 8 (`fn.pipeline` records it).
     """
     from sparse_mlir.extensions.compile import compile_with_extensions, needs_extensions
+    # A tied weight's second name (GPT-2's `lm_head.weight`) means the one shared parameter.
+    encodings = canonical_encodings(model, encodings or {})
     if needs_extensions(model, encodings or {}):   # user formats, Python sparsifiers on intermediates
         return compile_with_extensions(compile, model, encodings or {}, example_args, dict(
             on_fallback=on_fallback, opt_level=opt_level, fuse_sparsifiers=fuse_sparsifiers, cost_model=cost_model,

@@ -31,11 +31,13 @@ class PlanEntry:
     applied: str               # when and where the sparsifier runs
     origin: str                # "user", or "inferred from '<tensor>'" (smlir-propagate-encodings)
     fallbacks: tuple[str, ...]  # fallback warnings that name this tensor
+    readers: tuple[str, ...] = ()  # a weight several modules read: each (path, op, what serves it)
 
     def __str__(self) -> str:
         fallback = f"; fallbacks: {'; '.join(self.fallbacks)}" if self.fallbacks else ""
+        readers = f"; readers: {'; '.join(self.readers)}" if self.readers else ""
         return (f"{self.name} [{self.role} {list(self.shape)}] {self.format} -> stored as {self.stored_as}, "
-                f"{self.sparsifier} ({self.kind}), {self.applied}, {self.origin}{fallback}")
+                f"{self.sparsifier} ({self.kind}), {self.applied}, {self.origin}{fallback}{readers}")
 
 
 class CompileReports:

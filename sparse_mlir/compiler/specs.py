@@ -4,6 +4,7 @@ dtypes the CPU code can take, and each encoding verified by `smlir.sparsify`."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -15,6 +16,8 @@ from sparse_mlir.dialects import smlir
 from sparse_mlir.encodings import Encoding, Hybrid
 from sparse_mlir.errors import SpecError
 from sparse_mlir.compiler.importers.torch_fx import capture_lock
+
+log = logging.getLogger("sparse_mlir.compiler")
 
 MLIR_ELEMENT_TYPES = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16",
                        torch.bfloat16: "bf16", torch.int32: "i32", torch.int64: "i64", torch.int8: "i8"}
@@ -33,6 +36,28 @@ def parameters(model: torch.nn.Module, encodings: Mapping[str, Encoding]) -> dic
                 raise SpecError(f"{alias}: is the same parameter as '{canonical}' (tied weights); encode it as "
                                 f"'{canonical}' (every reader of the shared weight then sees it sparsified)")
         return {name: p.detach() for name, p in named.items()}
+
+
+def canonical_encodings(model: torch.nn.Module, encodings: Mapping[str, Any]) -> dict[str, Any]:
+    """`encodings` with every tied alias (GPT-2's `lm_head.weight`) renamed
+    to the name torch lists the shared parameter under
+    (`transformer.wte.weight`), logged; one weight encoded under two of its
+    names with different encodings is a SpecError naming both."""
+    aliases = tied_aliases(model)
+    resolved: dict[str, Any] = {}
+    given: dict[str, str] = {}   # canonical name -> the name its encoding was given under
+    for name, encoding in encodings.items():
+        canonical = aliases.get(name, name)
+        if canonical in resolved and resolved[canonical] != encoding:
+            raise SpecError(f"{given[canonical]!r} and {name!r} are one tied parameter (stored once as "
+                            f"'{canonical}'), encoded differently: {resolved[canonical]!r} and {encoding!r}; "
+                            "give it one encoding (under either name)")
+        if canonical != name:
+            log.info("encoding %r: %r is a tied alias of %r (one shared parameter): stored once under %r, "
+                     "every reader served from it", name, name, canonical, canonical)
+        resolved.setdefault(canonical, encoding)
+        given.setdefault(canonical, name)
+    return resolved
 
 
 def default_mode(model: torch.nn.Module, encodings: Mapping[str, Any], target: str, on_fallback: str,

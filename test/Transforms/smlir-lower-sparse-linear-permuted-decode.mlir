@@ -58,3 +58,25 @@ func.func @nm_1of4_decode(%w: tensor<8x64xf32, #NM14>, %x: tensor<1x64xf32>) -> 
   %y = smlir.linear %x, %w : tensor<1x64xf32>, tensor<8x64xf32, #NM14> -> tensor<1x8xf32>
   return %y : tensor<1x8xf32>
 }
+
+// -----
+
+// bf16 x and W (mixed precision: y f32): x is widened to f32 once, up
+// front; the stored values are loaded as bf16 and extended; the permutes
+// and FMAs are f32.
+
+#NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+
+// CHECK-LABEL: func.func @nm_decode_bf16(
+// CHECK:         smlir.kernel "linear_2of4p_2x64x8"
+// CHECK:           %[[WIDE:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x64xf32>
+// CHECK:           arith.extf {{.*}} : bf16 to f32
+// CHECK:           scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK:             vector.load {{.*}} : memref<?xbf16>, vector<16xbf16>
+// CHECK:             arith.extf {{.*}} : vector<16xbf16> to vector<16xf32>
+// CHECK:             vector.load %[[WIDE]]{{.*}} : memref<2x64xf32>, vector<16xf32>
+// CHECK:             smlir.permute2
+func.func @nm_decode_bf16(%w: tensor<8x64xbf16, #NM>, %x: tensor<2x64xbf16>) -> tensor<2x8xf32> {
+  %y = smlir.linear %x, %w : tensor<2x64xbf16>, tensor<8x64xbf16, #NM> -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}

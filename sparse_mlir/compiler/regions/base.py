@@ -184,6 +184,11 @@ class Region:
         self.sampled_choices: dict[tuple, SampledChoice] = {}
 
     @property
+    def matrix_shape(self) -> tuple[int, int]:
+        """W2's [N, K], without touching its dense copy (a shared weight makes that on demand: tied.py)."""
+        return (self.signature.out_features, self.signature.in_features)
+
+    @property
     def _rows(self) -> torch.Tensor:
         """Each stored value's row in W2 [N, K] (int64)."""
         return self._stored_coordinates()[0]
@@ -198,7 +203,7 @@ class Region:
         # step (MaskUpdate) may not need them before the next pruning.
         coordinates = self._coordinates
         if coordinates is None:
-            rows, cols = (stored_coordinates(self.encoding, self._packed, tuple(self._matrix.shape)) if self._packed
+            rows, cols = (stored_coordinates(self.encoding, self._packed, self.matrix_shape) if self._packed
                           else (np.empty(0, np.int64), np.empty(0, np.int64)))
             coordinates = self._coordinates = (torch.from_numpy(rows), torch.from_numpy(cols))
         return coordinates
@@ -230,15 +235,15 @@ class Region:
 
     def dense_matrix(self, values: torch.Tensor) -> torch.Tensor:
         """W2 [N, K] holding `values` at the stored positions (differentiable)."""
-        matrix = values.new_zeros(self._matrix.shape)
+        matrix = values.new_zeros(self.matrix_shape)
         return matrix.index_put((self._rows, self._cols), values)
 
     def load_matrix(self, matrix: torch.Tensor) -> int:
         """Sets the stored values from a dense W2 [N, K] (the mask stays);
         returns how many nonzeros of `matrix` lie outside it (dropped)."""
-        if tuple(matrix.shape) != tuple(self._matrix.shape):
+        if tuple(matrix.shape) != self.matrix_shape:
             raise SpecError(f"{self.name} ({self.encoding.format_name}): expected a weight of shape "
-                            f"{list(self._matrix.shape)}, got {list(matrix.shape)}")
+                            f"{list(self.matrix_shape)}, got {list(matrix.shape)}")
         kept = self.gather_values(matrix)
         return int(torch.count_nonzero(matrix)) - int(torch.count_nonzero(kept))
 

@@ -24,7 +24,7 @@ from sparse_mlir.moe import check_not_stacked
 from sparse_mlir.runtime import ops  # noqa: F401  (registers torch.ops.sparse_mlir.linear)
 from sparse_mlir.runtime.ops import REGIONS
 from sparse_mlir.compiler.weights import apply_sparsifier, is_aligned, pack
-from sparse_mlir.compiler.regions import half, inputs, moe, swap
+from sparse_mlir.compiler.regions import half, inputs, moe, swap, tied
 from sparse_mlir.compiler.regions.capture import capture
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.base import Choice, Region, mark_handed_back, torch_won_everywhere
@@ -223,6 +223,9 @@ def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], 
         module(*example_args, **example_kwargs)   # the sparsifiers' kernels for the example's shapes
     module.reset_call_number(0)   # the warm-up drew masks: the first call is call 0, as in graph mode and export()
     _finish(module, regions, encodings, effective, readers, in_out)
+    # A weight several modules read keeps one copy of its values (and no dense one where torch needs none).
+    module._on_demand = tied.release_dense(regions, effective, copied)
+    module._plan = tied.describe_readers(module._plan, copied, regions, module._on_demand)
     module._plan = moe.describe(module._plan, routed)
     module._plan += [_activation_plan(region) for region in sparsifiers.values()]
     module.compile_seconds = time.perf_counter() - start

@@ -334,7 +334,12 @@ class SwappedModule(CompileReports, torch.nn.Module):
         for module in self.model.modules():
             if isinstance(module, PrunedLinear):
                 module.sync()
-        return CompileReports.effective_state_dict(self)
+        effective = CompileReports.effective_state_dict(self)
+        made: dict[int, torch.Tensor] = {}   # a weight stored once (tied.py): its dense form made now
+        for name, region in getattr(self, "_on_demand", {}).items():
+            effective[name] = made[id(region)].clone() if id(region) in made else region.dense_now().clone()
+            made.setdefault(id(region), effective[name])
+        return effective
 
     def _user_model(self) -> torch.nn.Module:
         from sparse_mlir.compiler.regions.swap import Root
@@ -379,10 +384,15 @@ class SwappedModule(CompileReports, torch.nn.Module):
         from sparse_mlir.compiler.regions.swap import Root
         model = copy.deepcopy(self.model)
         in_out = set(getattr(self, "_in_out_nm", ()))
+        dense: dict[int, torch.nn.Parameter] = {}   # a weight stored once (tied.py): one dense parameter, still tied
         for name, module in list(model.named_modules()):
             if hasattr(module, "_original") and name:
                 owner, _, leaf = name.rpartition(".")
                 original = module._original[0]
+                if original.weight is None:
+                    if module.handle not in dense:
+                        dense[module.handle] = torch.nn.Parameter(module.weight.detach().clone(), requires_grad=False)
+                    original.weight = dense[module.handle]
                 weight_name = f"{name}.weight".removeprefix("model.") if isinstance(model, Root) else f"{name}.weight"
                 if module._in_out and weight_name in in_out:
                     original = _linear_of_conv1d(original)

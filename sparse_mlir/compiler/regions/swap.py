@@ -32,6 +32,7 @@ from sparse_mlir.compiler.regions.hybrid import linear_region
 from sparse_mlir.compiler.regions.activation import GradientSparsifier
 from sparse_mlir.compiler.regions.gradients import gradient_format
 from sparse_mlir.compiler.regions.mask_update import PrunedLinear
+from sparse_mlir.compiler.regions import tied
 from sparse_mlir.errors import SpecError
 from sparse_mlir.training import MaskUpdate
 
@@ -152,8 +153,13 @@ class SparseLinear(torch.nn.Module):
 
     @property
     def weight(self) -> torch.Tensor:
-        REGIONS.get(self.handle).sync()
-        return self._original[0].weight
+        region = REGIONS.get(self.handle)
+        region.sync()
+        weight = self._original[0].weight
+        if weight is None:   # a shared weight stored once (tied.py): its dense form, made now
+            matrix = region.dense_now()
+            return matrix.t() if self._in_out else matrix
+        return weight
 
     def _buffers_in_order(self) -> list[torch.Tensor]:
         return [*(getattr(self, f"packed_{i}") for i in range(self._count - 1)), self.weight_values]
@@ -220,6 +226,27 @@ class SparseConv2d(SparseLinear):
 
     def _matrix(self, weight: torch.Tensor) -> torch.Tensor:
         return packed_matrix(weight, REGIONS.get(self.handle).encoding)
+
+
+class SparseEmbedding(SparseLinear):
+    """Stands for an nn.Embedding whose weight a linear region also reads (a
+    tied LM head): its rows gathered from the region's stored values (one
+    copy; tied.py), which it trains with the region's other readers."""
+
+    def __init__(self, handle: int, region: tied.SharedLinearRegion, original: torch.nn.Embedding):
+        super().__init__(handle, region, None, original)
+        self.padding_idx = original.padding_idx
+        self.num_embeddings, self.embedding_dim = region.matrix_shape
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        region = REGIONS.get(self.handle)
+        tied.check_ids(region.name, region.encoding, self.num_embeddings, ids)
+        values = self.weight_values
+        if values is not region.values:
+            region._own(values)   # (a SpecError for values of another shape)
+        rows = tied.gather_rows(region.encoding, region._indices, values, region.matrix_shape,
+                                ids.reshape(-1).long(), self.padding_idx)
+        return rows.view(*ids.shape, self.embedding_dim)
 
 
 class Root(torch.nn.Module):
@@ -292,8 +319,11 @@ def swap(model: torch.nn.Module, found: Mapping[str, list[Owner]], encodings: Ma
             bias = module.bias if getattr(module, "bias", None) is not None else None
             key = (name, bias is not None, kind, *(_conv_key(module) if kind == "conv2d" else ()))
             if key not in by_key:
+                # A weight several modules read: one region whose dense copy can go (tied.py).
+                shared = (tied.ENABLED and len(held) > 1 and kind == "linear" and tied.gatherable(encoding)
+                          and name not in updates)
                 by_key[key] = REGIONS.add(region := _region(name, encoding, effective[name], kind, module,
-                                                            bias is not None, options, cost_model))
+                                                            bias is not None, options, cost_model, shared))
                 regions[by_key[key]] = region
                 # (With MaskUpdate the master weight trains, not the stored values.)
                 region.values.requires_grad_(trainable.get(name, False) and name not in updates)
@@ -315,8 +345,30 @@ def swap(model: torch.nn.Module, found: Mapping[str, list[Owner]], encodings: Ma
             paths.setdefault(handle, []).append(owner.path)
             op = "conv2d" if kind == "conv2d" else "linear"
             readers.setdefault(name, []).append(f"sparse_mlir::{op} (region {handle})")
+    _serve_embeddings(copied, found, regions, readers)
     copied.eval()
     return copied, regions, readers, paths
+
+
+def _serve_embeddings(model: torch.nn.Module, found: Mapping[str, list[Owner]], regions: Mapping[int, Region],
+                      readers: dict[str, list[str]]) -> None:
+    """nn.Embeddings holding a weight that a shared linear region stores
+    (a tied LM head's): swapped for SparseEmbedding, gathering their rows
+    from that region's stored values instead of a pruned dense copy."""
+    for name, held in found.items():
+        shared = [h for h, r in regions.items() if r.name == name and isinstance(r, tied.SharedLinearRegion)]
+        if not shared:
+            continue
+        region = regions[shared[0]]
+        for owner in held:
+            module = model.get_submodule(owner.path)
+            if not tied.plain_embedding(module):
+                continue
+            _set(model, owner.path, SparseEmbedding(shared[0], region, module))
+            torch_reader = f"{type(module).__name__} ({owner.path})"
+            readers[name] = [r for r in readers[name] if r != torch_reader]
+            readers[name].append(f"{tied.EMBEDDING_READER} ({owner.path}: rows gathered from the stored "
+                                 f"{region.encoding.format_name} values of region {shared[0]})")
 
 
 def _shape_values_gradient(region: Region, options: KernelOptions) -> None:
@@ -338,15 +390,16 @@ def _conv_key(module: torch.nn.Conv2d) -> tuple:
 
 
 def _region(name: str, encoding: Encoding, weight: torch.Tensor, kind: str, module: torch.nn.Module, bias: bool,
-            options: KernelOptions, cost_model: bool) -> Region:
+            options: KernelOptions, cost_model: bool, shared: bool = False) -> Region:
     if kind == "conv2d":
         matrix = packed_matrix(weight, encoding)
         return ConvRegion(name, encoding, weight, pack(encoding, matrix.numpy(), name), bias, module.stride,
                           module.padding, module.dilation, options, cost_model)
     matrix = weight.t() if kind == "conv1d" else weight   # torch's side reads W^T as a view
-    return linear_region(name, encoding, matrix, pack(encoding, half.packable(matrix.contiguous()).numpy(), name),
-                         bias, options,
-                         cost_model)
+    packed = pack(encoding, half.packable(matrix.contiguous()).numpy(), name)
+    if shared:
+        return tied.SharedLinearRegion(name, encoding, matrix, packed, bias, options, cost_model)
+    return linear_region(name, encoding, matrix, packed, bias, options, cost_model)
 
 
 def eager_call(model: torch.nn.Module, paths: Mapping[int, list[str]], example_args: tuple,
