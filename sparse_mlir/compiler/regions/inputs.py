@@ -13,10 +13,12 @@ never compiles. The sparse tensor's own buffers (crow_indices / col_indices
 in place; a copy is made only to convert an index dtype to the encoding's
 widths (logged once per input).
 
-Every call validates the sparse input in O(nnz) torch ops before any kernel
-reads it (index dtype, lengths, monotone positions, sorted in-range
-coordinates), so bad input is a SpecError naming the input and encoding,
-never an out-of-bounds read.
+Every call validates the sparse input before any kernel reads it (index
+dtype, lengths, monotone positions, sorted in-range coordinates), so bad
+input is a SpecError naming the input and encoding, never an out-of-bounds
+read. The O(nnz) part runs once per index buffers and torch version: a
+mask passed again unchanged is not re-checked (a write through torch bumps
+the version; one through numpy or a raw pointer does not: clone() after it).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ log = logging.getLogger("sparse_mlir.compiler.regions")
 
 INPUT_FORMATS = (CSR, COO, BSR)
 _INDEX_TORCH = {32: torch.int32, 64: torch.int64}
+CHECKED_MASKS = 4   # validated index buffers remembered per input
 
 
 def input_path(name: str, positional: Sequence[str]) -> str:
@@ -85,6 +88,11 @@ class SparseInput:
         # The O(nnz) checks (positions monotone, coordinates sorted and in
         # range): RegionModule.check_sparse_inputs turns them off.
         self.check_entries = True
+        # Index buffers whose entries passed the O(nnz) checks, by address,
+        # version and sizes (held, so no other tensor can take the address):
+        # a mask passed again unchanged is not checked again. Any in-place
+        # torch write bumps the version and checks it again.
+        self._checked: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def _error(self, what: str) -> SpecError:
         return SpecError(f"input {self.name!r} ({self.encoding.format_name}): {what}")
@@ -185,7 +193,13 @@ class SparseInput:
         pos, copied_pos = self._index(crow, "pos_width", "crow_indices")
         crd, copied_crd = self._index(col, "crd_width", "col_indices")
         if self.check_entries:
-            _check_compressed(self, pos, crd, nnz, inner)
+            key = (pos.data_ptr(), crd.data_ptr(), pos._version, crd._version, pos.numel(), nnz, inner)
+            if key not in self._checked:
+                _check_compressed(self, pos, crd, nnz, inner)
+                if not (copied_pos or copied_crd):   # (a converted copy is new each call)
+                    if len(self._checked) >= CHECKED_MASKS:
+                        self._checked.pop(next(iter(self._checked)))
+                    self._checked[key] = (pos, crd)
         values = values.contiguous()
         return Packed((pos, crd, values.reshape(-1)), (rows, cols), copied_pos or copied_crd)
 

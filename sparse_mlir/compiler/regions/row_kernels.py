@@ -42,10 +42,12 @@ from sparse_mlir import _load_order  # noqa: F401  (first: MLIR must load before
 from mlir import ir
 
 from sparse_mlir.compiler.regions import disk_cache
+from sparse_mlir.compiler.regions.sddmm_ir import grouped_sddmm_ir
 from sparse_mlir.compiler.regions.kernels import BuildOnce, KernelOptions, lower_and_jit
 from sparse_mlir.context import make_context
 from sparse_mlir.encodings import Encoding
 from sparse_mlir.runtime.memref import Kernel
+from sparse_mlir.runtime.cpu import vector_lanes
 from sparse_mlir.runtime.threads import openmp_available
 
 log = logging.getLogger("sparse_mlir.compiler.regions")
@@ -66,7 +68,9 @@ class RowSignature:
     scale: float = 1.0     # attention: the scores' factor
     scaled: bool = False   # sddmm: times the mask's values
     encoding: str = "#smlir.csr"
-    ir_version: int = 6    # (in the disk cache's key: bump when the IR changes)
+    group: int = 8         # sddmm: entries reduced together (sddmm_ir.py); 1: one at a time
+    lanes: int = 0         # sddmm: the accumulators' lanes (0: the host's, runtime.cpu.vector_lanes)
+    ir_version: int = 7    # (in the disk cache's key: bump when the IR changes)
 
 
 def _pattern(sig: RowSignature, encoding: Encoding) -> tuple[str, str, str]:
@@ -80,6 +84,8 @@ def sddmm_ir(sig: RowSignature, encoding: Encoding) -> str:
     """`@main(mask, a [B, R, D], b [B, C, D]) -> values [B, nnz]`."""
     r, c, d = sig.rows, sig.cols, sig.head_dim
     pattern, pos_t, crd_t = _pattern(sig, encoding)
+    if sig.group > 1:
+        return grouped_sddmm_ir(r, c, d, sig.group, sig.lanes or vector_lanes(), sig.scaled, pattern, pos_t, crd_t)
     scale = ("      %m = memref.load %val[%j] : memref<?xf32>\n      %sc = arith.mulf %dot, %m : f32\n"
              "      memref.store %sc, %out[%h, %j] : memref<?x?xf32>\n"
              if sig.scaled else "      memref.store %dot, %out[%h, %j] : memref<?x?xf32>\n")
