@@ -93,6 +93,8 @@ class SparseInput:
         # a mask passed again unchanged is not checked again. Any in-place
         # torch write bumps the version and checks it again.
         self._checked: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+        # The last compressed tensor packed: (it, its version, checked, Packed).
+        self._last: tuple[torch.Tensor, int, bool, Packed] | None = None
 
     def _error(self, what: str) -> SpecError:
         return SpecError(f"input {self.name!r} ({self.encoding.format_name}): {what}")
@@ -104,6 +106,16 @@ class SparseInput:
 
     def pack(self, tensor: Any) -> Packed:
         """Validates `tensor` and returns the kernel's buffers for it."""
+        last = self._last
+        if (last is not None and last[0] is tensor and last[1] == tensor._version and not tensor.requires_grad
+                and last[2] == self.check_entries):
+            return last[3]   # the same tensor, unchanged since it was packed
+        packed = self._pack(tensor)
+        if isinstance(tensor, torch.Tensor) and tensor.layout in (torch.sparse_csr, torch.sparse_bsr):
+            self._last = (tensor, tensor._version, self.check_entries, packed)
+        return packed
+
+    def _pack(self, tensor: Any) -> Packed:
         if not isinstance(tensor, torch.Tensor):
             raise self._error(f"expected a tensor, got {type(tensor).__name__}")
         if tensor.dim() != 2:

@@ -138,6 +138,11 @@ def test_entry_checks_run_once_per_mask_and_version(one_thread, monkeypatch) -> 
     copy = torch.sparse_csr_tensor(*[t.clone() for t in csr(dense)], dense.shape)
     fn(a, b, copy)
     assert len(checks) == first + 1               # another mask (other buffers): checked
+    mask.requires_grad_(True)                     # (the same object, packed before: refused)
+    with pytest.raises(SpecError, match=r"input 'mask' \(csr\): its gradient is not computed"):
+        fn(a, b, mask)
+    mask.requires_grad_(False)
+    fn(a, b, mask)
     mask.col_indices()[5] = cols + 3              # written through torch: the version moves
     with pytest.raises(SpecError, match=r"input 'mask' \(csr\): col_indices out of range"):
         fn(a, b, mask)
