@@ -8,9 +8,12 @@ per mask shape and head size, any nnz) and lowered by the same
 
 `sddmm`: values[j] = (a[i, :] . b[col_j, :]) (* mask value) for the stored
 entries j of each row i: the SDDMM (a @ b^T) * mask with b read by rows.
-For a small contraction (attention's D = 64) it beats the
-smlir.sampled_matmul kernel, which packs all of b' per call (measured in
-benchmarks/sparse_attention.py); SDDMMRegion times the two per shape.
+Its IR is sddmm_ir.py's (`group` entries reduced together, b's columns
+blocked in L1 for tiles of rows that share them); `group = 1` keeps the
+one-entry-at-a-time form below. For a small contraction (attention's
+D = 64) it beats the smlir.sampled_matmul kernel, which packs all of b' per
+call (measured in benchmarks/sparse_attention.py); SDDMMRegion times the
+two per shape.
 
 `attention`: the fused sparse attention kernel: one pass over each row of
 the mask, no score matrix written (FlashAttention's idea on a CSR pattern).

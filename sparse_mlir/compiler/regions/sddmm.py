@@ -88,8 +88,11 @@ class SDDMMRegion:
             with self._lock:
                 if key not in self._kernels:
                     if which == "rows":
+                        lanes = self._options.vector_lanes or 0   # (0: the host's)
+                        lanes = lanes if lanes >= 2 and lanes & (lanes - 1) == 0 else 0
                         signature = RowSignature("sddmm", rows, cols, inner, scaled=self.scaled,
-                                                 encoding=self.encoding.attr_text())
+                                                 encoding=self.encoding.attr_text(), lanes=lanes,
+                                                 group=min(8, lanes or 8))
                         compiled = ROW_KERNELS.get(signature, self.encoding, self._options)
                         self._kernels[key] = bind_rows(compiled)
                     else:

@@ -83,7 +83,7 @@ def test_matches_eager(one_thread, dim: int, kind: str) -> None:
         torch.testing.assert_close(got, expected(a, b, dense, scaled), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("group,lanes", [(2, 8), (4, 8), (8, 8), (4, 16), (16, 16)])
+@pytest.mark.parametrize("group,lanes", [(2, 2), (4, 4), (2, 8), (4, 8), (8, 8), (4, 16), (16, 16)])
 def test_group_and_lane_counts(one_thread, group: int, lanes: int) -> None:
     rows, cols, dim = 45, 200, 24
     for kind in ("random", "banded"):
