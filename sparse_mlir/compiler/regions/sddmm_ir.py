@@ -59,87 +59,114 @@ def _shuffle_levels(names: list[str], lanes: int, fresh: Callable[[], str]) -> t
     return lines, names
 
 
+class GroupedDots:
+    """IR text for dot products of one row of a (D floats as ceil(D / W)
+    vectors `%a0 ..`, loaded by `load_row`) with b's rows at G columns at a
+    time, summed into one vector<G> (`group_sums`). `%h` names the batch
+    entry, `%zero` an f32 0 and `%off0 ..` the chunks' offsets
+    (`constants`) in the function using it."""
+
+    def __init__(self, dim: int, lanes: int, group: int) -> None:
+        assert group & (group - 1) == 0 and 1 < group <= lanes and lanes & (lanes - 1) == 0, (group, lanes)
+        self.d, self.W, self.group = dim, lanes, group
+        self.chunks = -(-dim // lanes)
+        self.vt = f"vector<{lanes}xf32>"
+        self._counter = 0
+
+    def fresh(self) -> str:
+        self._counter += 1
+        return f"%t{self._counter}"
+
+    def constants(self) -> list[str]:
+        return [f"  %off{k} = arith.constant {k * self.W} : index" for k in range(self.chunks)]
+
+    def chunk_load(self, memref: str, extent: int, row: str, chunk: int, indent: str, lines: list[str],
+                   name: str = "") -> str:
+        name = name or self.fresh()
+        mtype = f"memref<?x{extent}x{self.d}xf32>"
+        if (chunk + 1) * self.W <= self.d:
+            lines.append(f"{indent}{name} = vector.load {memref}[%h, {row}, %off{chunk}] : {mtype}, {self.vt}")
+        else:   # past D: zeros (a masked read, no out-of-bounds access)
+            lines.append(f"{indent}{name} = vector.transfer_read {memref}[%h, {row}, %off{chunk}], %zero "
+                         f"{{in_bounds = [false]}} : {mtype}, {self.vt}")
+        return name
+
+    def load_row(self, memref: str, extent: int, row: str, indent: str, lines: list[str]) -> None:
+        """%a0 .. = memref[%h, row, :] in chunks."""
+        for k in range(self.chunks):
+            self.chunk_load(memref, extent, row, k, indent, lines, name=f"%a{k}")
+
+    def dot(self, memref: str, extent: int, col: str, indent: str, lines: list[str]) -> str:
+        """W-lane partial sums of a_i . b[col] (two FMA chains: half the latency)."""
+        chains: list[str | None] = [None, None]
+        for k in range(self.chunks):
+            bv = self.chunk_load(memref, extent, col, k, indent, lines)
+            which = k % 2
+            out = self.fresh()
+            if chains[which] is None:
+                lines.append(f"{indent}{out} = arith.mulf %a{k}, {bv} fastmath<contract> : {self.vt}")
+            else:
+                lines.append(f"{indent}{out} = vector.fma %a{k}, {bv}, {chains[which]} : {self.vt}")
+            chains[which] = out
+        if chains[1] is None:
+            return chains[0]
+        total = self.fresh()
+        # (no reassoc here: LLVM would fold the two chains back into one)
+        lines.append(f"{indent}{total} = arith.addf {chains[0]}, {chains[1]} : {self.vt}")
+        return total
+
+    def group_sums(self, memref: str, extent: int, cols: list[str], indent: str, lines: list[str]) -> str:
+        """vector<G>: the dot products with b's rows at `cols` (G of them)."""
+        accs = [self.dot(memref, extent, col, indent, lines) for col in cols]
+        tree, (merged,) = _shuffle_levels(accs, self.W, self.fresh)
+        lines += [indent + line for line in tree]
+        width = self.W
+        while width > self.group:   # lane l and l + G hold parts of the same entry
+            half = width // 2
+            lo, hi, out = self.fresh(), self.fresh(), self.fresh()
+            lines.append(f"{indent}{lo} = vector.extract_strided_slice {merged} {{offsets = [0], sizes = [{half}], "
+                         f"strides = [1]}} : vector<{width}xf32> to vector<{half}xf32>")
+            lines.append(f"{indent}{hi} = vector.extract_strided_slice {merged} {{offsets = [{half}], "
+                         f"sizes = [{half}], strides = [1]}} : vector<{width}xf32> to vector<{half}xf32>")
+            lines.append(f"{indent}{out} = arith.addf {lo}, {hi} fastmath<reassoc,contract> : vector<{half}xf32>")
+            merged, width = out, half
+        return merged
+
+
 def grouped_sddmm_ir(rows: int, cols: int, dim: int, group: int, lanes: int, scaled: bool, pattern: str,
                      pos_t: str, crd_t: str) -> str:
     """`@main(mask, a [B, rows, dim], b [B, cols, dim]) -> values [B, nnz]`;
     `lanes` (W): 16 with AVX-512, else 8; `group` (G): a power of two <= W."""
-    assert group & (group - 1) == 0 and 1 < group <= lanes, group
+    dots = GroupedDots(dim, lanes, group)
+    fresh = dots.fresh
     W = lanes
     r, c, d = rows, cols, dim
     tile_rows, min_reuse = TILE_ROWS, MIN_REUSE
     block_cols = max(16, L1_BUDGET // (4 * d))
-    chunks = -(-d // W)
     vt = f"vector<{W}xf32>"
     gt = f"vector<{group}xf32>"
-    counter = [0]
-
-    def fresh() -> str:
-        counter[0] += 1
-        return f"%t{counter[0]}"
-
-    def chunk_load(memref: str, extent: int, row: str, chunk: int, indent: str, lines: list[str],
-                   name: str = "") -> str:
-        name = name or fresh()
-        offset = f"%k{chunk}"
-        mtype = f"memref<?x{extent}x{d}xf32>"
-        if (chunk + 1) * W <= d:
-            lines.append(f"{indent}{name} = vector.load {memref}[%h, {row}, {offset}] : {mtype}, {vt}")
-        else:   # past D: zeros (a masked read, no out-of-bounds access)
-            lines.append(f"{indent}{name} = vector.transfer_read {memref}[%h, {row}, {offset}], %zero "
-                         f"{{in_bounds = [false]}} : {mtype}, {vt}")
-        return name
-
-    def dot(col: str, indent: str, lines: list[str]) -> str:
-        """W-lane partial sums of a_i . b[col] (two FMA chains: half the latency)."""
-        chains: list[str | None] = [None, None]
-        for k in range(chunks):
-            bv = chunk_load("%bb", c, col, k, indent, lines)
-            which = k % 2
-            out = fresh()
-            if chains[which] is None:
-                lines.append(f"{indent}{out} = arith.mulf %a{k}, {bv} fastmath<contract> : {vt}")
-            else:
-                lines.append(f"{indent}{out} = vector.fma %a{k}, {bv}, {chains[which]} : {vt}")
-            chains[which] = out
-        if chains[1] is None:
-            return chains[0]
-        total = fresh()
-        # (no reassoc here: LLVM would fold the two chains back into one)
-        lines.append(f"{indent}{total} = arith.addf {chains[0]}, {chains[1]} : {vt}")
-        return total
 
     head = ["  %c0 = arith.constant 0 : index", "  %c1 = arith.constant 1 : index",
-            f"  %cg = arith.constant {group} : index", f"  %glast = arith.constant {group - 1} : index", f"  %rows = arith.constant {r} : index",
+            f"  %cg = arith.constant {group} : index", f"  %glast = arith.constant {group - 1} : index",
+            f"  %rows = arith.constant {r} : index",
             "  %zero = arith.constant 0.0 : f32"]
-    head += [f"  %k{k} = arith.constant {k * W} : index" for k in range(chunks)]
+    head += dots.constants()
 
     row = []
     ind = "        "
-    for k in range(chunks):
-        chunk_load("%ab", r, "%i", k, ind, row, name=f"%a{k}")
+    dots.load_row("%ab", r, "%i", ind, row)
     # Groups of G entries.
     body: list[str] = []
     ind2 = "          "
-    accs = []
+    cols_full = []
     for g in range(group):
         j = fresh()
         body.append(f"{ind2}{j} = arith.addi %j0, %g{g} : index")
         col_raw, col = fresh(), fresh()
         body.append(f"{ind2}{col_raw} = memref.load %crd[{j}] : memref<?x{crd_t}>")
         body.append(f"{ind2}{col} = arith.index_cast {col_raw} : {crd_t} to index")
-        accs.append(dot(col, ind2, body))
-    tree, (merged,) = _shuffle_levels(accs, W, fresh)
-    body += [ind2 + line for line in tree]
-    width = W
-    while width > group:   # lane l and l + G hold parts of the same entry
-        half = width // 2
-        lo, hi, out = fresh(), fresh(), fresh()
-        body.append(f"{ind2}{lo} = vector.extract_strided_slice {merged} {{offsets = [0], sizes = [{half}], "
-                    f"strides = [1]}} : vector<{width}xf32> to vector<{half}xf32>")
-        body.append(f"{ind2}{hi} = vector.extract_strided_slice {merged} {{offsets = [{half}], sizes = [{half}], "
-                    f"strides = [1]}} : vector<{width}xf32> to vector<{half}xf32>")
-        body.append(f"{ind2}{out} = arith.addf {lo}, {hi} fastmath<reassoc,contract> : vector<{half}xf32>")
-        merged, width = out, half
+        cols_full.append(col)
+    merged = dots.group_sums("%bb", c, cols_full, ind2, body)
     if scaled:
         mv, out = fresh(), fresh()
         body.append(f"{ind2}{mv} = vector.load %val[%j0] : memref<?xf32>, {gt}")
@@ -153,7 +180,7 @@ def grouped_sddmm_ir(rows: int, cols: int, dim: int, group: int, lanes: int, sca
     col_raw, col = fresh(), fresh()
     tail.append(f"{ind2}{col_raw} = memref.load %crd[%j] : memref<?x{crd_t}>")
     tail.append(f"{ind2}{col} = arith.index_cast {col_raw} : {crd_t} to index")
-    acc = dot(col, ind2, tail)
+    acc = dots.dot("%bb", c, col, ind2, tail)
     total = fresh()
     tail.append(f"{ind2}{total} = vector.reduction <add>, {acc} fastmath<reassoc> : {vt} into f32")
     if scaled:
