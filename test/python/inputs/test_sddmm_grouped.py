@@ -1,4 +1,5 @@
-"""The SDDMM row kernel that reduces G entries together (sddmm_ir.py):
+"""The SDDMM row kernel that reduces G entries together (sddmm_ir.py), and
+the attention kernel's scores computed so:
 against eager torch at f32 tolerance for head sizes that are not a multiple
 of the vector width, empty rows, rows with one and with many entries, the
 column-blocked path (banded and dense masks), batch entries, int64 indices
@@ -149,3 +150,18 @@ def test_entry_checks_run_once_per_mask_and_version(one_thread, monkeypatch) -> 
     mask.col_indices()[5] = -1
     with pytest.raises(SpecError, match=r"input 'mask' \(csr\): col_indices out of range"):
         fn(a, b, mask)
+
+
+@pytest.mark.parametrize("dim", [7, 40, 64])
+@pytest.mark.parametrize("group", [1, 4, 8])
+def test_attention_scores_grouped_match_eager(one_thread, dim: int, group: int) -> None:
+    """The fused attention kernel's scores, G entries at a time."""
+    rows, cols, heads = 50, 120, 2
+    dense = mask_of("random", rows, cols, seed=dim)
+    q, k, v = torch.randn(heads, rows, dim), torch.randn(heads, cols, dim), torch.randn(heads, cols, 24)
+    signature = RowSignature("attention", rows, cols, dim, 24, scale=0.3, encoding=sm.CSR().attr_text(),
+                             group=group)
+    got = run(bind(ROW_KERNELS.get(signature, sm.CSR(), KernelOptions())), csr(dense), q, k, v)
+    scores = (q @ k.transpose(-1, -2) * 0.3).masked_fill(dense == 0, float("-inf"))
+    eager = torch.nan_to_num(scores.softmax(-1), nan=0.0) @ v   # an empty row: zeros
+    torch.testing.assert_close(got, eager, rtol=1e-5, atol=1e-5)
