@@ -75,7 +75,7 @@ class RowSignature:
     encoding: str = "#smlir.csr"
     group: int = 8         # sddmm: entries reduced together (sddmm_ir.py); 1: one at a time
     lanes: int = 0         # sddmm: the accumulators' lanes (0: the host's, runtime.cpu.vector_lanes)
-    ir_version: int = 9    # (in the disk cache's key: bump when the IR changes)
+    ir_version: int = 10   # (in the disk cache's key: bump when the IR changes)
 
 
 def _pattern(sig: RowSignature, encoding: Encoding) -> tuple[str, str, str]:
