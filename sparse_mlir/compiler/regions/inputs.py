@@ -210,7 +210,10 @@ class SparseInput:
                 _check_compressed(self, pos, crd, nnz, inner)
                 if not (copied_pos or copied_crd):   # (a converted copy is new each call)
                     if len(self._checked) >= CHECKED_MASKS:
-                        self._checked.pop(next(iter(self._checked)))
+                        try:   # the oldest (calls from other threads may race: any one goes)
+                            self._checked.pop(next(iter(self._checked)), None)
+                        except (StopIteration, RuntimeError):
+                            pass
                     self._checked[key] = (pos, crd)
         values = values.contiguous()
         return Packed((pos, crd, values.reshape(-1)), (rows, cols), copied_pos or copied_crd)
