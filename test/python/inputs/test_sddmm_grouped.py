@@ -165,3 +165,18 @@ def test_attention_scores_grouped_match_eager(one_thread, dim: int, group: int) 
     scores = (q @ k.transpose(-1, -2) * 0.3).masked_fill(dense == 0, float("-inf"))
     eager = torch.nan_to_num(scores.softmax(-1), nan=0.0) @ v   # an empty row: zeros
     torch.testing.assert_close(got, eager, rtol=1e-5, atol=1e-5)
+
+
+def test_only_the_last_few_checked_masks_are_remembered(one_thread, monkeypatch) -> None:
+    rows, cols, dim = 16, 24, 4
+    dense = mask_of("random", rows, cols, seed=4)
+    a, b = torch.randn(rows, dim), torch.randn(cols, dim)
+    masks = [torch.sparse_csr_tensor(*csr(dense), dense.shape) for _ in range(sparse_inputs.CHECKED_MASKS + 1)]
+    fn = sm.compile(Masked(), {"mask": sm.CSR()}, (a, b, masks[0]), mode="regions", cost_model=False)
+    checks = []
+    real = sparse_inputs._check_compressed
+    monkeypatch.setattr(sparse_inputs, "_check_compressed", lambda *args: (checks.append(1), real(*args)))
+    for _ in range(2):
+        for mask in masks:   # one more than remembered, in turn: each call checks
+            fn(a, b, mask)
+    assert len(checks) >= 2 * len(masks) - 1
