@@ -12,15 +12,19 @@ CSR buffers (input_formats.py: COO's row positions in one pass over nnz,
 BSR's blocks as rows of c entries), once per distinct graph.
 
 The sparse input is validated in O(nnz) before any kernel reads it (index
-dtype, lengths, monotone positions, sorted in-range coordinates), once per
-distinct index buffers and version, so bad input is a SpecError naming the
-input and encoding, never an out-of-bounds read.
+dtype, lengths, monotone positions, sorted in-range coordinates), so bad
+input is a SpecError naming the input and encoding, never an out-of-bounds
+read. The O(nnz) part runs once per distinct index buffers and torch
+version (the last CHECKED_MASKS of them): a graph or mask passed again
+unchanged is not re-checked (a write through torch bumps the version; one
+through numpy or a raw pointer does not: clone() after it, or `forget()`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -40,6 +44,7 @@ log = logging.getLogger("sparse_mlir.compiler.regions")
 
 INPUT_FORMATS = (CSR, COO, BSR)
 _INDEX_TORCH = {32: torch.int32, 64: torch.int64}
+CHECKED_MASKS = 4   # validated index buffers remembered per input
 
 
 def input_path(name: str, positional: Sequence[str]) -> str:
@@ -83,20 +88,26 @@ class SparseInput:
         # The O(nnz) checks (positions monotone, coordinates sorted and in
         # range): RegionModule.check_sparse_inputs turns them off.
         self.check_entries = True
-        # The index buffers the last full check passed, with their addresses
-        # and version counters: a call passing the same buffers, unchanged
-        # by torch since (an in-place write bumps the counter), skips the
-        # O(nnz) pass. Holding them keeps their memory from being reused
-        # by another tensor at the same address.
-        self._checked: tuple[tuple, torch.Tensor, torch.Tensor] | None = None
+        # Index buffers whose entries passed the O(nnz) checks, by address,
+        # version counter and sizes, the last CHECKED_MASKS of them: a call
+        # passing the same buffers, unchanged by torch since (an in-place
+        # write bumps the counter), skips the O(nnz) pass. Holding them
+        # keeps their memory from being reused by another tensor at the
+        # same address.
+        self._checked: OrderedDict[tuple, tuple[torch.Tensor, torch.Tensor]] = OrderedDict()
+        self._checked_lock = threading.Lock()
+        # The last CSR / BSR tensor packed: (it, its version, checked, Packed).
+        self._last: tuple[torch.Tensor, int, bool, Packed] | None = None
         pos_dtype, crd_dtype = _INDEX_TORCH[encoding.pos_width], _INDEX_TORCH[encoding.crd_width]
         self._coo = CooToCSR(pos_dtype, crd_dtype)
         self._bsr = BsrToCSR(tuple(encoding.block) if isinstance(encoding, BSR) else (1, 1), pos_dtype, crd_dtype)
 
     def forget(self) -> None:
-        """Drops the last validated / converted graph: the next call checks
-        (and converts) its input again, as for a graph never seen."""
-        self._checked = None
+        """Drops the validated / converted graphs: the next call checks (and
+        converts) its input again, as for a graph never seen."""
+        with self._checked_lock:
+            self._checked.clear()
+        self._last = None
         self._coo.forget()
         self._bsr.forget()
 
@@ -110,6 +121,16 @@ class SparseInput:
 
     def pack(self, tensor: Any) -> Packed:
         """Validates `tensor` and returns the kernel's buffers for it."""
+        last = self._last
+        if (last is not None and last[0] is tensor and last[1] == tensor._version and not tensor.requires_grad
+                and last[2] == self.check_entries):
+            return last[3]   # the same tensor, unchanged since it was packed
+        packed = self._pack(tensor)
+        if isinstance(tensor, torch.Tensor) and tensor.layout in (torch.sparse_csr, torch.sparse_bsr):
+            self._last = (tensor, tensor._version, self.check_entries, packed)
+        return packed
+
+    def _pack(self, tensor: Any) -> Packed:
         if not isinstance(tensor, torch.Tensor):
             raise self._error(f"expected a tensor, got {type(tensor).__name__}")
         if tensor.dim() != 2:
@@ -196,18 +217,22 @@ class SparseInput:
 
     def _check_once(self, pos: torch.Tensor, crd: torch.Tensor, nnz: int, inner: int) -> None:
         """The O(nnz) check of compressed buffers, once per distinct buffers
-        and version (see `_checked`)."""
+        and version (see `_checked`; a converted copy is new each call)."""
         try:
             key = (pos.data_ptr(), pos._version, pos.numel(), pos.dtype, crd.data_ptr(), crd._version, nnz,
                    crd.dtype, inner)
         except RuntimeError:   # (inference tensors keep no version counter: checked every call)
             _check_compressed(self, pos, crd, nnz, inner)
             return
-        checked = self._checked
-        if checked is not None and checked[0] == key:
-            return
+        with self._checked_lock:
+            if key in self._checked:
+                self._checked.move_to_end(key)
+                return
         _check_compressed(self, pos, crd, nnz, inner)
-        self._checked = (key, pos, crd)
+        with self._checked_lock:
+            self._checked[key] = (pos, crd)
+            while len(self._checked) > CHECKED_MASKS:
+                self._checked.popitem(last=False)
 
     def _from_coo(self, tensor: torch.Tensor) -> Packed:
         """A sparse_coo tensor as CSR buffers: its row indices as positions,

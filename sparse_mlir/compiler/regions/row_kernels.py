@@ -8,9 +8,12 @@ per mask shape and head size, any nnz) and lowered by the same
 
 `sddmm`: values[j] = (a[i, :] . b[col_j, :]) (* mask value) for the stored
 entries j of each row i: the SDDMM (a @ b^T) * mask with b read by rows.
-For a small contraction (attention's D = 64) it beats the
-smlir.sampled_matmul kernel, which packs all of b' per call (measured in
-benchmarks/sparse_attention.py); SDDMMRegion times the two per shape.
+Its IR is sddmm_ir.py's (`group` entries reduced together, b's columns
+blocked in L1 for tiles of rows that share them); `group = 1` keeps the
+one-entry-at-a-time form below. For a small contraction (attention's
+D = 64) it beats the smlir.sampled_matmul kernel, which packs all of b' per
+call (measured in benchmarks/sparse_attention.py); SDDMMRegion times the
+two per shape.
 
 `attention`: the fused sparse attention kernel: one pass over each row of
 the mask, no score matrix written (FlashAttention's idea on a CSR pattern).
@@ -18,7 +21,9 @@ the mask, no score matrix written (FlashAttention's idea on a CSR pattern).
     parallel over batch entries (heads) and rows i (OpenMP):
       q_i = q[i, :]                                  (one vector of D lanes)
       for each stored j of row i: s_j = (q_i . k[j, :]) * scale, and the row's max m
-                                                       (into a row-sized scratch on the stack)
+                                                       (into a row-sized scratch on the stack;
+                                                       G = `group` entries at a time, summed
+                                                       together: sddmm_ir.GroupedDots)
       for 16 entries at a time: p = exp(s - m) (a vectorizable polynomial,
                                  smlir-approximate-math), their sum l
       for each stored j: acc += p_j * v[j, :]        (one FMA vector of F lanes)
@@ -42,10 +47,12 @@ from sparse_mlir import _load_order  # noqa: F401  (first: MLIR must load before
 from mlir import ir
 
 from sparse_mlir.compiler.regions import disk_cache
+from sparse_mlir.compiler.regions.sddmm_ir import GroupedDots, grouped_sddmm_ir
 from sparse_mlir.compiler.regions.kernels import BuildOnce, KernelOptions, lower_and_jit
 from sparse_mlir.context import make_context
 from sparse_mlir.encodings import Encoding
 from sparse_mlir.runtime.memref import Kernel
+from sparse_mlir.runtime.cpu import vector_lanes
 from sparse_mlir.runtime.threads import openmp_available
 
 log = logging.getLogger("sparse_mlir.compiler.regions")
@@ -66,7 +73,9 @@ class RowSignature:
     scale: float = 1.0     # attention: the scores' factor
     scaled: bool = False   # sddmm: times the mask's values
     encoding: str = "#smlir.csr"
-    ir_version: int = 6    # (in the disk cache's key: bump when the IR changes)
+    group: int = 8         # sddmm: entries reduced together (sddmm_ir.py); 1: one at a time
+    lanes: int = 0         # sddmm: the accumulators' lanes (0: the host's, runtime.cpu.vector_lanes)
+    ir_version: int = 10   # (in the disk cache's key: bump when the IR changes)
 
 
 def _pattern(sig: RowSignature, encoding: Encoding) -> tuple[str, str, str]:
@@ -80,6 +89,8 @@ def sddmm_ir(sig: RowSignature, encoding: Encoding) -> str:
     """`@main(mask, a [B, R, D], b [B, C, D]) -> values [B, nnz]`."""
     r, c, d = sig.rows, sig.cols, sig.head_dim
     pattern, pos_t, crd_t = _pattern(sig, encoding)
+    if sig.group > 1:
+        return grouped_sddmm_ir(r, c, d, sig.group, sig.lanes or vector_lanes(), sig.scaled, pattern, pos_t, crd_t)
     scale = ("      %m = memref.load %val[%j] : memref<?xf32>\n      %sc = arith.mulf %dot, %m : f32\n"
              "      memref.store %sc, %out[%h, %j] : memref<?x?xf32>\n"
              if sig.scaled else "      memref.store %dot, %out[%h, %j] : memref<?x?xf32>\n")
@@ -120,11 +131,77 @@ func.func @main(%s: {pattern}, %a: tensor<?x{r}x{d}xf32>, %b: tensor<?x{c}x{d}xf
 """
 
 
+# The scores one entry at a time (`group = 1`): a D-lane product and reduction each.
+old_phase1_text = """    %qv = vector.load %qb[%h, %i, %c0] : memref<?x{r}x{d}xf32>, vector<{d}xf32>
+    %m = scf.for %j = %lo to %hi step %c1 iter_args(%mx = %ninf) -> (f32) {{
+      %col_raw = memref.load %crd[%j] : memref<?x{crd_t}>
+      %col = arith.index_cast %col_raw : {crd_t} to index
+      %kv = vector.load %kb[%h, %col, %c0] : memref<?x{cols}x{d}xf32>, vector<{d}xf32>
+      %prod = arith.mulf %qv, %kv : vector<{d}xf32>
+      %dot = vector.reduction <add>, %prod fastmath<reassoc> : vector<{d}xf32> into f32
+      %sc = arith.mulf %dot, %scale : f32
+      %t = arith.subi %j, %lo : index
+      memref.store %sc, %scores[%t] : memref<{c}xf32>
+      %mx2 = arith.maxnumf %mx, %sc : f32
+      scf.yield %mx2 : f32
+    }}
+"""
+
+
+def _grouped_scores(sig: RowSignature, crd_t: str) -> tuple[str, str]:
+    """The scores of a row, G entries at a time (sddmm_ir.GroupedDots: no
+    horizontal reduction per entry), then its last n mod G one at a time:
+    (the loop's IR, the constants it needs)."""
+    r, c, d = sig.rows, sig.cols, sig.head_dim
+    g = sig.group
+    dots = GroupedDots(d, sig.lanes or vector_lanes(), g)
+    gt, vt, st = f"vector<{g}xf32>", f"vector<{dots.W}xf32>", f"memref<{c + LANES}xf32>"
+    constants = dots.constants() + [f"  %cg = arith.constant {g} : index",
+                                    f"  %ninfg = arith.constant dense<0xFF800000> : {gt}"]
+    constants += [f"  %g{k} = arith.constant {k} : index" for k in range(g)]
+    lines: list[str] = []
+    dots.load_row("%qb", r, "%i", "    ", lines)
+    lines += ["    %ng = arith.remui %n, %cg : index", "    %gend = arith.subi %hi, %ng : index",
+              f"    %scaleg = vector.broadcast %scale : f32 to {gt}",
+              f"    %mg = scf.for %j0 = %lo to %gend step %cg iter_args(%mxv = %ninfg) -> ({gt}) {{"]
+    cols = []
+    for k in range(g):
+        j, raw, col = dots.fresh(), dots.fresh(), dots.fresh()
+        lines += [f"      {j} = arith.addi %j0, %g{k} : index",
+                  f"      {raw} = memref.load %crd[{j}] : memref<?x{crd_t}>",
+                  f"      {col} = arith.index_cast {raw} : {crd_t} to index"]
+        cols.append(col)
+    sums = dots.group_sums("%kb", c, cols, "      ", lines)
+    lines += [f"      %scg = arith.mulf {sums}, %scaleg : {gt}",
+              "      %t0 = arith.subi %j0, %lo : index",
+              f"      vector.store %scg, %scores[%t0] : {st}, {gt}",
+              f"      %mxv2 = arith.maxnumf %mxv, %scg : {gt}",
+              f"      scf.yield %mxv2 : {gt}",
+              "    }",
+              f"    %m0 = vector.reduction <maxnumf>, %mg : {gt} into f32",
+              "    %m = scf.for %j = %gend to %hi step %c1 iter_args(%mx = %m0) -> (f32) {",
+              f"      %col_raw = memref.load %crd[%j] : memref<?x{crd_t}>",
+              f"      %col = arith.index_cast %col_raw : {crd_t} to index"]
+    part = dots.dot("%kb", c, "%col", "      ", lines)
+    lines += [f"      %dot = vector.reduction <add>, {part} fastmath<reassoc> : {vt} into f32",
+              "      %sc = arith.mulf %dot, %scale : f32",
+              "      %t = arith.subi %j, %lo : index",
+              f"      memref.store %sc, %scores[%t] : {st}",
+              "      %mx2 = arith.maxnumf %mx, %sc : f32",
+              "      scf.yield %mx2 : f32",
+              "    }"]
+    return "\n".join(lines) + "\n", "\n".join(constants) + "\n"
+
+
 def attention_ir(sig: RowSignature, encoding: Encoding) -> str:
     """`@main(mask, q [B, R, D], k [B, C, D], v [B, C, F]) -> out [B, R, F]`."""
     r, c, d, f = sig.rows, sig.cols, sig.head_dim, sig.value_dim
     pattern, pos_t, crd_t = _pattern(sig, encoding)
     scale = np.float32(sig.scale)
+    if sig.group > 1:
+        phase1, constants = _grouped_scores(sig, crd_t)
+    else:
+        phase1, constants = old_phase1_text.format(r=r, cols=c, c=c + LANES, d=d, crd_t=crd_t), ""
     return f"""
 func.func @main(%s: {pattern}, %q: tensor<?x{r}x{d}xf32>, %k: tensor<?x{c}x{d}xf32>, %v: tensor<?x{c}x{f}xf32>)
     -> tensor<?x{r}x{f}xf32> attributes {{llvm.emit_c_interface}} {{
@@ -138,7 +215,7 @@ func.func @main(%s: {pattern}, %q: tensor<?x{r}x{d}xf32>, %k: tensor<?x{c}x{d}xf
   %scale = arith.constant {float(scale)!r} : f32
   %zl = arith.constant dense<0.0> : vector<{LANES}xf32>
   %zf = arith.constant dense<0.0> : vector<{f}xf32>
-  %pos = sparse_tensor.positions %s {{level = 1 : index}} : {pattern} to memref<?x{pos_t}>
+{constants}  %pos = sparse_tensor.positions %s {{level = 1 : index}} : {pattern} to memref<?x{pos_t}>
   %crd = sparse_tensor.coordinates %s {{level = 1 : index}} : {pattern} to memref<?x{crd_t}>
   %qb = bufferization.to_buffer %q read_only : tensor<?x{r}x{d}xf32> to memref<?x{r}x{d}xf32>
   %kb = bufferization.to_buffer %k read_only : tensor<?x{c}x{d}xf32> to memref<?x{c}x{d}xf32>
@@ -153,20 +230,7 @@ func.func @main(%s: {pattern}, %q: tensor<?x{r}x{d}xf32>, %k: tensor<?x{c}x{d}xf
     %lo = arith.index_cast %lo_raw : {pos_t} to index
     %hi = arith.index_cast %hi_raw : {pos_t} to index
     %n = arith.subi %hi, %lo : index
-    %qv = vector.load %qb[%h, %i, %c0] : memref<?x{r}x{d}xf32>, vector<{d}xf32>
-    %m = scf.for %j = %lo to %hi step %c1 iter_args(%mx = %ninf) -> (f32) {{
-      %col_raw = memref.load %crd[%j] : memref<?x{crd_t}>
-      %col = arith.index_cast %col_raw : {crd_t} to index
-      %kv = vector.load %kb[%h, %col, %c0] : memref<?x{c}x{d}xf32>, vector<{d}xf32>
-      %prod = arith.mulf %qv, %kv : vector<{d}xf32>
-      %dot = vector.reduction <add>, %prod fastmath<reassoc> : vector<{d}xf32> into f32
-      %sc = arith.mulf %dot, %scale : f32
-      %t = arith.subi %j, %lo : index
-      memref.store %sc, %scores[%t] : memref<{c + LANES}xf32>
-      %mx2 = arith.maxnumf %mx, %sc : f32
-      scf.yield %mx2 : f32
-    }}
-    %mv = vector.broadcast %m : f32 to vector<{LANES}xf32>
+{phase1}    %mv = vector.broadcast %m : f32 to vector<{LANES}xf32>
     %lsum = scf.for %t = %c0 to %n step %cl iter_args(%acc = %zl) -> (vector<{LANES}xf32>) {{
       %left = arith.subi %n, %t : index
       %live = vector.create_mask %left : vector<{LANES}xi1>

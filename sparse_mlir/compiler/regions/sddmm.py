@@ -88,8 +88,11 @@ class SDDMMRegion:
             with self._lock:
                 if key not in self._kernels:
                     if which == "rows":
+                        lanes = self._options.vector_lanes or 0   # (0: the host's)
+                        lanes = lanes if lanes >= 2 and lanes & (lanes - 1) == 0 else 0
                         signature = RowSignature("sddmm", rows, cols, inner, scaled=self.scaled,
-                                                 encoding=self.encoding.attr_text())
+                                                 encoding=self.encoding.attr_text(), lanes=lanes,
+                                                 group=min(8, lanes or 8))
                         compiled = ROW_KERNELS.get(signature, self.encoding, self._options)
                         self._kernels[key] = bind_rows(compiled)
                     else:
@@ -102,7 +105,7 @@ class SDDMMRegion:
                 kernel = self._kernels[key]
         return kernel
 
-    def _choose(self, pattern: list[np.ndarray], shape: tuple[int, int], a: torch.Tensor,
+    def _choose(self, buffers: Sequence[torch.Tensor], shape: tuple[int, int], a: torch.Tensor,
                 b: torch.Tensor) -> str:
         """Which kernel runs b read by rows: with the cost model, the faster
         of the two on the first call of a shape (and thread count)."""
@@ -112,6 +115,7 @@ class SDDMMRegion:
         choice = self.choices.get(key)
         if choice is None:
             from sparse_mlir.compiler.regions.base import _timed_pair
+            pattern = [t.detach().numpy() for t in buffers]
             kernels = {which: self.kernel(*shape, which, a.shape[-1]) for which in ("rows", "sampled")}
             rows_arrays = pattern + [a[:1].numpy(), b[:1].numpy()]
             arrays = pattern + [a[0].numpy(), b[0].numpy()]
@@ -145,16 +149,16 @@ class SDDMMRegion:
         batch = a.shape[:-2]
         a3 = a.detach().reshape(-1, *a.shape[-2:]).contiguous()
         b3 = b.detach().reshape(-1, *b.shape[-2:]).contiguous()
-        pattern = [t.detach().numpy() for t in buffers]
         nnz = buffers[-1].numel()
         if nnz == 0 or a3.shape[-1] == 0:
             return a3.new_zeros((*batch, nnz))
 
         def run() -> torch.Tensor:
-            which = self._choose(pattern, shape, a3, b3) if self.b_transposed else "sampled"
+            which = self._choose(buffers, shape, a3, b3) if self.b_transposed else "sampled"
             kernel = self.kernel(rows, cols, which, a3.shape[-1])
             if which == "rows":   # every batch entry in one call
-                return torch.from_numpy(kernel(pattern + [a3.numpy(), b3.numpy()]))
+                return torch.from_numpy(kernel.call_addresses(*_row_arguments(buffers, a3, b3)))
+            pattern = [t.detach().numpy() for t in buffers]
             if a3.shape[0] == 1:   # (one batch entry: the kernel's buffer, no copy)
                 return torch.from_numpy(kernel(pattern + [a3[0].numpy(), b3[0].numpy()])).unsqueeze(0)
             out = torch.empty(a3.shape[0], nnz, dtype=torch.float32)
@@ -190,6 +194,20 @@ class SDDMMRegion:
                 db.append(gta if self.b_transposed else gta.t())
         return (torch.stack(da).reshape(a.shape) if needs[0] else None,
                 torch.stack(db).reshape(b.shape) if needs[1] else None)
+
+
+_NUMPY = {torch.int32: np.dtype(np.int32), torch.int64: np.dtype(np.int64), torch.float32: np.dtype(np.float32)}
+
+
+def _row_arguments(buffers: Sequence[torch.Tensor], a3: torch.Tensor,
+                   b3: torch.Tensor) -> tuple[tuple, list[int]]:
+    """The row kernel's (signature, addresses) for Kernel.call_addresses,
+    built from the sizes: the validated, contiguous 1-D pattern buffers and
+    contiguous a3 [B, R, D], b3 [B, C, D] (the same as Kernel.__call__'s, at
+    a fraction of its per-call cost)."""
+    signature = tuple(((t.shape[0],), (1,), _NUMPY[t.dtype]) for t in buffers)
+    signature += tuple(((n, r, d), (r * d, d, 1), _NUMPY[torch.float32]) for n, r, d in (a3.shape, b3.shape))
+    return signature, [t.data_ptr() for t in buffers] + [a3.data_ptr(), b3.data_ptr()]
 
 
 @torch.library.custom_op("sparse_mlir::sddmm", mutates_args=())
