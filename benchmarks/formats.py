@@ -8,6 +8,11 @@ records what sm.Auto() picks for the weight and times it ("auto"), and times
 the add Hybrid's second part costs (its product is a temporary [T, N] added
 into the first's output: "add [T, N]"). Writes
 benchmarks/results/formats.{json,md}.
+
+`--ell`: instead, ELL rows only (benchmarks/results/formats_ell.{json,md}):
+the same linear with 10% of each row's entries nonzero on average, rows all
+of one length ("uniform") or of lognormal lengths ("skewed"), stored as CSR,
+Hybrid(ELL(), COO()) (median width) and ELL() (the longest row).
 """
 
 from __future__ import annotations
@@ -45,6 +50,69 @@ def block_weight(out_features: int, in_features: int, density: float, block_shar
     return torch.from_numpy(w)
 
 
+def ragged_weight(out_features: int, in_features: int, density: float, skewed: bool, seed: int) -> torch.Tensor:
+    """`density` of the entries nonzero on average, at random columns; each
+    row the same count, or lognormal counts (sigma 0.8) of the same mean."""
+    rng = np.random.default_rng(seed)
+    mean = density * in_features
+    counts = (rng.lognormal(np.log(mean) - 0.32, 0.8, out_features) if skewed
+              else np.full(out_features, mean))
+    counts = np.clip(np.round(counts), 0, in_features).astype(np.int64)
+    w = np.zeros((out_features, in_features), dtype=np.float32)
+    for row, count in enumerate(counts):
+        w[row, rng.choice(in_features, count, replace=False)] = rng.standard_normal(count)
+    return torch.from_numpy(w)
+
+
+def ell_rows(args: argparse.Namespace) -> None:
+    load = os.getloadavg()
+    rows = []
+    torch.manual_seed(0)
+    x = torch.randn(args.tokens, 768)
+    formats = {"csr": sm.CSR(), "ell+coo": sm.Hybrid(sm.ELL(), sm.COO()), "ell": sm.ELL()}
+    for skewed in (False, True):
+        linear = torch.nn.Linear(768, 3072, bias=True)
+        with torch.no_grad():
+            linear.weight.copy_(ragged_weight(3072, 768, 0.1, skewed, seed=1))
+        expected = linear(x)
+        compiled = {name: sm.compile(linear, {"weight": e}, (x,), mode="regions", cost_model=False)
+                    for name, e in formats.items()}
+        for name, fn in compiled.items():
+            error = float((fn(x) - expected).abs().max())
+            assert error < 1e-3, (name, error)
+        split = compiled["ell+coo"].sparsity_plan()[0].stored_as
+        alone = compiled["ell"].sparsity_plan()[0].stored_as
+        for threads in args.threads:
+            torch.set_num_threads(threads)
+            set_num_threads(threads)
+            row = dict(tokens=args.tokens, shape=[3072, 768], rows="skewed" if skewed else "uniform",
+                       threads=threads, split=split, ell_alone=alone)
+            calls = {"dense torch": lambda: linear(x), **{n: (lambda f=f: f(x)) for n, f in compiled.items()}}
+            with torch.no_grad():
+                for name, call in calls.items():
+                    row[name] = dict(median_ms=median_ms(call, args.repeats, warmup=3),
+                                     best_ms=best_ms(call, args.repeats, warmup=1))
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    write_results(args.out + "_ell", rows, load, ell_markdown)
+
+
+def ell_markdown(result: dict) -> str:
+    names = ["dense torch", "csr", "ell+coo", "ell"]
+    lines = [f"Load average {result['load_average_start'][0]:.2f} at the start, "
+             f"{result['load_average_end'][0]:.2f} at the end ({result['cpus']} CPUs, shared machine). "
+             "Linear 768 -> 3072, 10% dense, median ms (best in brackets), our kernels forced (cost_model=False).",
+             "", "| row lengths | threads | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for row in result["rows"]:
+        cells = [f"{row[n]['median_ms']:.3f} ({row[n]['best_ms']:.3f})" for n in names]
+        lines.append(f"| {row['rows']} | {row['threads']} | " + " | ".join(cells) + " |")
+    lines += ["", "What each stores:", ""]
+    for row in result["rows"]:
+        if row["threads"] == result["rows"][0]["threads"]:
+            lines.append(f"- {row['rows']}: ell+coo {row['split']}; ell alone {row['ell_alone']}")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=128)
@@ -53,7 +121,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "formats"))
+    parser.add_argument("--ell", action="store_true", help="ELL rows only (results/formats_ell.*)")
     args = parser.parse_args()
+    if args.ell:
+        ell_rows(args)
+        return
     warnings.simplefilter("ignore")
     load = os.getloadavg()
     rows = []

@@ -1,6 +1,6 @@
 """sparse_mlir: an MLIR sparse-tensor compiler for PyTorch models.
 
-Public API: storage formats (`Dense`, `CSR`, `CSC`, `COO`, `BSR`, `NM`, `Hybrid`,
+Public API: storage formats (`Dense`, `CSR`, `CSC`, `COO`, `BSR`, `NM`, `ELL`, `Hybrid`,
 `Auto`),
 sparsifiers (`KeepAll`, `Threshold`, `RandomFraction`, `ScalarFraction`,
 `BlockFraction`, `NMMagnitude`), `compile`, `unstack_experts` (transformers' stacked MoE
@@ -30,7 +30,7 @@ _LAZY_NAMES = {
     "extensions": ("PythonFormat", "SparseTensorFormat", "UserSparsifier", "register_implementation",
                    "register_sparsifier", "unregister_implementation", "unregister_sparsifier"),
     "moe": ("unstack_experts",),
-    "encodings": ("BSR", "COO", "CSC", "CSR", "NM", "Dense", "Encoding", "Hybrid", "Auto"),
+    "encodings": ("BSR", "COO", "CSC", "CSR", "ELL", "NM", "Dense", "Encoding", "Hybrid", "Auto"),
     "sparsifiers": ("BlockFraction", "KeepAll", "NMMagnitude", "RandomFraction", "ScalarFraction", "Sparsifier",
                     "Threshold"),
 }

@@ -1,4 +1,4 @@
-"""Storage formats of a tensor: Dense, CSR, CSC, COO, BSR, NM, Hybrid (two parts summed).
+"""Storage formats of a tensor: Dense, CSR, CSC, COO, BSR, NM, ELL, Hybrid (two parts summed).
 
 Each class converts its arguments, spells the matching `#smlir.*` encoding
 attribute and asks everything else of it through the C API: whether the
@@ -171,6 +171,34 @@ class NM(Encoding):
         return f"#smlir.nm<n = {self.n}, m = {self.m}, crdWidth = {self.crd_width}{rows}>"
 
 
+@dataclass(frozen=True)
+class ELL(Encoding):
+    """ELLPACK: every row of a matrix stores `width` (column, value) pairs.
+
+    A row's first `width` nonzeros (by column), padded with zeros at
+    columns the row does not use where it has fewer; no positions. Alone,
+    every row must fit (a longer row is a SpecError); as
+    `Hybrid(ELL(width=k), COO())` the rest of each row goes to COO.
+    `width` left out: picked when the weight is stored (alone: the longest
+    row; in a Hybrid: the median row, see weights.ell_width).
+    """
+
+    width: int | None = None
+    crd_width: int = 32
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.width is not None:
+            object.__setattr__(self, "width", check_int("ELL", "width", self.width))
+        object.__setattr__(self, "crd_width", check_int("ELL", "crd_width", self.crd_width))
+        self._verify()
+
+    def attr_text(self) -> str:
+        params = ([f"width = {self.width}"] if self.width is not None else []) + (
+            [f"crdWidth = {self.crd_width}"] if self.crd_width != 32 else [])
+        return f"#smlir.ell<{', '.join(params)}>" if params else "#smlir.ell"
+
+
 # A block goes to Hybrid's block part when at least this fraction of it is
 # nonzero. A value stored by the BSR micro-kernel costs ~0.45x one in CSR
 # (cost_model.STORED_VALUE_COST, from benchmarks/formats.py's 768 -> 3072,
@@ -185,8 +213,10 @@ class Hybrid(Encoding):
     `Hybrid(BSR(block=(4, 4)), CSR())`: every block with at least
     `threshold` of its entries nonzero goes to the BSR part, every other
     nonzero to the CSR part; a linear runs both kernels into one output.
-    The sparsifier (given here, not on the parts) prunes the whole weight
-    before the split. Only (BSR, CSR) is implemented; ELL + COO is not yet.
+    `Hybrid(ELL(width=k), COO())`: each row's first k nonzeros in the ELL
+    part (padded with zeros), the rest of the row in the COO part
+    (`threshold` unused). The sparsifier (given here, not on the parts)
+    prunes the whole weight before the split.
     """
 
     first: Encoding = field(default_factory=lambda: BSR())
@@ -205,10 +235,11 @@ class Hybrid(Encoding):
                                 "give the sparsifier to Hybrid(..., sparsifier=...): it prunes the whole weight "
                                 "before the split")
         object.__setattr__(self, "threshold", check_number("Hybrid", "threshold", self.threshold))
-        self._verify()   # two sparse parts, neither hybrid, threshold in [0, 1] (the C++ verifier)
-        if not (isinstance(self.first, BSR) and isinstance(self.second, CSR)):
+        self._verify()   # two sparse parts, neither hybrid, ell first, threshold in [0, 1] (the C++ verifier)
+        if not (isinstance(self.first, BSR) and isinstance(self.second, CSR)
+                or isinstance(self.first, ELL) and isinstance(self.second, COO)):
             raise SpecError(f"Hybrid({self.first!r}, {self.second!r}): not yet implemented; Hybrid supports "
-                            "Hybrid(BSR(block=(r, c)), CSR()) (ELL + COO is not implemented yet)")
+                            "Hybrid(BSR(block=(r, c)), CSR()) and Hybrid(ELL(width=k), COO())")
         if self.grad is not None:
             raise SpecError("Hybrid: grad= is not supported yet (its gradient has the stored positions of "
                             "both parts)")

@@ -353,6 +353,35 @@ NMEncodingAttr::verifyShape(ArrayRef<int64_t> shape,
   return verifyNMRows(emitError, *this, getRows(), shape);
 }
 
+// ELL ------------------------------------------------------------------------
+
+LogicalResult ELLEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                      std::optional<int64_t> width,
+                                      unsigned crdWidth) {
+  if (width && *width < 1)
+    return emitError() << "ell width must be >= 1 (nonzeros stored per row), "
+                       << "got " << *width;
+  return verifyWidth(emitError, "crdWidth", crdWidth);
+}
+
+std::string ELLEncodingAttr::getFormatName() const { return "ell"; }
+
+// Positions are implicit (row i at i * width): no upstream level type says so.
+SparseTensorEncodingAttr ELLEncodingAttr::getSparseTensorEncoding(int64_t) const {
+  return {};
+}
+
+// Whether a row fits `width` depends on the values: checked when stored.
+LogicalResult
+ELLEncodingAttr::verifyShape(ArrayRef<int64_t> shape,
+                             function_ref<InFlightDiagnostic()> emitError) const {
+  if (shape.size() != 2)
+    return emitError() << "encoding " << *this
+                       << " needs a tensor of rank 2, got rank " << shape.size()
+                       << " (shape " << shapeString(shape) << ")";
+  return success();
+}
+
 // Hybrid ---------------------------------------------------------------------
 
 LogicalResult
@@ -373,6 +402,15 @@ HybridEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (parts[0] == parts[1])
     return emitError() << "hybrid parts must differ, got " << parts[0]
                        << " twice";
+  // ELL takes each row's first nonzeros: the rest must be row-addressable.
+  if (isa<ELLEncodingAttr>(parts[1]))
+    return emitError() << "hybrid's ell part must be the first (it holds each "
+                       << "row's first nonzeros, the second part the rest), got "
+                       << parts[1] << " second";
+  if (isa<ELLEncodingAttr>(parts[0]) &&
+      !isa<COOEncodingAttr, CSREncodingAttr>(parts[1]))
+    return emitError() << "hybrid's ell part needs a coo or csr second part "
+                       << "for the rows' remaining nonzeros, got " << parts[1];
   double t = threshold.convertToDouble();
   if (!(t >= 0.0 && t <= 1.0)) // also rejects NaN
     return emitError() << "hybrid threshold must be in [0, 1], got "

@@ -47,6 +47,11 @@ LogicalResult SparsifyOp::verify() {
                        << " stores a tensor as two parts; smlir.sparsify "
                           "produces one tensor (hybrid weights are split by "
                           "linear regions, compile(mode=\"regions\"))";
+  if (isa<ELLEncodingAttr>(encoding))
+    return emitError() << "encoding " << encoding
+                       << " has no sparse_tensor form (its positions are "
+                          "implicit); ell weights are stored by linear "
+                          "regions, compile(mode=\"regions\")";
   if (failed(encoding.verifyShape(sourceType.getShape(), emitError)))
     return failure();
   SparsifierAttrInterface sparsifier = getSparsifier();

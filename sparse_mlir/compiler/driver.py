@@ -23,7 +23,7 @@ from mlir import ir
 
 from sparse_mlir.context import make_context
 from sparse_mlir.compiler.cost_model import choose_storage
-from sparse_mlir.encodings import Dense, Encoding, Hybrid
+from sparse_mlir.encodings import ELL, Dense, Encoding, Hybrid
 from sparse_mlir.compiler import auto_format
 from sparse_mlir.errors import SparseFallbackWarning, SpecError
 from sparse_mlir.compiler.fallback_names import name_torch_ops
@@ -176,6 +176,10 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     if hybrid:
         raise SpecError(f"{', '.join(hybrid)}: {encodings[hybrid[0]].format_name} stores a weight as two parts "
                         "that linear regions run and sum: it needs mode='regions' (CPU)")
+    ell = sorted(name for name, e in (encodings or {}).items() if isinstance(e, ELL))
+    if ell:
+        raise SpecError(f"{', '.join(ell)}: ell has no sparse_tensor form (implicit positions); linear regions "
+                        "store and run it: it needs mode='regions' (CPU)")
     if target == "cuda":
         cpu_only = {"on_fallback": (on_fallback, "warn"), "fuse_sparsifiers": (fuse_sparsifiers, True),
                     "vector_lanes": (vector_lanes, None)}

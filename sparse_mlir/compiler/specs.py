@@ -13,7 +13,7 @@ from mlir import ir
 from sparse_mlir.runtime.callable import numpy_dtype
 from sparse_mlir.context import make_context
 from sparse_mlir.dialects import smlir
-from sparse_mlir.encodings import Encoding, Hybrid
+from sparse_mlir.encodings import ELL, Dense, Encoding, Hybrid
 from sparse_mlir.errors import SpecError
 from sparse_mlir.compiler.importers.torch_fx import capture_lock
 
@@ -132,9 +132,11 @@ def verify_specs(encodings: Mapping[str, Encoding], params: Mapping[str, torch.T
                 # The dense result type is deliberately unchecked: only the
                 # shape/format/sparsifier diagnostics matter here.
                 # A hybrid weight is sparsified whole, then stored as its parts: each must fit it.
-                if isinstance(encoding, Hybrid):
+                if isinstance(encoding, (Hybrid, ELL)):
                     encoding.check_shape(shape, f"{name} stored as {encoding.format_name}")
                 for stored in encoding.parts if isinstance(encoding, Hybrid) else (encoding,):
+                    if isinstance(stored, ELL):   # no one-tensor form (checked above): the sparsifier's checks
+                        stored = Dense()
                     smlir.SparsifyOp(tensor_type, value, encoding.effective_sparsifier.to_attr(), stored.to_attr(),
                                      tensor_name=ir.StringAttr.get(name))
         try:

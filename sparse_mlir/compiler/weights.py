@@ -8,10 +8,12 @@ argument of that encoding (positions / coordinates per level, then values).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 
-from sparse_mlir.encodings import BSR, COO, CSC, CSR, NM, Dense, Encoding, Hybrid
+from sparse_mlir.encodings import BSR, COO, CSC, CSR, ELL, NM, Dense, Encoding, Hybrid
 from sparse_mlir.errors import SpecError
 from sparse_mlir.nm_layout import nm_kept, stored_positions
 from sparse_mlir.philox import keep_mask
@@ -278,6 +280,8 @@ def pack(encoding: Encoding, w: np.ndarray, name: str = "tensor") -> list[np.nda
         return _pack_bsr(w, encoding, name)
     if isinstance(encoding, NM):
         return _pack_nm(w, encoding, name)
+    if isinstance(encoding, ELL):
+        return _pack_ell(w, encoding, name)
     if isinstance(encoding, Hybrid):
         return _pack_hybrid(w, encoding, name)
     raise SpecError(f"{name}: cannot pack encoding {encoding!r}")
@@ -311,6 +315,9 @@ def stored_coordinates(encoding: Encoding, packed: list[np.ndarray], shape: tupl
         groups = np.arange(cols_k // m, dtype=np.int64)[None, :, None] * m
         return (np.repeat(np.arange(rows_n, dtype=np.int64), (cols_k // m) * n),
                 (groups + in_group).reshape(-1))
+    if isinstance(encoding, ELL):   # row i's entries at i * width ... (i + 1) * width - 1
+        width = packed[0].size // max(1, rows_n)
+        return (np.repeat(np.arange(rows_n, dtype=np.int64), width), _unsigned(packed[0], encoding.crd_width))
     if isinstance(encoding, Dense):
         rows, cols = np.meshgrid(np.arange(rows_n), np.arange(cols_k), indexing="ij")
         return rows.reshape(-1), cols.reshape(-1)
@@ -430,10 +437,83 @@ def _shared_nm_kept(w: np.ndarray, encoding: NM, name: str) -> tuple[np.ndarray,
             _ungroup_rows(values, w.shape).reshape(*w.shape[:-1], groups, n))
 
 
+def ell_width(encoding: ELL, w: np.ndarray, alone: bool) -> int:
+    """The ELL width for `w` [N, K]: the given one; left out, alone, the
+    longest row (every row must fit); in a Hybrid the median row count
+    (upper median, >= 1). Our kernels cost the same per stored entry in
+    either part, so the count padding + remainder (sum of max(count, k))
+    only grows with k and would leave ELL the shortest row: the median
+    keeps half the rows whole in ELL (no remainder), pads only the shorter
+    half, and leaves the long tail to the remainder, as SparseTIR's
+    hyb format buckets the typical row length apart from the outliers."""
+    if encoding.width is not None:
+        return encoding.width
+    counts = np.sort(np.count_nonzero(w, axis=1))
+    if not counts.size:
+        return 1
+    return max(1, int(counts[-1] if alone else counts[counts.size // 2]))
+
+
+def _ell_slots(w: np.ndarray, width: int) -> np.ndarray:
+    """Mask of each row's first `width` nonzeros (by column)."""
+    nonzero = w != 0
+    return nonzero & (np.cumsum(nonzero, axis=1) <= width)
+
+
+def _pack_ell(w: np.ndarray, encoding: ELL, name: str) -> list[np.ndarray]:
+    """Each row's `width` columns (its nonzeros, then the first columns it
+    does not use, with zeros, where it has fewer), by column, and their
+    values: a padding entry never shares a position with a stored value,
+    so every stored position is distinct (dense scatters and gradients)."""
+    rows, cols = w.shape
+    width = ell_width(encoding, w, alone=True)
+    spec = f"ELL(width={width}) ({encoding.format_name}, {encoding.attr_text()})"
+    if width > cols:
+        raise SpecError(f"{name}: {spec} stores {width} entries per row, but its rows have {cols} columns; "
+                        f"use width <= {cols}")
+    nonzero = w != 0
+    counts = nonzero.sum(axis=1)
+    if rows and counts.max() > width:
+        row = int(np.argmax(counts > width))
+        raise SpecError(f"{name}: {spec} stores at most {width} nonzeros per row, but row {row} has "
+                        f"{int(counts[row])}; use width={int(counts.max())} (the longest row), leave width out "
+                        f"(the same), or Hybrid(ELL(width={width}), COO()) to store the rest of each row as COO")
+    free = ~nonzero
+    padding = free & (np.cumsum(free, axis=1) <= (width - counts)[:, None])
+    flat = np.flatnonzero(nonzero | padding)   # exactly `width` per row, by row then column
+    values = np.ascontiguousarray(w.reshape(-1)[flat])
+    values[padding.reshape(-1)[flat]] = 0   # (+0.0, not a -0.0 the weight held)
+    return [_coordinates(flat % cols, encoding, name, "column"), values]
+
+
+def ell_as_csr(encoding: ELL, buffers: list[np.ndarray], rows: int) -> tuple[CSR, list[np.ndarray]]:
+    """An ELL part's buffers as CSR's (the CSR kernel runs it): positions
+    0, k, 2k, ... made explicit, its coordinates and values as they are."""
+    columns, values = buffers
+    width = columns.size // max(1, rows)
+    csr = CSR(pos_width=32 if columns.size < 2 ** 31 else 64, crd_width=encoding.crd_width)
+    positions = np.arange(0, rows * width + 1, max(1, width), dtype=np.int64)[:rows + 1]
+    return csr, [_positions(positions, csr, "ell", "stored entries"), columns, values]
+
+
+def coo_as_csr(encoding: COO, buffers: list[np.ndarray], rows: int, name: str) -> tuple[CSR, list[np.ndarray]]:
+    """A row-sorted COO part's buffers as CSR's: positions counted from its
+    row coordinates, its column coordinates and values as they are."""
+    _, row_coordinates, columns, values = buffers
+    counts = np.bincount(_unsigned(row_coordinates, encoding.crd_width), minlength=rows)
+    csr = CSR(pos_width=encoding.pos_width, crd_width=encoding.crd_width)
+    positions = np.concatenate([[0], np.cumsum(counts)])
+    return csr, [_positions(positions, csr, name, "stored entries"), columns, values]
+
+
 def split_hybrid(encoding: Hybrid, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`w` [N, K] as its two disjoint parts (first + second == w): the
     blocks of the block part at least `threshold` full (and not empty) in
-    the first, every other nonzero in the second."""
+    the first, every other nonzero in the second; with ELL first, each
+    row's first `width` nonzeros (the median row's count where left out)."""
+    if isinstance(encoding.first, ELL):
+        slots = _ell_slots(w, ell_width(encoding.first, w, alone=False))
+        return np.where(slots, w, 0).astype(w.dtype), np.where(slots, 0, w).astype(w.dtype)
     block = encoding.first
     assert isinstance(block, BSR)
     r, c = block.block
@@ -445,7 +525,7 @@ def split_hybrid(encoding: Hybrid, w: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 # Index buffers each format packs ahead of its values.
-_INDEX_BUFFERS = {CSR: 2, CSC: 2, BSR: 2, COO: 3, NM: 1}
+_INDEX_BUFFERS = {CSR: 2, CSC: 2, BSR: 2, COO: 3, NM: 1, ELL: 1}
 
 
 def _stored_values(encoding: Encoding, indices: list[np.ndarray]) -> int:
@@ -456,7 +536,7 @@ def _stored_values(encoding: Encoding, indices: list[np.ndarray]) -> int:
         return int(_unsigned(indices[0][1:2], encoding.pos_width).sum())
     if isinstance(encoding, BSR):
         return indices[1].size * encoding.block[0] * encoding.block[1]
-    if isinstance(encoding, NM):
+    if isinstance(encoding, (NM, ELL)):
         return indices[0].size
     raise SpecError(f"no stored values count for encoding {encoding!r}")
 
@@ -474,6 +554,9 @@ def hybrid_parts(encoding: Hybrid, packed: list[np.ndarray]) -> tuple[list[np.nd
 def _pack_hybrid(w: np.ndarray, encoding: Hybrid, name: str) -> list[np.ndarray]:
     """The first part's index buffers, the second's, then one values buffer
     holding the first's values followed by the second's (one parameter to train)."""
+    parts = encoding.parts
+    if isinstance(encoding.first, ELL):   # the width the split used, stored with the part
+        parts = (replace(encoding.first, width=ell_width(encoding.first, w, alone=False)), encoding.second)
     first, second = (pack(part, matrix, f"{name} ({part.format_name} part of {encoding.format_name})")
-                     for part, matrix in zip(encoding.parts, split_hybrid(encoding, w)))
+                     for part, matrix in zip(parts, split_hybrid(encoding, w)))
     return [*first[:-1], *second[:-1], np.concatenate([first[-1], second[-1]])]

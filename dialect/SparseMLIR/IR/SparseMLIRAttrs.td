@@ -202,6 +202,40 @@ def SparseMLIR_NMEncodingAttr : SparseMLIR_Encoding<"NMEncoding", "nm"> {
   let genVerifyDecl = 1;
 }
 
+// `width = k`: a width the user gave (>= 1); left out: picked from the weight.
+def SparseMLIR_EllWidthParameter
+    : OptionalParameter<"std::optional<int64_t>", "nonzeros stored per row"> {
+  let printer = "$_printer << *$_self";
+}
+
+def SparseMLIR_ELLEncodingAttr : SparseMLIR_Encoding<"ELLEncoding", "ell"> {
+  let summary = "ELLPACK: every row stores the same number of entries";
+  let description = [{
+    Rank 2: each row stores `width` (column, value) pairs, its first
+    nonzeros by column, padded with zeros at columns the row does not use
+    where it has fewer; no positions are stored (row `i`'s entries are
+    `i * width ... (i + 1) * width - 1`). Buffers: the coordinates
+    (`crdWidth` bits each, rows x width) and the values.
+
+    `width` left out: picked when the weight is stored, from its row counts
+    (alone: the longest row; as a hybrid's first part: the median row).
+    Verified: `width >= 1`. Rows longer than `width` need a second part
+    (`#smlir.hybrid<[#smlir.ell<...>, #smlir.coo], ...>`). There is no
+    upstream `#sparse_tensor.encoding` with implicit positions
+    (`getSparseTensorEncoding` is null): linear regions store and run it,
+    and `smlir.sparsify` refuses it.
+
+    ```mlir
+    #smlir.ell<width = 4>
+    #smlir.ell                      // width picked from the weight
+    ```
+  }];
+  let parameters = (ins SparseMLIR_EllWidthParameter:$width,
+                        SparseMLIR_WidthParameter<"32">:$crdWidth);
+  let assemblyFormat = "(`<` struct(params)^ `>`)?";
+  let genVerifyDecl = 1;
+}
+
 def SparseMLIR_HybridEncodingAttr : SparseMLIR_Encoding<"HybridEncoding", "hybrid"> {
   let summary = "Composable format: a matrix stored as the sum of two sparse parts";
   let description = [{
@@ -209,16 +243,20 @@ def SparseMLIR_HybridEncodingAttr : SparseMLIR_Encoding<"HybridEncoding", "hybri
     parts, each stored in its own sparse format; a reader computes with each
     part and sums. With a block format first (`bsr`), a block goes to it when
     at least `threshold` of its entries are nonzero; every other nonzero goes
-    to the second part.
+    to the second part. With `ell` first, each row's first `width` nonzeros
+    go to it and the rest to the second part (`coo` or `csr`); `threshold`
+    is then unused.
 
     Verified: exactly two parts, each a sparse format (not `dense`, not
-    itself hybrid); `threshold` in [0, 1]; a shape must suit both parts.
+    itself hybrid); `ell` only first, followed by `coo` or `csr`;
+    `threshold` in [0, 1]; a shape must suit both parts.
     There is no single upstream `#sparse_tensor.encoding` for it
     (`getSparseTensorEncoding` is null): linear regions store and run the two
     parts, and `smlir.sparsify` refuses it.
 
     ```mlir
     #smlir.hybrid<[#smlir.bsr<block = [4, 4]>, #smlir.csr], threshold = 0.5>
+    #smlir.hybrid<[#smlir.ell<width = 4>, #smlir.coo], threshold = 0.5>
     ```
   }];
   let parameters = (ins

@@ -17,7 +17,7 @@ from sparse_mlir.compiler.reports import PlanEntry, TensorStats
 from sparse_mlir.errors import SparseFallbackWarning
 from sparse_mlir.compiler.importers.torch_fx import capture_lock
 from sparse_mlir.compiler.specs import check_cpu_dtypes, parameters, tied_aliases, verify_specs
-from sparse_mlir.encodings import NM, Dense, Encoding, Hybrid
+from sparse_mlir.encodings import ELL, NM, Dense, Encoding, Hybrid
 from sparse_mlir.errors import SpecError
 from sparse_mlir.training import MaskUpdate
 from sparse_mlir.moe import check_not_stacked
@@ -87,7 +87,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
                         "sparsifiers on other intermediates (torch.fx nodes) need the graph: capture_by='graph' "
                         "(or 'auto')")
     updates = _mask_updates(mask_update, encodings)
-    hybrid = sorted(name for name in updates if isinstance(encodings[name], Hybrid))
+    hybrid = sorted(name for name in updates if isinstance(encodings[name], (Hybrid, ELL)))
     if hybrid:
         raise SpecError(f"{', '.join(hybrid)}: {encodings[hybrid[0]].format_name} weights keep their compile-time "
                         "split; training them from dense masters (mask_update, grad=Dense()) is not supported yet")
@@ -392,7 +392,7 @@ def _finish(module: RegionModule | SwappedModule, regions: Mapping[int, Region],
                      for name, encoding in encodings.items()}
     module._plan = [_plan(name, encoding, module._stats[name], readers.get(name, []), name in in_out)
                     for name, encoding in encodings.items()]
-    # A hybrid weight's plan shows its split (blocks in BSR, nonzeros in CSR).
+    # A hybrid or ELL weight's plan shows its split (blocks in BSR, nonzeros in CSR; ELL, padding, COO).
     splits = {r.name: r.split() for r in regions.values() if isinstance(r, HybridLinearRegion) and not r.handed_back}
     module._plan = [dataclasses.replace(e, stored_as=f"{e.stored_as} ({splits[e.name]})") if e.name in splits else e
                     for e in module._plan]

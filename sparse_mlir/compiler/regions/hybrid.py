@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from sparse_mlir.encodings import CSR, Encoding, Hybrid
+from sparse_mlir.encodings import CSR, ELL, Encoding, Hybrid
 from sparse_mlir.errors import SpecError
 from sparse_mlir.runtime.threads import get_num_threads
 from sparse_mlir.compiler.weights import hybrid_parts
@@ -46,25 +46,26 @@ class HybridLinearRegion(LinearRegion):
         super().__init__(name, encoding, effective, packed, bias, options, cost_model)
         self._parts = self._make_parts()
 
+    def _part_buffers(self) -> list[tuple[str, Encoding, list[np.ndarray]]]:
+        """(name, format a kernel runs, buffers) of each part: its own."""
+        encoding = self.encoding
+        assert isinstance(encoding, Hybrid)
+        return [(part.format_name, part, buffers)
+                for part, buffers in zip(encoding.parts, hybrid_parts(encoding, self._packed))]
+
     def _make_parts(self) -> list[LinearRegion]:
         """The part regions that run (those storing values; the first if none
         does), over views of this region's buffers. The first of them adds the bias."""
-        encoding = self.encoding
-        assert isinstance(encoding, Hybrid)
         shape = tuple(self._matrix.shape)
-        parts = []
-        for part, buffers in zip(encoding.parts, hybrid_parts(encoding, self._packed)):
-            if buffers[-1].size == 0:
-                continue
-            parts.append((part, buffers))
-        if not parts:
-            parts = [(encoding.first, hybrid_parts(encoding, self._packed)[0])]
+        found = self._part_buffers()
+        parts = [part for part in found if part[2][-1].size] or found[:1]
+        self._part_names = [name for name, _, _ in parts]
         # A part is never read densely (_decide refuses a kernel that would):
         # its dense weight is a zero-stride stand-in, not a copy of W.
         nothing = torch.zeros(1, dtype=torch.float32).expand(shape)
-        return [LinearRegion(f"{self.name} ({part.format_name} part)", part, nothing, buffers,
+        return [LinearRegion(f"{self.name} ({name} part)", part, nothing, buffers,
                              self.signature.bias and index == 0, self._options, cost_model=False)
-                for index, (part, buffers) in enumerate(parts)]
+                for index, (name, part, buffers) in enumerate(parts)]
 
     def split(self) -> str:
         """What each part stores, for sparsity_plan()."""
@@ -137,7 +138,7 @@ class HybridLinearRegion(LinearRegion):
             run_ours, run_torch = (lambda: self._ours(kernel, x, bias)), (lambda: self._torch(x, bias))
             call = base.call_overhead_ms()
             ours, theirs = base._timed_pair(run_ours, run_torch, call)
-            names = " + ".join(part.encoding.format_name for part in self._parts)
+            names = " + ".join(self._part_names)
             base._DECISIONS[key] = (ours, theirs, f"{'ours' if base._ours_wins(ours, theirs) else 'torch'} "
                                                   f"({names} kernels {ours:.3f} ms incl. {call * 1e3:.0f} us "
                                                   f"for the custom op call, torch {theirs:.3f} ms)")
@@ -151,20 +152,24 @@ class HybridLinearRegion(LinearRegion):
 
 def linear_region(name: str, encoding: Encoding, effective: torch.Tensor, packed: Sequence[np.ndarray],
                   bias: bool, options: KernelOptions, cost_model: bool) -> LinearRegion:
-    """The linear region for `encoding`: a hybrid one for `Hybrid`."""
+    """The linear region for `encoding`: a hybrid one for `Hybrid`, an ELL one for ELL (alone or first)."""
+    from sparse_mlir.compiler.regions.ell import EllLinearRegion, stores_ell   # (ell.py subclasses this module's)
+
+    if stores_ell(encoding):
+        return EllLinearRegion(name, encoding, effective, packed, bias, options, cost_model)
     if isinstance(encoding, Hybrid):
         return HybridLinearRegion(name, encoding, effective, packed, bias, options, cost_model)
     return LinearRegion(name, encoding, effective, packed, bias, options, cost_model)
 
 
 def exportable(encodings: Mapping[str, Any]) -> dict[str, Any]:
-    """`encodings` for export(): artifacts have no hybrid kernel yet, so a
-    Hybrid weight is exported as CSR of the same pruned weight (the same
-    results; CSR's speed), with a log line."""
+    """`encodings` for export(): artifacts have no hybrid or ELL kernel
+    yet, so such a weight is exported as CSR of the same pruned weight (the
+    same results; CSR's speed), with a log line."""
     out = {}
     for name, encoding in encodings.items():
-        if isinstance(encoding, Hybrid):
-            log.info("export(): %s (%s) is stored as csr in the artifact (no hybrid kernel there yet)", name,
+        if isinstance(encoding, (Hybrid, ELL)):
+            log.info("export(): %s (%s) is stored as csr in the artifact (no hybrid or ell kernel there yet)", name,
                      encoding.format_name)
             encoding = CSR(sparsifier=encoding.effective_sparsifier)
         out[name] = encoding

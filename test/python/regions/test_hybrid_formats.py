@@ -198,7 +198,7 @@ def test_export_stores_hybrid_as_csr_with_the_same_results(tmp_path) -> None:
     ((sm.Dense(), sm.CSR()), "hybrid parts must be sparse formats, got #smlir.dense"),
     ((sm.Hybrid(), sm.CSR()), "hybrid parts cannot be hybrid themselves"),
     ((sm.CSR(), sm.COO()), "not yet implemented; Hybrid supports Hybrid(BSR(block=(r, c)), CSR())"),
-], ids=["dense-part", "nested", "ell-coo-not-yet"])
+], ids=["dense-part", "nested", "csr-coo-not-yet"])
 def test_bad_parts_are_spec_errors(parts, message) -> None:
     with pytest.raises(sm.SpecError, match="Hybrid") as error:
         sm.Hybrid(*parts)

@@ -1,0 +1,86 @@
+"""A weight stored as `ELL(width=k)` alone or as `Hybrid(ELL(width=k), COO())`.
+
+ELL is CSR with every row k long, so its part runs the CSR micro-kernel
+with the implicit positions 0, k, 2k, ... made explicit (N + 1 indices
+held by the region, not stored with the weight); the row-sorted COO
+remainder runs the CSR kernel too, with positions counted from its rows.
+Both read views of the one values buffer (ELL's N * k, then COO's) and sum
+into one output, as Hybrid(BSR, CSR) does (hybrid.py).
+
+A padding entry (value 0 at a column its row does not use) is stored but is
+not part of the weight's mask: its gradient is zeroed and a loaded weight's
+value there dropped, so training keeps it 0 and the nonzero pattern is the
+eager one.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from sparse_mlir.encodings import COO, ELL, Encoding, Hybrid
+from sparse_mlir.compiler.regions.hybrid import HybridLinearRegion
+from sparse_mlir.compiler.regions.kernels import KernelOptions
+from sparse_mlir.compiler.weights import coo_as_csr, ell_as_csr, hybrid_parts
+
+
+def stores_ell(encoding: Encoding) -> bool:
+    """ELL alone, or a Hybrid whose first part is ELL."""
+    return isinstance(encoding, ELL) or isinstance(encoding, Hybrid) and isinstance(encoding.first, ELL)
+
+
+class EllLinearRegion(HybridLinearRegion):
+    """y = x W^T (+ bias) with W in ELL (plus a COO remainder), on CSR kernels."""
+
+    def __init__(self, name: str, encoding: Encoding, effective: torch.Tensor, packed: Sequence[np.ndarray],
+                 bias: bool, options: KernelOptions, cost_model: bool) -> None:
+        super().__init__(name, encoding, effective, packed, bias, options, cost_model)   # type: ignore[arg-type]
+        # Every stored nonzero is nonzero when packed: the zeros are ELL's padding.
+        self._padding = torch.from_numpy(self._packed[-1] == 0)
+
+    def _ell_and_rest(self) -> tuple[ELL, list[np.ndarray], COO | None, list[np.ndarray] | None]:
+        encoding = self.encoding
+        if isinstance(encoding, Hybrid):
+            ell, rest = hybrid_parts(encoding, self._packed)
+            assert isinstance(encoding.first, ELL) and isinstance(encoding.second, COO)
+            return encoding.first, ell, encoding.second, rest
+        assert isinstance(encoding, ELL)
+        return encoding, list(self._packed), None, None
+
+    def _part_buffers(self) -> list[tuple[str, Encoding, list[np.ndarray]]]:
+        rows = self.signature.out_features
+        ell, ell_buffers, coo, coo_buffers = self._ell_and_rest()
+        parts: list[tuple[str, Encoding, list[np.ndarray]]] = [("ell", *ell_as_csr(ell, ell_buffers, rows))]
+        if coo is not None and coo_buffers is not None:
+            parts.append(("coo", *coo_as_csr(coo, coo_buffers, rows, self.name)))
+        return parts
+
+    def split(self) -> str:
+        """What each part stores, for sparsity_plan()."""
+        rows = self.signature.out_features
+        _, ell_buffers, coo, coo_buffers = self._ell_and_rest()
+        slots = ell_buffers[-1].size
+        padding = int(self._padding[:slots].sum())
+        in_ell = slots - padding
+        in_coo = coo_buffers[-1].size if coo_buffers is not None else 0
+        total = max(1, in_ell + in_coo)
+        text = (f"ell width {slots // max(1, rows)}: {slots} entries ({in_ell} nonzero = "
+                f"{100 * in_ell / total:.0f}% of nnz, {padding} padding)")
+        if coo is not None:
+            text += f", coo: {in_coo} nnz ({100 * in_coo / total:.0f}% of nnz); each row's first entries go to ell"
+        return text
+
+    def _gradients(self, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+                   needs: Sequence[bool]) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        dx, dvalues, dbias = super()._gradients(dy, x, weight, needs)
+        if dvalues is not None:
+            dvalues = dvalues.masked_fill(self._padding, 0)
+        return dx, dvalues, dbias
+
+    def gather_values(self, matrix: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            kept = matrix[self._rows, self._cols].masked_fill(self._padding, 0)
+            self.values.copy_(kept)
+            return kept
