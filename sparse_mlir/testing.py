@@ -96,6 +96,21 @@ def paired_medians_ms(first: Callable[[], Any], second: Callable[[], Any], repea
     return statistics.median(a) * 1e3, statistics.median(b) * 1e3
 
 
+def at_thread_counts(call: Callable[[], Any], counts: tuple[int, ...] = (1, 2)) -> list[Any]:
+    """`call()`'s result with our kernels on each of `counts` threads (the
+    count set before is restored)."""
+    import sparse_mlir as sm
+    before = sm.get_num_threads()
+    try:
+        results = []
+        for count in counts:
+            sm.set_num_threads(count)
+            results.append(call())
+        return results
+    finally:
+        sm.set_num_threads(before)
+
+
 def held_tensors(root: Any) -> dict[int, tuple[tuple[int, ...], int]]:
     """The tensors and numpy arrays reachable from `root` (a compiled
     module: its model, regions, packed buffers, dense copies), by the

@@ -40,6 +40,18 @@ void MicrokernelBuilder::widenX() {
 /// gathering x[m, k]. Threads split the rows.
 void MicrokernelBuilder::buildDecode() {
   widenX();
+  parallelRowBlocks([&](Value n0) {
+    scf::ForOp::create(b, loc, idx(0), idx(lin.M), idx(1), ValueRange{},
+                       [&](OpBuilder &, Location, Value m, ValueRange) {
+                         decodeRows(m, n0);
+                         scf::YieldOp::create(b, loc);
+                       });
+  });
+}
+
+/// `rowBlock(n0)` for the blocks of R rows from n0, threads splitting them
+/// in at most 64 chunks of whole blocks (decode kernels).
+void MicrokernelBuilder::parallelRowBlocks(llvm::function_ref<void(Value)> rowBlock) {
   int64_t nBlocks = llvm::divideCeil(lin.N, R);
   int64_t chunks = std::min<int64_t>(nBlocks, 64);
   int64_t blocksPerChunk = llvm::divideCeil(nBlocks, chunks);
@@ -49,17 +61,11 @@ void MicrokernelBuilder::buildDecode() {
         Value first = mul(ivs[0], idx(blocksPerChunk));
         Value last = arith::MinSIOp::create(
             b, loc, add(first, idx(blocksPerChunk)), idx(nBlocks));
-        scf::ForOp::create(
-            b, loc, first, last, idx(1), ValueRange{},
-            [&](OpBuilder &, Location, Value nb, ValueRange) {
-              scf::ForOp::create(
-                  b, loc, idx(0), idx(lin.M), idx(1), ValueRange{},
-                  [&](OpBuilder &, Location, Value m, ValueRange) {
-                    decodeRows(m, mul(nb, idx(R)));
-                    scf::YieldOp::create(b, loc);
-                  });
-              scf::YieldOp::create(b, loc);
-            });
+        scf::ForOp::create(b, loc, first, last, idx(1), ValueRange{},
+                           [&](OpBuilder &, Location, Value nb, ValueRange) {
+                             rowBlock(mul(nb, idx(R)));
+                             scf::YieldOp::create(b, loc);
+                           });
       });
 }
 

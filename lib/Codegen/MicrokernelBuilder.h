@@ -97,6 +97,7 @@ public:
   //===--- Decode (Decode.cpp) --------------------------------------------===//
   void buildDecode();
   void widenX();
+  void parallelRowBlocks(llvm::function_ref<void(Value n0)> rowBlock);
   void decodeRows(Value m, Value n0);
   void decodeGathered(Value m, Value n0, SmallVectorImpl<Value> &sums);
   Value gatheredFma(Value m, Value start, Value j, Value acc);

@@ -23,21 +23,7 @@ using namespace mlir::smlir::codegen;
 
 void MicrokernelBuilder::buildPermutedDecodeLoops() {
   widenX();
-  int64_t nBlocks = llvm::divideCeil(lin.N, R);
-  int64_t chunks = std::min<int64_t>(nBlocks, 64);
-  int64_t blocksPerChunk = llvm::divideCeil(nBlocks, chunks);
-  scf::ParallelOp::create(
-      b, loc, ValueRange{idx(0)}, ValueRange{idx(chunks)}, ValueRange{idx(1)},
-      [&](OpBuilder &, Location, ValueRange ivs) {
-        Value first = mul(ivs[0], idx(blocksPerChunk));
-        Value last = arith::MinSIOp::create(
-            b, loc, add(first, idx(blocksPerChunk)), idx(nBlocks));
-        scf::ForOp::create(b, loc, first, last, idx(1), ValueRange{},
-                           [&](OpBuilder &, Location, Value nb, ValueRange) {
-                             permutedRows(mul(nb, idx(R)));
-                             scf::YieldOp::create(b, loc);
-                           });
-      });
+  parallelRowBlocks([&](Value n0) { permutedRows(n0); });
 }
 
 /// The permute index of 16 entries from their coordinates: entry i sits in

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import sparse_mlir as sm
+from sparse_mlir.testing import at_thread_counts
 from sparse_mlir.runtime.cpu import host_isa_flags, vector_lanes
 
 from .reference import compile_and_check
@@ -97,14 +98,8 @@ def test_weights_past_the_l2_budget_run_in_row_chunks(fmt: str) -> None:
     model = _linear(256, 2052)
     x = torch.randn(250, 256)
     fn = compile_and_check(model, x, {"weight": encoding} if encoding else {}, vector_lanes=8, cost_model=False)
-    before = sm.get_num_threads()
-    try:
-        sm.set_num_threads(2)
-        two = fn(x)
-        sm.set_num_threads(1)
-        assert torch.equal(fn(x), two)
-    finally:
-        sm.set_num_threads(before)
+    two, one = at_thread_counts(lambda: fn(x), (2, 1))
+    assert torch.equal(one, two)
 
 
 def test_vector_lanes_default_to_the_host_and_are_checked() -> None:
@@ -136,14 +131,7 @@ def test_thread_count_does_not_change_results(fmt: str) -> None:
     model = _linear(96, 40)
     x = torch.randn(70, 96)
     fn = sm.compile(model, {"weight": encoding} if encoding else {}, example_args=(x,), mode="graph")
-    before = sm.get_num_threads()
-    try:
-        sm.set_num_threads(1)
-        one = fn(x)
-        sm.set_num_threads(2)
-        two = fn(x)
-    finally:
-        sm.set_num_threads(before)
+    one, two = at_thread_counts(lambda: fn(x))
     assert torch.equal(one, two)
 
 
@@ -170,14 +158,7 @@ def test_row_kernels_are_threaded_and_thread_count_does_not_change_them() -> Non
     x = torch.randn(4, 33, 72)
     fn = sm.compile(model, {}, example_args=(x,), mode="graph")
     assert "call @smlir_row_reduction_" in fn.ir("sparse") and "call @smlir_rows_" in fn.ir("sparse")
-    before = sm.get_num_threads()
-    try:
-        sm.set_num_threads(1)
-        one = fn(x)
-        sm.set_num_threads(2)
-        two = fn(x)
-    finally:
-        sm.set_num_threads(before)
+    one, two = at_thread_counts(lambda: fn(x))
     assert torch.equal(one, two)
     with torch.no_grad():
         torch.testing.assert_close(one, model(x), rtol=1e-5, atol=1e-5)

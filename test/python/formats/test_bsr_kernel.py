@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import sparse_mlir as sm
+from sparse_mlir.testing import at_thread_counts
 
 
 def blocky_weight(rows: int, cols: int, block: tuple[int, int], seed: int = 0) -> torch.Tensor:
@@ -78,14 +79,7 @@ def test_thread_count_does_not_change_bsr_results() -> None:
     model = linear_with(blocky_weight(64, 96, (4, 4), seed=4), bias=True)
     x = torch.randn(70, 96)
     fn = compile_quietly(model, {"weight": sm.BSR(block=(4, 4))}, x, mode="graph")
-    before = sm.get_num_threads()
-    try:
-        sm.set_num_threads(1)
-        one = fn(x)
-        sm.set_num_threads(2)
-        two = fn(x)
-    finally:
-        sm.set_num_threads(before)
+    one, two = at_thread_counts(lambda: fn(x))
     assert torch.equal(one, two)
 
 
