@@ -14,7 +14,7 @@ import torch
 import sparse_mlir as sm
 from sparse_mlir.errors import SpecError
 
-from .graphs import NODES, SpMM, close, graph, torch_csr
+from .graphs import NODES, SpMM, banded_graph, close, graph, torch_csr
 
 FEATURES = 16
 
@@ -219,13 +219,7 @@ def test_gradient_of_h_through_a_bsr_input(one_thread) -> None:
 def test_100k_node_coo_and_bsr_graphs(one_thread) -> None:
     """10^5 nodes (nothing [N, N] is built); banded, to stay cheap."""
     nodes = 100_000
-    offsets = np.arange(-2, 3)
-    rows = np.repeat(np.arange(nodes), offsets.size)
-    cols = rows + np.tile(offsets, nodes)
-    keep = (cols >= 0) & (cols < nodes)
-    matrix = scipy.sparse.csr_matrix((np.random.default_rng(0).random(keep.sum()).astype(np.float32),
-                                      (rows[keep], cols[keep])), shape=(nodes, nodes))
-    matrix.sort_indices()
+    matrix = banded_graph(nodes)
     h = torch.randn(nodes, FEATURES)
     expected = matrix @ h.numpy()
     coo = coo_of(matrix)

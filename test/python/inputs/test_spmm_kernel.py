@@ -17,7 +17,7 @@ import sparse_mlir as sm
 from sparse_mlir.compiler.regions.spmm_kernel import SPMM_KERNELS
 from sparse_mlir.errors import SpecError
 
-from .graphs import SpMM, close, graph, torch_csr
+from .graphs import SpMM, banded_graph, close, graph, torch_csr
 
 
 def compiled(features: int, nodes: int = 40, **encoding: int) -> torch.nn.Module:
@@ -138,13 +138,7 @@ def test_gradient_of_h_through_the_same_kernel(f64_module, one_thread) -> None:
 def test_100k_node_graph_compiles_without_dense_stand_ins(one_thread) -> None:
     """10^5 nodes: nothing [N, N] is built (40 GB); banded, to stay cheap."""
     nodes, features = 100_000, 16
-    offsets = np.arange(-2, 3)
-    rows = np.repeat(np.arange(nodes), offsets.size)
-    cols = rows + np.tile(offsets, nodes)
-    keep = (cols >= 0) & (cols < nodes)
-    matrix = scipy.sparse.csr_matrix((np.random.default_rng(0).random(keep.sum()).astype(np.float32),
-                                      (rows[keep], cols[keep])), shape=(nodes, nodes))
-    matrix.sort_indices()
+    matrix = banded_graph(nodes)
     adj, h = torch_csr(matrix), torch.randn(nodes, features)
     module = sm.compile(SpMM(), {"adj": sm.CSR()}, (adj, h), cost_model=False)
     y = module(adj, h)

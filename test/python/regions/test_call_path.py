@@ -108,15 +108,3 @@ def test_a_recompiled_graph_regenerates_the_flat_code() -> None:
     fn.graph_module.recompile()
     assert fn._flat_call() is not first
     torch.testing.assert_close(fn(x), 2.0 * model(x).detach(), rtol=1e-5, atol=1e-5)
-
-
-def test_torch_compile_of_the_module_traces_the_wrapped_path() -> None:
-    torch.manual_seed(0)
-    model = MLP().eval()
-    fn = compile_pruned(model, {"up.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.8))}, torch.randn(4, 32),
-                        cost_model=False, capture_by="graph")
-    compiled = torch.compile(fn, backend="aot_eager", dynamic=True)
-    for tokens in (4, 7):
-        x = torch.randn(tokens, 32)
-        torch.testing.assert_close(compiled(x), model(x).detach(), rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(fn(x), model(x).detach(), rtol=1e-5, atol=1e-5)
