@@ -97,7 +97,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
             opt_level: int = 2, fuse_sparsifiers: bool = True, cost_model: bool = True,
             target: str = "cpu", vector_lanes: int | None = None, mode: str | None = None,
             example_kwargs: Mapping[str, Any] | None = None, dynamic: bool = True, capture_by: str = "auto",
-            mask_update: Any = None) -> Any:
+            mask_update: Any = None, routed_experts: Sequence[str] | str | None = None) -> Any:
     """Compiles `model` with the weights named in `encodings` stored sparsely.
 
     `mode=None` (the default) picks "regions" where the call allows it (the
@@ -122,6 +122,11 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     its tensor's gradient format (`CSR(grad=Dense())`: a dense master weight
     with a dense gradient, the mask fixed; see sparse_mlir.encodings).
 
+    `routed_experts` (regions): the MoE experts' weights, as names or fnmatch
+    patterns (`["model.layers.*.mlp.experts.*"]`; `[]`: none), whose linears
+    take any token count, 0 included, with no compile in a call
+    (regions/moe.py); by default, weights under a module named like "expert".
+
     `on_fallback="warn"` computes readers without a sparse lowering densely
     with one `SparseFallbackWarning` per (op, format); "error" raises instead.
     `fuse_sparsifiers=False` runs streaming sparsifiers after their producer
@@ -143,7 +148,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         return compile_with_extensions(compile, model, encodings or {}, example_args, dict(
             on_fallback=on_fallback, opt_level=opt_level, fuse_sparsifiers=fuse_sparsifiers, cost_model=cost_model,
             target=target, vector_lanes=vector_lanes, mode=mode, example_kwargs=example_kwargs, dynamic=dynamic,
-            capture_by=capture_by, mask_update=mask_update))
+            capture_by=capture_by, mask_update=mask_update, routed_experts=routed_experts))
     if mode is None:   # (from the names only: the same whatever sm.Auto() picks below)
         mode = default_mode(model, encodings or {}, target, on_fallback, fuse_sparsifiers, example_kwargs)
     # sm.Auto(): each such weight's format is picked here, from its pattern (auto_format.py).
@@ -152,7 +157,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         module = compile(model, resolved, example_args, on_fallback=on_fallback, opt_level=opt_level,
                          fuse_sparsifiers=fuse_sparsifiers, cost_model=cost_model, target=target,
                          vector_lanes=vector_lanes, mode=mode, example_kwargs=example_kwargs, dynamic=dynamic,
-                         capture_by=capture_by, mask_update=mask_update)
+                         capture_by=capture_by, mask_update=mask_update, routed_experts=routed_experts)
         auto_format.annotate_plan(module, auto_choices)
         return module
     if mode not in ("graph", "regions"):
@@ -163,9 +168,13 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         from sparse_mlir.compiler.regions.driver import compile_regions
         return compile_regions(model, dict(encodings or {}), example_args, dict(example_kwargs or {}),
                                cost_model=cost_model, dynamic=dynamic, opt_level=opt_level,
-                               vector_lanes=vector_lanes, capture_by=capture_by, mask_update=mask_update)
+                               vector_lanes=vector_lanes, capture_by=capture_by, mask_update=mask_update,
+                               routed_experts=routed_experts)
     if mask_update is not None:
         raise SpecError("mask_update trains a compiled model: it needs mode='regions' (mode='graph' is inference)")
+    if routed_experts is not None:
+        raise SpecError("routed_experts runs MoE experts' linears at any token count, which needs mode='regions' "
+                        "(mode='graph' compiles static shapes)")
     with_grad = sorted(name for name, e in (encodings or {}).items() if getattr(e, "grad", None) is not None)
     if with_grad:
         raise SpecError(f"{', '.join(with_grad)}: grad= is a tensor's gradient format in training, which needs "

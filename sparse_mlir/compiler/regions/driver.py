@@ -54,7 +54,8 @@ FOLDED = "the folded chain"
 def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], example_args: Sequence[Any],
                     example_kwargs: Mapping[str, Any], *, cost_model: bool = True, dynamic: bool = True,
                     opt_level: int = 2, vector_lanes: int | None = None, warm_up: bool = True,
-                    capture_by: str = "auto", mask_update: Any = None) -> RegionModule | SwappedModule:
+                    capture_by: str = "auto", mask_update: Any = None,
+                    routed_experts: Sequence[str] | str | None = None) -> RegionModule | SwappedModule:
     """capture_by="modules": swap the modules reading encoded weights (the
     model then runs eagerly, swap.py); "graph": torch.export the model and
     replace the ops reading them; "auto": modules where every holder of an
@@ -87,6 +88,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
                         "sparsifiers on other intermediates (torch.fx nodes) need the graph: capture_by='graph' "
                         "(or 'auto')")
     updates = _mask_updates(mask_update, encodings)
+    experts = moe.expert_selector(routed_experts, encodings)
     hybrid = sorted(name for name in updates if isinstance(encodings[name], (Hybrid, ELL)))
     if hybrid:
         raise SpecError(f"{', '.join(hybrid)}: {encodings[hybrid[0]].format_name} weights keep their compile-time "
@@ -123,7 +125,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
                             "HF Conv1D, nn.Conv2d or nn.Embedding; use capture_by='graph' (or 'auto')")
         if found is not None:
             return _compile_swapped(model, encodings, params, found, aliases, example_args, example_kwargs,
-                                    options, cost_model, warm_up, start, updates, outputs)
+                                    options, cost_model, warm_up, start, updates, outputs, experts)
     if updates:
         raise SpecError("mask_update (or grad=Dense() on a weight) trains the model from dense master weights, "
                         "which needs every encoded weight held as `weight` by an "
@@ -163,7 +165,7 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
             named = dict(model.named_parameters())
         module._captured_because = "; ".join(swap.why_not_swapped(model, {n: named[n] for n in encodings},
                                                                    encodings))
-    routed = moe.route_experts(regions, example_args, example_kwargs)
+    routed = moe.route_experts(regions, example_args, example_kwargs, experts)
     if regions and warm_up:
         # With sparsifiers on intermediates the user's model computes
         # something else: the comparison runs the graph with torch's ops.
@@ -189,7 +191,7 @@ def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], 
                      found: Mapping[str, list[swap.Owner]], aliases: Mapping[str, str], example_args: Sequence[Any],
                      example_kwargs: Mapping[str, Any], options: KernelOptions, cost_model: bool, warm_up: bool,
                      start: float, updates: Mapping[str, MaskUpdate | None],
-                     outputs: Mapping[str, Encoding]) -> SwappedModule:
+                     outputs: Mapping[str, Encoding], experts: Callable[[str], bool]) -> SwappedModule:
     in_out = swap.in_out_nm(found, encodings)
     effective = {name: _sparsified(encoding, params[name], name, name in in_out)
                  for name, encoding in encodings.items()}
@@ -202,7 +204,7 @@ def _compile_swapped(model: torch.nn.Module, encodings: Mapping[str, Encoding], 
         _channels_last(copied, convs, True)
     module = SwappedModule(copied, regions, effective, encodings, example_args, example_kwargs, sparsifiers)
     module._readers = readers
-    routed = moe.route_experts(regions, example_args, example_kwargs)
+    routed = moe.route_experts(regions, example_args, example_kwargs, experts)
     if regions and warm_up:
         # Eager as the user runs it (their layout); their model where calling
         # it changes nothing (eval mode). With sparsifiers on outputs the

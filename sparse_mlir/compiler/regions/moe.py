@@ -11,7 +11,9 @@ choices are all made here, at compile time, up to the example's token
 count; a call never compiles nor times, and an expert given no token runs
 nothing (base.Region.__call__).
 
-A weight is an expert's where a module on its path is named like one
+Which weights belong to experts: `compile(..., routed_experts=[patterns])`
+names them (fnmatch patterns over weight names, `[]` for none); by default
+a weight is an expert's where a module on its path is named like one
 (`experts.3.w1.weight`, `block_sparse_moe.experts.0.w2.weight`,
 `mlp.experts.expert_5.wi.weight`): a name containing "expert".
 
@@ -24,8 +26,9 @@ kernel could save.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import logging
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 import torch
 
@@ -33,6 +36,7 @@ from sparse_mlir.compiler.reports import PlanEntry
 from sparse_mlir.compiler.regions.base import Region
 from sparse_mlir.compiler.regions.linear import LinearRegion
 from sparse_mlir.compiler.regions.routing import RoutedTokens
+from sparse_mlir.errors import SpecError
 
 log = logging.getLogger("sparse_mlir.compiler.regions")
 
@@ -44,6 +48,26 @@ GATHER_SCATTER = ("index_select / index_add (the routed tokens' gather and weigh
 def is_expert(name: str) -> bool:
     """True for a weight held by a module named like an MoE expert."""
     return any("expert" in part.lower() for part in name.split(".")[:-1])
+
+
+def expert_selector(routed_experts: Sequence[str] | str | None,
+                    encoded: Collection[str]) -> Callable[[str], bool]:
+    """`compile`'s routed_experts as a test of weight names: None, the name
+    heuristic (is_expert); else the weights matching one of the fnmatch
+    patterns (a str is one pattern). Each pattern must match an encoded weight:
+    one that matches none is a typo that would leave experts unrouted."""
+    if routed_experts is None:
+        return is_expert
+    patterns = [routed_experts] if isinstance(routed_experts, str) else list(routed_experts)
+    bad = [p for p in patterns if not isinstance(p, str)]
+    if bad:
+        raise SpecError(f"routed_experts: expected weight names or fnmatch patterns (str), got {bad[0]!r}")
+    for pattern in patterns:
+        if not any(fnmatch.fnmatchcase(name, pattern) for name in encoded):
+            shown = ", ".join(sorted(encoded)[:4]) + (", ..." if len(encoded) > 4 else "")
+            raise SpecError(f"routed_experts: {pattern!r} matches no encoded weight (encoded: {shown or 'none'}); "
+                            "an expert's weight must be encoded to run routed")
+    return lambda name: any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def example_tokens(example_args: Sequence[Any], example_kwargs: Mapping[str, Any]) -> int:
@@ -59,10 +83,12 @@ def example_tokens(example_args: Sequence[Any], example_kwargs: Mapping[str, Any
 
 
 def route_experts(regions: Mapping[int, Region], example_args: Sequence[Any],
-                  example_kwargs: Mapping[str, Any]) -> list[LinearRegion]:
-    """Gives the experts' linear regions a routed plan and prepares it: a
-    kernel and a choice per size up to the example's token count."""
-    routed = [region for region in regions.values() if isinstance(region, LinearRegion) and is_expert(region.name)]
+                  example_kwargs: Mapping[str, Any],
+                  selected: Callable[[str], bool] = is_expert) -> list[LinearRegion]:
+    """Gives the experts' linear regions (`selected` weight names) a routed
+    plan and prepares it: a kernel and a choice per size up to the example's
+    token count."""
+    routed = [region for region in regions.values() if isinstance(region, LinearRegion) and selected(region.name)]
     if not routed:
         return []
     routing = RoutedTokens(example_tokens(example_args, example_kwargs))

@@ -30,11 +30,17 @@ class MoE(torch.nn.Module):
     """Router linear -> topk -> softmax over the k -> per expert: index_select
     its tokens, the expert FFN, index_add back weighted."""
 
-    def __init__(self, hidden: int = 32, ffn: int = 64, experts: int = 4, k: int = 2) -> None:
+    def __init__(self, hidden: int = 32, ffn: int = 64, experts: int = 4, k: int = 2,
+                 experts_attr: str = "experts") -> None:
         super().__init__()
         self.k = k
         self.router = torch.nn.Linear(hidden, experts, bias=False)
-        self.experts = torch.nn.ModuleList(Expert(hidden, ffn) for _ in range(experts))
+        self.experts_attr = experts_attr   # another name: the name heuristic does not see experts
+        setattr(self, experts_attr, torch.nn.ModuleList(Expert(hidden, ffn) for _ in range(experts)))
+
+    @property
+    def expert_list(self) -> torch.nn.ModuleList:
+        return getattr(self, self.experts_attr)
 
     def routes(self, x: torch.Tensor) -> torch.Tensor:
         return torch.topk(self.router(x), self.k, dim=-1).indices
@@ -43,7 +49,7 @@ class MoE(torch.nn.Module):
         top, chosen = torch.topk(self.router(x), self.k, dim=-1)
         weights = torch.softmax(top, dim=-1)
         out = torch.zeros_like(x)
-        for index, expert in enumerate(self.experts):
+        for index, expert in enumerate(self.expert_list):
             tokens, slot = torch.where(chosen == index)
             y = expert(torch.index_select(x, 0, tokens)) * weights[tokens, slot, None]
             out = out.index_add(0, tokens, y)
@@ -68,7 +74,7 @@ def _compile(model: MoE, encoding: sm.Encoding, **options) -> tuple[torch.nn.Mod
 
 def _counts(model: MoE, x: torch.Tensor) -> list[int]:
     chosen = model.routes(x)
-    return [int((chosen == e).sum()) for e in range(len(model.experts))]
+    return [int((chosen == e).sum()) for e in range(len(model.expert_list))]
 
 
 @pytest.fixture
@@ -191,6 +197,48 @@ def test_bad_input_names_the_expert_weight() -> None:
         region(torch.randn(3, 31), region.buffers, None)
     with pytest.raises(SpecError, match=r"experts\.2\.w1\.weight.*floating-point"):
         region(torch.ones(3, 32, dtype=torch.int64), region.buffers, None)
+
+
+def test_routed_experts_names_the_experts_explicitly(compiles: list[int]) -> None:
+    torch.manual_seed(6)
+    model = MoE(k=2, experts_attr="ffns").eval()   # no module named like an expert
+    encodings = {name: FORMATS["csr90"] for name, _ in model.named_parameters() if name.startswith("ffns.")}
+    example = (torch.randn(EXAMPLE_TOKENS, 32),)
+    unrouted = sm.compile(model, encodings, example_args=example, cost_model=False)
+    assert not [r for r in unrouted.regions() if r.routing is not None]   # the name heuristic misses them
+    fn = sm.compile(model, encodings, example_args=example, cost_model=False, routed_experts=["ffns.*"])
+    assert {r.name for r in fn.regions() if r.routing is not None} == set(encodings)
+    assert "an MoE expert (routed)" in {e.name: e for e in fn.sparsity_plan()}["ffns.2.w2.weight"].applied
+    twin = MoE(k=2, experts_attr="ffns")
+    twin.load_state_dict(model.state_dict())
+    twin.load_state_dict(fn.effective_state_dict(), strict=False)
+    built = compiles[0]
+    for tokens in (5, 12, 1, 9):
+        x = torch.randn(tokens, 32)
+        with torch.no_grad():
+            torch.testing.assert_close(fn(x), twin.eval()(x), rtol=1e-5, atol=1e-5)
+    assert compiles[0] == built, "a routed expert's call built a kernel"
+    # A plain name (a str is one pattern); [] routes nothing (even where names say "expert").
+    one = sm.compile(model, encodings, example_args=example, cost_model=False,
+                     routed_experts="ffns.0.w1.weight")
+    assert [r.name for r in one.regions() if r.routing is not None] == ["ffns.0.w1.weight"]
+    named = MoE().eval()
+    plain = sm.compile(named, {n: FORMATS["csr90"] for n, _ in named.named_parameters() if n.startswith("experts.")},
+                       example_args=example, cost_model=False, routed_experts=[])
+    assert not [r for r in plain.regions() if r.routing is not None]
+
+
+def test_routed_experts_bad_input_is_a_clear_error() -> None:
+    model = MoE(experts_attr="ffns").eval()
+    encodings = {"ffns.0.w1.weight": FORMATS["csr90"]}
+    example = (torch.randn(EXAMPLE_TOKENS, 32),)
+    with pytest.raises(SpecError, match=r"routed_experts: 'experts\.\*' matches no encoded weight "
+                                        r"\(encoded: ffns\.0\.w1\.weight\)"):
+        sm.compile(model, encodings, example_args=example, routed_experts=["experts.*"])
+    with pytest.raises(SpecError, match=r"routed_experts: expected weight names or fnmatch patterns \(str\), got 3"):
+        sm.compile(model, encodings, example_args=example, routed_experts=["ffns.*", 3])
+    with pytest.raises(SpecError, match=r"routed_experts .* needs mode='regions'"):
+        sm.compile(model, encodings, example_args=example, mode="graph", routed_experts=["ffns.*"])
 
 
 def test_routed_plan_pads_to_a_bounded_set_of_sizes() -> None:
