@@ -197,6 +197,32 @@ LogicalResult Permute2Op::verify() {
   return success();
 }
 
+LogicalResult GatherRowsOp::verify() {
+  auto table = cast<RankedTensorType>(getTable().getType());
+  auto indices = cast<RankedTensorType>(getIndices().getType());
+  auto result = cast<RankedTensorType>(getResult().getType());
+  if (!sparse_tensor::getSparseTensorEncoding(table) || table.getRank() != 2)
+    return emitOpError() << "expects a sparse 2-d table, got " << table;
+  if (sparse_tensor::getSparseTensorEncoding(indices) ||
+      sparse_tensor::getSparseTensorEncoding(result))
+    return emitOpError() << "expects dense indices and result, got "
+                         << indices << " and " << result;
+  if (!indices.getElementType().isSignlessInteger())
+    return emitOpError() << "expects integer indices, got "
+                         << indices.getElementType();
+  if (result.getElementType() != table.getElementType())
+    return emitOpError() << "expects the table's element type "
+                         << table.getElementType() << " in the result, got "
+                         << result.getElementType();
+  SmallVector<int64_t> shape(indices.getShape());
+  shape.push_back(table.getDimSize(1));
+  if (result.getShape() != ArrayRef<int64_t>(shape))
+    return emitOpError() << "expects a result of the indices' shape followed "
+                            "by the table's row length ("
+                         << table.getDimSize(1) << "), got " << result;
+  return success();
+}
+
 LogicalResult SpMMOp::verify() {
   auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
   RankedTensorType pos = type(getPositions()), crd = type(getCoordinates()),

@@ -90,6 +90,9 @@ void mlir::smlir::buildSparseCPUFrontend(
   RaiseLinearOptions raising{options.microkernels};
   raising.mixedPrecision = options.mixedPrecision;
   pm.addNestedPass<func::FuncOp>(createRaiseLinear(raising));
+  // A lookup in a CSR / n:m table (an embedding tied to an LM head) reads
+  // its rows' stored entries instead of a dense copy.
+  pm.addNestedPass<func::FuncOp>(createRaiseRowGathers());
   // Weights whose readers have no sparse lowering are read densely, with a
   // warning (an error with fallback=error).
   pm.addNestedPass<func::FuncOp>(
@@ -135,6 +138,8 @@ void mlir::smlir::buildSparseCPUFrontend(
   LowerSpMMOptions spmm;
   spmm.lanes = options.lanes;
   pm.addNestedPass<func::FuncOp>(createLowerSpMM(spmm));
+  // Lookups in sparse tables: the op's only lowering.
+  pm.addNestedPass<func::FuncOp>(createLowerRowGathers());
   if (options.microkernels) {
     // Identical kernels (BERT's q/k/v/o projections) share one function.
     pm.addPass(createOutlineKernels());

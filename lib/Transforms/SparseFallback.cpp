@@ -56,6 +56,9 @@ static bool hasSparseLowering(OpOperand &use) {
   // smlir-lower-sampled-matmul lowers it or names what it cannot.
   if (auto sampled = dyn_cast<SampledMatmulOp>(owner))
     return use.get() == sampled.getPattern();
+  // A lookup smlir-raise-row-gathers raised (CSR or n:m tables only).
+  if (auto gather = dyn_cast<GatherRowsOp>(owner))
+    return use.get() == gather.getTable();
   if (owner->hasAttr(kInferredEncodingAttrName))
     return true;
   if (isa<func::ReturnOp>(owner) ||

@@ -223,6 +223,37 @@ def SparseMLIR_SpMMOp : SparseMLIR_Op<"spmm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def SparseMLIR_GatherRowsOp : SparseMLIR_Op<"gather_rows", [Pure]> {
+  let summary = "Rows of a sparse 2-d table picked by integer indices, dense (an embedding lookup)";
+  let description = [{
+    `result[i..., :] = table[indices[i...], :]`: for each index (any rank
+    of indices), the table's row as a dense row of D values, zeros where
+    the row stores nothing. The table [V, D] is sparse: an embedding
+    weight tied to an LM head stored CSR or n:m, whose lookup torch-mlir
+    writes as a `linalg.generic` of `tensor.extract`s that sparsification
+    cannot lower (`smlir-raise-row-gathers` raises that form to this op).
+    An index outside `[0, V)` fails the same assertion torch-mlir's form
+    has; the compiled function's caller checks input indices first.
+
+    `smlir-lower-row-gathers` lowers CSR and n:m tables (row-major, rows
+    stored whole) to a loop that zero-fills each result row and scatters
+    the row's stored entries into it: O(D + stored entries) per index, with
+    no dense copy of the table.
+
+    ```mlir
+    %rows = smlir.gather_rows %table[%ids]
+        : tensor<64x16xf32, #csr>, tensor<8xi64> -> tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$table, AnyRankedTensor:$indices);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $table `[` $indices `]` attr-dict `:` type($table) `,` type($indices)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def SparseMLIR_Permute2Op : SparseMLIR_Op<"permute2", [Pure,
     AllTypesMatch<["low", "high", "result"]>]> {
   let summary = "Lanes of two vectors picked by an index vector (a two-source permute)";

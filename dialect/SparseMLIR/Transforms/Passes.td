@@ -526,6 +526,37 @@ def LowerX86Permutes : Pass<"smlir-lower-x86-permutes"> {
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+def RaiseRowGathers : Pass<"smlir-raise-row-gathers", "::mlir::func::FuncOp"> {
+  let summary = "Raise torch-mlir's embedding lookup of a CSR or n:m table to smlir.gather_rows";
+  let description = [{
+    torch-mlir writes `aten.embedding` as a `linalg.generic` over (indices,
+    D) whose body casts the index, checks its range and yields
+    `tensor.extract %table[%index, linalg.index D]`. Sparsification cannot
+    lower a random-access extract of a sparse tensor, so such a table (an
+    embedding tied to an LM head) was read densely. Where the table is CSR
+    or n:m and the body is exactly that lookup, the generic becomes
+    `smlir.gather_rows`; anything else is left alone.
+  }];
+  let dependentDialects = ["::mlir::smlir::SparseMLIRDialect"];
+}
+
+def LowerRowGathers : Pass<"smlir-lower-row-gathers", "::mlir::func::FuncOp"> {
+  let summary = "Loops for smlir.gather_rows that read a CSR or n:m table's buffers";
+  let description = [{
+    Each index's result row is zero-filled, then the table row's stored
+    entries are written at their columns: O(D + stored entries) per index,
+    the table's buffers read in place (no dense copy). The index's range is
+    asserted as torch-mlir's form did. Tables of other storage, and rank-0
+    indices, get an error: there is no generic lowering of the op.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::cf::ControlFlowDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::sparse_tensor::SparseTensorDialect"];
+}
+
 def LowerSpMM : Pass<"smlir-lower-spmm", "::mlir::func::FuncOp"> {
   let summary = "A row-parallel vector kernel for smlir.spmm (CSR A times dense h)";
   let description = [{
