@@ -113,6 +113,11 @@ class LinearRegion(Region):
         self._synced = self.values._version
         self._transposed = None
 
+    def transposed_region(self, name: str, encoding: Encoding, packed: Sequence[np.ndarray]) -> LinearRegion:
+        """dx's region over W2^T stored as `packed`; its dense W2^T (torch's
+        side) a view of this region's dense W2."""
+        return LinearRegion(name, encoding, self._matrix.t(), packed, False, self._options, self._cost_model)
+
     def _input_gradient(self, dy: torch.Tensor) -> torch.Tensor:
         """dx = dy W2, as the linear dy (W2^T)^T: W2^T stored as CSR (its
         values gathered from the stored ones after each change), a region of
@@ -152,8 +157,7 @@ def _transposed_region(region: LinearRegion) -> tuple[LinearRegion, torch.Tensor
         encoding = CSR(pos_width=32 if positions[-1] < 2 ** 31 else 64)
         packed = [positions.astype(np.int64 if encoding.pos_width == 64 else np.int32),
                   rows[order].astype(np.int32), values[order].copy()]
-    region_t = LinearRegion(f"{region.name} (transposed, for dx)", encoding, region._matrix.t(), packed, False,
-                            region._options, region._cost_model)
+    region_t = region.transposed_region(f"{region.name} (transposed, for dx)", encoding, packed)
     region_t.synced_from = region.values._version
     region_t.dense_is_a_view = True
     return region_t, torch.from_numpy(order)

@@ -10,7 +10,9 @@ tensors, differentiable in the values, so training sums both readers'
 gradients into the one parameter). The dense [N, K] copy the region keeps
 for torch's F.linear is dropped once every choice made is our kernel
 (`release_dense`) and made again, from the stored values, only where torch's
-path is needed (a shape torch wins, dx in training); state_dict() and
+path is needed (a shape torch wins, the cost model timing it); training keeps
+none either where dx's region over W2^T (`TransposedSharedRegion`) runs our
+kernel too; state_dict() and
 effective_state_dict() make the dense weight when asked, without keeping it.
 """
 
@@ -21,6 +23,7 @@ import logging
 import threading
 from typing import Mapping, Sequence
 
+import numpy as np
 import torch
 
 from sparse_mlir.encodings import CSR, NM, Encoding
@@ -137,31 +140,81 @@ class SharedLinearRegion(LinearRegion):
         if self.holds_dense():   # (else the next one made reads the values as they are)
             super()._store_dense(values)
 
-    def releasable(self) -> bool:
-        """Whether torch's path needs no dense W2: every choice so far is our
-        kernel reading the stored buffers (not a dense-stored fallback)."""
-        return (not self.handed_back and not self.prunes_every_step and self._transposed is None
-                and all(_ours_on_stored(c) for c in self.choices.values()))
+    def releasable(self, deciding: Sequence[Choice] = ()) -> bool:
+        """Whether torch's path needs no dense W2: every choice so far (and
+        `deciding`), this region's and dx's region's, is our kernel reading
+        the stored buffers (not a dense-stored fallback)."""
+        transposed = [] if self._transposed is None else list(self._transposed[0].choices.values())
+        return (not self.handed_back and not self.prunes_every_step
+                and all(_ours_on_stored(c) for c in [*self.choices.values(), *transposed, *deciding]))
 
     def release_dense(self) -> bool:
         """Drops the dense W2 where `releasable`; True if it was dropped."""
         self.lean = True
-        if not self.releasable():
+        return self.drop_dense_if_lean()
+
+    def drop_dense_if_lean(self, deciding: Sequence[Choice] = ()) -> bool:
+        """After a choice (`deciding`: this region's or dx's region's): the
+        dense W2 timing torch made goes again where our kernels serve every
+        shape."""
+        if not (self.lean and self.releasable(deciding)):
             return False
         self.__dict__["_dense"] = None
         return True
 
     def _decide(self, x: torch.Tensor, bias: torch.Tensor | None) -> Choice:
         choice = super()._decide(x, bias)
-        if self.lean and _ours_on_stored(choice) and self.releasable():
-            self.__dict__["_dense"] = None   # timing torch made it; our kernel serves the shape
+        self.drop_dense_if_lean([choice])   # (not in self.choices yet)
         return choice
+
+    def transposed_region(self, name: str, encoding: Encoding, packed: Sequence[np.ndarray]) -> LinearRegion:
+        return TransposedSharedRegion(self, name, encoding, packed)
 
     def backward(self, dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor,
                  needs: Sequence[bool]) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-        # dx runs on W2^T made from the dense W2 (linear.py): training keeps it.
-        self.lean = False
-        return super().backward(dy, x, values, needs)
+        """LinearRegion's gradients without reading the dense W2 where dx runs
+        on W2^T's region (it passes torch's weight along otherwise)."""
+        if not (self._own(values) and dy.dtype == torch.float32 and not self.prunes_every_step):
+            self.lean = False   # dx on torch's dense W2 (half precision, a copy's values): it stays
+            return super().backward(dy, x, values, needs)
+        self.sync()
+        dy2 = dy.reshape(-1, self.signature.out_features)
+        dx = self._input_gradient(dy2).reshape(x.shape).to(x.dtype) if needs[0] else None
+        dvalues = (self._sampled(dy2, x.reshape(-1, self.signature.in_features).to(dy.dtype)).to(values.dtype)
+                   if needs[1] else None)
+        return dx, dvalues, dy2.sum(0) if needs[2] else None
+
+
+class TransposedSharedRegion(LinearRegion):
+    """dx's region (W2^T) of a SharedLinearRegion. Its dense W2^T, which only
+    torch's path reads (the cost model timing it, a shape torch wins), is the
+    transpose of the weight's dense copy, made on demand; the weight drops
+    that copy again once every choice of both regions is our kernel."""
+
+    def __init__(self, weight: SharedLinearRegion, name: str, encoding: Encoding,
+                 packed: Sequence[np.ndarray]) -> None:
+        self.weight_region = weight
+        shape = weight.matrix_shape[::-1]
+        # A placeholder of W2^T's shape and dtype that holds no memory (`_matrix`
+        # reads the weight's copy); the density is the weight's.
+        placeholder = torch.zeros((), dtype=weight.values.dtype).expand(*shape)
+        super().__init__(name, encoding, placeholder, packed, False, weight._options, weight._cost_model)
+        self.density = weight.density
+
+    @property
+    def _matrix(self) -> torch.Tensor:   # type: ignore[override]
+        return self.weight_region._matrix.t()
+
+    @_matrix.setter
+    def _matrix(self, value: torch.Tensor) -> None:
+        pass   # (construction's placeholder)
+
+    _weight = _matrix
+
+    def _decide(self, x: torch.Tensor, bias: torch.Tensor | None) -> Choice:
+        choice = super()._decide(x, bias)
+        self.weight_region.drop_dense_if_lean([choice])
+        return choice
 
 
 def _ours_on_stored(choice: Choice) -> bool:

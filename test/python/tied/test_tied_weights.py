@@ -159,6 +159,10 @@ def test_tied_gradient_sums_both_readers_and_trains_as_eager(fmt) -> None:
             ours_opt.step()
             eager_opt.step()
             assert abs(ours_loss.item() - eager_loss.item()) <= 1e-4 * abs(eager_loss.item()), step
+    # dx ran on W2^T's region (our kernel, cost model off): training made no dense copy either
+    # (what it holds of that size are 1-d: int64 coordinates of the 2:4 stored entries, dx's gather order).
+    assert not region.holds_dense()
+    assert [shape for shape, _ in _dense_copies(fn, model, (VOCAB, WIDTH)) if len(shape) != 1] == []
     # Both readers see the one updated copy: logits (embedding and head) match eager's.
     fn.eval()
     eager.eval()
@@ -167,6 +171,39 @@ def test_tied_gradient_sums_both_readers_and_trains_as_eager(fmt) -> None:
                                    rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(fn.effective_state_dict()["transformer.wte.weight"],
                                eager.transformer.wte.weight.detach() * mask, rtol=1e-4, atol=1e-6)
+
+
+def test_dx_on_torch_makes_the_dense_copy_and_keeps_it_while_needed() -> None:
+    """Where dx's region (W2^T) runs torch's F.linear, the weight's dense copy
+    is made again from the stored values (its transpose is what torch reads)
+    and kept; gradients stay eager's."""
+    model = _gpt2(layers=1)
+    ids, targets = _ids(), _ids(2, 16).roll(1, dims=1)
+    fn = _compile(model, {"transformer.wte.weight": FORMATS["csr"]}, ids)
+    eager, _ = _masked_eager(model, fn)
+    [region] = fn.regions()
+    fn.train()
+    eager.train()
+
+    def loss(module: torch.nn.Module) -> torch.Tensor:
+        logits = module(ids, use_cache=False).logits
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+
+    loss(fn).backward()   # dx's region made, on our kernel: no dense copy
+    assert not region.holds_dense()
+    transposed = region._transposed[0]
+    transposed.force_torch = True
+    try:
+        fn.zero_grad()
+        loss(fn).backward()
+    finally:
+        transposed.force_torch = False
+    loss(eager).backward()
+    assert region.holds_dense()
+    torch.testing.assert_close(fn.model.transformer.wte.weight_values.grad,
+                               eager.transformer.wte.weight.grad[region._rows, region._cols], rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(dict(fn.named_parameters())["transformer.h.0.mlp.c_fc.weight"].grad,
+                               eager.transformer.h[0].mlp.c_fc.weight.grad, rtol=1e-4, atol=1e-6)
 
 
 class SharedProjection(torch.nn.Module):
