@@ -48,6 +48,7 @@ from sparse_mlir.sparsifiers import KeepAll
 log = logging.getLogger("sparse_mlir.extensions")
 
 _MLIR_READERS = ("linear", "mm", "matmul", "bmm")
+_TRACED_BY_EXPORT = "sparse_mlir_traced_by_export"   # GraphModule.meta key: the model's class name
 
 
 def _python_sparsifier(encoding: object) -> UserSparsifier | None:
@@ -85,7 +86,17 @@ class ExtensionModule(torch.nn.Module):
         self._regions = regions
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self.model(*args, **kwargs)
+        if not self.model.meta.get(_TRACED_BY_EXPORT):
+            return self.model(*args, **kwargs)
+        try:
+            return self.model(*args, **kwargs)
+        except AssertionError as error:   # torch.export's guards on the inputs' shapes
+            if not str(error).startswith("Guard failed"):
+                raise
+            shapes = ", ".join(str(tuple(a.shape)) for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor))
+            raise SpecError(f"{self.model.meta[_TRACED_BY_EXPORT]} was traced by torch.export on the example's "
+                            "inputs (torch.fx.symbolic_trace could not trace it), and inputs of shapes "
+                            f"{shapes} do not fit the branches and sizes the example fixed: {error}") from None
 
     def extension_regions(self) -> list[ExtensionRegion]:
         return list(self._regions)
@@ -203,6 +214,7 @@ def _trace(model: torch.nn.Module, example_args: Sequence[Any], example_kwargs: 
                             "symbolic_trace-able to train it with dropout / batch norm as written")
         return module
 
+    module.meta[_TRACED_BY_EXPORT] = model_name
     module.train = eval_only  # type: ignore[method-assign]
     module.eval = lambda: module  # type: ignore[method-assign]
     module.training = False

@@ -54,6 +54,12 @@ def test_sparse_tensor_format_on_a_model_only_torch_export_traces(caplog) -> Non
         mask = model.get_parameter(param) != 0
         torch.testing.assert_close(fn.model.get_parameter(param).grad, model.get_parameter(param).grad * mask,
                                    rtol=1e-5, atol=1e-5)
+    one_row = torch.randn(1, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(fn(one_row), model(one_row), rtol=1e-5, atol=1e-5)
+    with pytest.raises(SpecError, match=r"_RankBranch was traced by torch.export on the example's inputs .* shapes "
+                                        r"\(2, 3, 16\) do not fit the branches and sizes the example fixed"):
+        fn(torch.randn(2, 3, 16))   # the rank the example did not take
     with pytest.raises(SpecError, match="with user formats.*cannot be exported"):
         fn.export("unused")
     with pytest.raises(SpecError, match=r"_RankBranch was traced by torch.export in eval mode .* eval mode only"):
