@@ -142,3 +142,32 @@ def test_torch_export_needs_the_example_args() -> None:
     with pytest.raises(SpecError, match=r"fc.weight: .*\(_RankBranch\).*symbolic_trace failed .*compile with "
                                         r"example_args=\(...\) to trace it with torch.export"):
         sm.compile(_RankBranch(), {"fc.weight": sm.SparseTensorFormat(DCSR)})
+
+
+class _Cond(torch.nn.Module):
+    """Data-dependent control flow written with torch.cond: symbolic_trace cannot trace it, torch.export can."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 12)
+        self.w = torch.nn.Parameter(_sparse((12, 8), seed=1))
+        with torch.no_grad():
+            self.fc.weight.copy_(_sparse((12, 16), seed=2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.fc(x))
+        return torch.cond(x.sum() > 0, lambda h: torch.mm(h, self.w), lambda h: -torch.mm(h, self.w) * 2, (h,))
+
+
+def test_torch_cond_model_runs_both_branches_as_eager() -> None:
+    torch.manual_seed(0)
+    model = _Cond()
+    fmt = sm.SparseTensorFormat(DCSR, name="DCSR")
+    with pytest.warns(sm.SparseFallbackWarning, match="w: no implementation of torch op 'cond' for format DCSR"):
+        fn = sm.compile(model, {"fc.weight": fmt, "w": fmt}, example_args=(torch.randn(4, 16).abs(),))
+    # The linear outside the branches runs the kernel; the branches' reader (inside cond) reads w densely.
+    assert [(r.op, r.tensor, r.runs) for r in fn.extension_regions()] == [
+        ("linear", "fc.weight", "MLIR kernel (DCSR)"), ("cond", "w", "torch (dense)")]
+    for x in (torch.randn(6, 16).abs(), -torch.randn(6, 16).abs()):   # each branch
+        with torch.no_grad():
+            torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)
