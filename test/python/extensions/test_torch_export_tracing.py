@@ -171,3 +171,24 @@ def test_torch_cond_model_runs_both_branches_as_eager() -> None:
     for x in (torch.randn(6, 16).abs(), -torch.randn(6, 16).abs()):   # each branch
         with torch.no_grad():
             torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_builtin_format_beside_a_user_format_on_a_model_only_torch_export_traces() -> None:
+    torch.manual_seed(0)
+    model = _RankBranch()
+    fn = sm.compile(model, {"fc.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.9)), "w": sm.SparseTensorFormat(DCSR)},
+                    example_args=(torch.randn(4, 16),))
+    assert [(r.op, r.tensor) for r in fn.extension_regions()] == [("mm", "w")]
+    twin = copy.deepcopy(model)
+    twin.load_state_dict(fn.effective_state_dict(), strict=False)
+    kept = twin.fc.weight != 0   # pruned further than the model's zeros; kept values unchanged
+    assert int(kept.sum()) < int((model.fc.weight != 0).sum())
+    torch.testing.assert_close(twin.fc.weight, model.fc.weight * kept, rtol=0, atol=0)
+    for rows in (6, 2):
+        x = torch.randn(rows, 16)
+        with torch.no_grad():
+            torch.testing.assert_close(fn(x), twin(x), rtol=1e-5, atol=1e-5)
+    with pytest.raises(SpecError, match=r"input x: expected shape \(\*, 16\)"):
+        fn(torch.randn(2, 3, 16))
+    with pytest.raises(SpecError, match="with user formats.*cannot be exported"):
+        fn.export("unused")
