@@ -115,3 +115,17 @@ def test_moe_with_routed_experts_refuses_export_naming_the_routing(capture_by: s
     x = torch.randn(9, 32)
     with torch.no_grad():
         torch.testing.assert_close(fn(x), twin.eval()(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("sparse_example", [True, False], ids=["csr-example", "dense-example"])
+def test_graph_mode_refuses_sparse_inputs_pointing_to_regions(sparse_example: bool) -> None:
+    """mode='graph' (the whole-graph program export() writes) cannot take a
+    sparse input: a SpecError at compile time, not torch.export's
+    SerializeError nor 'unknown tensor name'."""
+    matrix = _graph(0.1, 0)
+    adj = _as_layout(matrix, "csr") if sparse_example else torch.from_numpy(matrix.toarray())
+    encodings = {"adj": sm.CSR()} if not sparse_example else {}
+    what = "input 'adj'" if not sparse_example else r"example_args\[0\] \(torch.sparse_csr\)"
+    with pytest.raises(SpecError, match=what + r": mode='graph' compiles one static-shape program of dense inputs "
+                                               r".* Sparse inputs run in mode='regions'"):
+        sm.compile(GCN().eval(), encodings, (adj, torch.randn(NODES, FEATURES)), mode="graph")
