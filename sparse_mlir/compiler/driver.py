@@ -42,7 +42,8 @@ from sparse_mlir.compiler.pipeline import (MLIR_VERSION, Diagnostics, add_call_n
                                           run_passes, sparse_arguments, verify_annotated)
 from sparse_mlir.compiler.reports import CompileReports, PlanEntry, TensorStats
 from sparse_mlir.dialects.smlir import ATTR, fusion_decision
-from sparse_mlir.compiler.specs import canonical_encodings, check_cpu_dtypes, default_mode, parameters, verify_specs
+from sparse_mlir.compiler.specs import (canonical_encodings, check_cpu_dtypes, default_mode, parameters,
+                                        refuse_sparse_inputs, verify_specs)
 
 STAGES = ("linalg", "annotated", "sparse", "llvm")
 FALLBACK_POLICIES = ("warn", "error")
@@ -181,6 +182,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
                         "mode='regions' (mode='graph' is inference); leave grad= out to compile for inference")
     if example_kwargs:
         raise SpecError("example_kwargs needs mode='regions' (mode='graph' compiles positional tensor inputs)")
+    refuse_sparse_inputs(model, encodings or {}, example_args)
     hybrid = sorted(name for name, e in (encodings or {}).items() if isinstance(e, Hybrid))
     if hybrid:
         raise SpecError(f"{', '.join(hybrid)}: {encodings[hybrid[0]].format_name} stores a weight as two parts "

@@ -77,6 +77,23 @@ def default_mode(model: torch.nn.Module, encodings: Mapping[str, Any], target: s
     return "regions" if all(name in names for name in encodings) else "graph"
 
 
+def refuse_sparse_inputs(model: torch.nn.Module, encodings: Mapping[str, Any], example_args: Sequence[Any]) -> None:
+    """mode="graph" compiles one static-shape program of dense positional
+    inputs (what export() writes): an encoding naming an input, or a torch
+    sparse tensor among the examples, is a SpecError pointing to regions."""
+    with capture_lock():
+        params = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    named = sorted(name for name in encodings if name in _input_names(model) and name not in params)
+    sparse = [f"example_args[{i}] ({a.layout})" for i, a in enumerate(example_args)
+              if isinstance(a, torch.Tensor) and a.layout != torch.strided]
+    if named or sparse:
+        what = ", ".join([*(f"input {name!r}" for name in named), *sparse])
+        raise SpecError(f"{what}: mode='graph' compiles one static-shape program of dense inputs (what export() "
+                        "writes), which cannot take a sparse input (its nnz changes per call). Sparse inputs run "
+                        "in mode='regions' (the default: leave mode out, with encodings naming the input, e.g. "
+                        "{'adj': sm.CSR()}); such a module runs in a Python service and cannot be exported yet")
+
+
 def _input_names(model: torch.nn.Module) -> set[str]:
     """The forward's parameter names and "args.<i>" for its positional ones."""
     import inspect

@@ -3,7 +3,9 @@ Python sparsifiers on intermediates.
 
 The model is copied and traced with torch.fx (`symbolic_trace`: the graph
 keeps torch's own calls, `torch.mm`, `F.linear`, nn.Linear modules, so
-registrations name them as the user wrote them). Then:
+registrations name them as the user wrote them), or, where it cannot be
+(branches on shapes: HF models), with torch.export on the examples (aten
+ops, which registrations name alike). Then:
 
 - a weight in a `SparseTensorFormat` or `PythonFormat` is pruned by its
   sparsifier into the copy (every reader computes with the kept values),
@@ -46,6 +48,7 @@ from sparse_mlir.sparsifiers import KeepAll
 log = logging.getLogger("sparse_mlir.extensions")
 
 _MLIR_READERS = ("linear", "mm", "matmul", "bmm")
+_TRACED_BY_EXPORT = "sparse_mlir_traced_by_export"   # GraphModule.meta key: the model's class name
 
 
 def _python_sparsifier(encoding: object) -> UserSparsifier | None:
@@ -83,7 +86,17 @@ class ExtensionModule(torch.nn.Module):
         self._regions = regions
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self.model(*args, **kwargs)
+        if not self.model.meta.get(_TRACED_BY_EXPORT):
+            return self.model(*args, **kwargs)
+        try:
+            return self.model(*args, **kwargs)
+        except AssertionError as error:   # torch.export's guards on the inputs' shapes
+            if not str(error).startswith("Guard failed"):
+                raise
+            shapes = ", ".join(str(tuple(a.shape)) for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor))
+            raise SpecError(f"{self.model.meta[_TRACED_BY_EXPORT]} was traced by torch.export on the example's "
+                            "inputs (torch.fx.symbolic_trace could not trace it), and inputs of shapes "
+                            f"{shapes} do not fit the branches and sizes the example fixed: {error}") from None
 
     def extension_regions(self) -> list[ExtensionRegion]:
         return list(self._regions)
@@ -136,11 +149,7 @@ def compile_with_extensions(compile_fn: Callable[..., Any], model: torch.nn.Modu
         return compile_fn(model, rest, example_args, **options)
 
     copied = copy.deepcopy(model)
-    try:
-        graph_module = torch.fx.symbolic_trace(copied)
-    except Exception as error:
-        raise SpecError(f"{', '.join(in_torch)}: user formats and Python sparsifiers need the model traced by "
-                        f"torch.fx.symbolic_trace, which failed: {type(error).__name__}: {error}") from error
+    graph_module = _trace(copied, example_args, options.get("example_kwargs") or {}, in_torch)
     regions: list[ExtensionRegion] = []
     handles: list[int] = []
     rewriter = _Rewriter(graph_module, ext_weights, torch_sparsified, formatted_intermediates, regions, handles)
@@ -162,6 +171,54 @@ def compile_with_extensions(compile_fn: Callable[..., Any], model: torch.nn.Modu
         except (AttributeError, TypeError):
             log.info("cannot attach extension_regions() to %s", type(result).__name__)
     return result
+
+
+def _trace(model: torch.nn.Module, example_args: Sequence[Any], example_kwargs: Mapping[str, Any],
+           names: Sequence[str]) -> torch.fx.GraphModule:
+    """`model` as a graph of torch calls that registrations can name:
+    torch.fx.symbolic_trace (torch's own calls, any shape afterwards), else
+    torch.export on the examples (aten ops, which `op_name` names alike):
+    models whose forward branches on shapes or ranks (HF models) trace
+    there, with the branches the examples take and every dim left dynamic
+    that the model does not fix (regions/capture.py)."""
+    try:
+        return torch.fx.symbolic_trace(model)
+    except Exception as error:  # symbolic_trace raises many types
+        fx_failure = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+    what = (f"{', '.join(names)}: user formats and Python sparsifiers on intermediates need the model "
+            f"({type(model).__name__}) as a graph of torch calls")
+    if not example_args and not example_kwargs:
+        raise SpecError(f"{what}: torch.fx.symbolic_trace failed ({fx_failure}), and torch.export needs the "
+                        "model's inputs: compile with example_args=(...) to trace it with torch.export")
+    from sparse_mlir.compiler.importers.torch_fx import ExportError
+    from sparse_mlir.compiler.regions.capture import capture
+    try:
+        captured = capture(model, example_args, example_kwargs, dynamic=True, keep_examples=False)
+    except ExportError as error:
+        raise SpecError(f"{what}: torch.fx.symbolic_trace failed ({fx_failure}) and so did torch.export on "
+                        f"example_args ({error}). To use them, make the forward traceable by one of the two "
+                        "(torch.export: torch.cond for branches on tensor values, no .item() / .tolist() steering "
+                        "Python; symbolic_trace: no branches on shapes), or encode its weights with built-in "
+                        "formats (sm.CSR, sm.NM, ...: nn.Linear modules holding them are swapped without tracing)"
+                        ) from error
+    log.info("%s: torch.fx.symbolic_trace failed (%s); traced by torch.export on the examples instead",
+             type(model).__name__, fx_failure)
+    module = captured.program.module()
+    model_name = type(model).__name__
+
+    def eval_only(mode: bool = True) -> torch.nn.Module:
+        # Captured in eval mode (dropout off, batch norm's running statistics): it cannot train as the model would.
+        if mode:
+            raise SpecError(f"{model_name} was traced by torch.export in eval mode (torch.fx.symbolic_trace could "
+                            "not trace it): it runs in eval mode only (gradients included); make its forward "
+                            "symbolic_trace-able to train it with dropout / batch norm as written")
+        return module
+
+    module.meta[_TRACED_BY_EXPORT] = model_name
+    module.train = eval_only  # type: ignore[method-assign]
+    module.eval = lambda: module  # type: ignore[method-assign]
+    module.training = False
+    return module
 
 
 def _release(handles: list[int]) -> None:

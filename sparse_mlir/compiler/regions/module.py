@@ -111,9 +111,15 @@ class RegionModule(CompileReports, torch.nn.Module):
         encodings. Artifacts are static-shape, positional-input programs; a
         Python service that needs other shapes keeps this module instead."""
         if self._sparse_inputs:
-            raise SpecError(f"export() compiles the whole graph at the example's shapes; inputs "
-                            f"{sorted(self._sparse_inputs)} are sparse inputs (any nnz per call), which artifacts "
-                            "do not take yet: keep the module in a Python service")
+            named = ", ".join(f"{name!r} ({sparse_input.encoding.format_name})"
+                              for name, sparse_input in sorted(self._sparse_inputs.items()))
+            raise SpecError(f"export() is refused: inputs {named} are sparse inputs, and an artifact cannot take "
+                            "them yet. An artifact is one whole-graph program of fixed-shape dense inputs (sm.load "
+                            "and the C loader's smlir_run pass each input as one dense buffer of the recorded "
+                            "shape), while a sparse input's nnz changes per call and its index buffers are "
+                            "checked in Python before our kernels read them. Keep this module in a Python "
+                            "service, or compile the model without these inputs' encodings (dense inputs) "
+                            "to export it")
         if getattr(self, "_in_out_nm", None):
             raise SpecError(f"export() compiles the whole graph, whose n:m sparsifier groups a weight's last dim; "
                             f"{sorted(self._in_out_nm)} were pruned along dim 0 (read as x @ W): an artifact would "
@@ -124,7 +130,6 @@ class RegionModule(CompileReports, torch.nn.Module):
             raise SpecError(f"export() compiles the whole graph, which takes positional tensor inputs only; this "
                             f"model was compiled with keyword inputs {captured.keywords} (keep the module in a "
                             "Python service, or compile the model with positional example_args only)")
-        from sparse_mlir.compiler.driver import compile as compile_graph
         from sparse_mlir.compiler.regions.driver import snapshot
         model = captured.program.module()
         snapshot(model, self._effective)
@@ -132,10 +137,7 @@ class RegionModule(CompileReports, torch.nn.Module):
         # / eval(), which the whole-graph capture calls to restore the flag.
         model.train = model.eval = lambda mode=True: model  # type: ignore[method-assign]
         model.training = False
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            whole = compile_graph(model, exportable(self._encodings), captured.example_args, mode="graph")
-        return whole.export(path)
+        return _whole_graph(model, self._encodings, captured.example_args, self._regions).export(path)
 
     def regions(self) -> list[Region]:
         """The sparse regions (one per encoded weight and bias presence), with their per-token-count choices."""
@@ -380,7 +382,6 @@ class SwappedModule(CompileReports, torch.nn.Module):
             raise SpecError(f"export() compiles the whole graph, which takes positional tensor inputs only; this "
                             f"model was compiled with keyword inputs {sorted(kwargs)} (keep the module in a "
                             "Python service, or compile the model with positional example_args only)")
-        from sparse_mlir.compiler.driver import compile as compile_graph
         from sparse_mlir.compiler.regions.swap import Root
         model = copy.deepcopy(self.model)
         in_out = set(getattr(self, "_in_out_nm", ()))
@@ -405,10 +406,32 @@ class SwappedModule(CompileReports, torch.nn.Module):
                             "with CSR for export")
         if isinstance(model, Root):   # the user's model was the encoded module itself
             model = model.model
+        return _whole_graph(model.eval(), self._encodings, args, self._regions).export(path)
+
+
+def _whole_graph(model: torch.nn.Module, encodings: Mapping[str, Encoding], args: Sequence[Any],
+                 regions: Mapping[int, Region]) -> Any:
+    """`model` compiled by mode="graph" (what an artifact holds); a graph
+    that cannot be one (MoE routing's data-dependent sizes, ops outside
+    linalg) is a SpecError saying so before anything is written."""
+    from sparse_mlir.compiler.driver import compile as compile_graph
+    from sparse_mlir.compiler.importers.torch_fx import ExportError
+    from sparse_mlir.compiler.importers.unsupported import REGIONS_HINT
+    try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            whole = compile_graph(model.eval(), exportable(self._encodings), args, mode="graph")
-        return whole.export(path)
+            return compile_graph(model, exportable(encodings), args, mode="graph")
+    except ExportError as error:
+        # The hint names mode='regions', which this module already is: not a way to an artifact.
+        why = str(error).replace(f", or use {REGIONS_HINT}", "").replace(f": use {REGIONS_HINT}", "")
+        routed = sorted({region.name for region in regions.values() if getattr(region, "routing", None) is not None})
+        experts = (f" The MoE experts ({', '.join(routed[:4])}{', ...' if len(routed) > 4 else ''}) are routed: "
+                   "each gets a token count known only at run time (torch.where on the router's top-k), which a "
+                   "static-shape artifact cannot hold." if routed else "")
+        raise SpecError(f"export() is refused: an artifact is the whole graph compiled at the example's shapes "
+                        f"(static shapes, no Python: what sm.load and the C loader run), and this model's graph "
+                        f"cannot be compiled so: {why}.{experts} Keep this module (mode='regions') in a Python "
+                        "service") from error
 
 
 def _linear_of_conv1d(conv1d: torch.nn.Module) -> torch.nn.Linear:
