@@ -63,9 +63,14 @@ class HybridLinearRegion(LinearRegion):
         # A part is never read densely (_decide refuses a kernel that would):
         # its dense weight is a zero-stride stand-in, not a copy of W.
         nothing = torch.zeros(1, dtype=torch.float32).expand(shape)
-        return [LinearRegion(f"{self.name} ({name} part)", part, nothing, buffers,
-                             self.signature.bias and index == 0, self._options, cost_model=False)
+        return [self._part_region(name, part, nothing, buffers, self.signature.bias and index == 0)
                 for index, (name, part, buffers) in enumerate(parts)]
+
+    def _part_region(self, name: str, encoding: Encoding, dense: torch.Tensor, buffers: list[np.ndarray],
+                     bias: bool) -> LinearRegion:
+        """The region running one part, stored in and compiled for `encoding`."""
+        return LinearRegion(f"{self.name} ({name} part)", encoding, dense, buffers, bias, self._options,
+                            cost_model=False)
 
     def split(self) -> str:
         """What each part stores, for sparsity_plan()."""
