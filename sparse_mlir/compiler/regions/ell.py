@@ -6,9 +6,10 @@ for `#smlir.ell<width = k>`, whose argument is the CSR its buffers also
 are, so the region passes the implicit positions 0, k, 2k, ... made
 explicit (N + 1 indices held by the region, not stored with the weight;
 the kernel never reads them). The row-sorted COO remainder runs the CSR
-kernel, with positions counted from its rows. Both read views of the one
-values buffer (ELL's N * k, then COO's) and sum into one output, as
-Hybrid(BSR, CSR) does (hybrid.py).
+kernel over its non-empty rows only, with positions counted from its rows,
+its product added into those columns of the ELL part's output. Both read
+views of the one values buffer (ELL's N * k, then COO's), as Hybrid(BSR,
+CSR) does (hybrid.py).
 
 A padding entry (value 0 at a column its row does not use) is stored but is
 not part of the weight's mask: its gradient is zeroed and a loaded weight's
@@ -78,6 +79,8 @@ class EllLinearRegion(HybridLinearRegion):
 
     def _part_region(self, name: str, encoding: Encoding, dense: torch.Tensor, buffers: list[np.ndarray],
                      bias: bool) -> LinearRegion:
+        if name == "coo":
+            return self._remainder_region(encoding, buffers, bias)
         if name != "ell":
             return super()._part_region(name, encoding, dense, buffers, bias)
         ell = self._ell_and_rest()[0]
@@ -85,6 +88,22 @@ class EllLinearRegion(HybridLinearRegion):
         # (The weight is stored already: the kernel's encoding has no sparsifier of its own.)
         kernel = replace(ell, width=width, sparsifier=None, grad=None)
         return EllPartRegion(f"{self.name} (ell part)", encoding, kernel, dense, buffers, bias, self._options)
+
+    def _remainder_region(self, csr: Encoding, buffers: list[np.ndarray], bias: bool) -> LinearRegion:
+        """The COO remainder on the CSR kernel over its non-empty rows only
+        (a [rows with a remainder, K] weight whose product is added into
+        those columns of y): the kernel pads each block of R rows to its
+        longest, and a remainder's rows are mostly empty (the rows at most
+        `width` long), a long one among them padded R-fold over all rows."""
+        positions, columns, values = buffers
+        counts = np.diff(positions.astype(np.int64))
+        kept = np.flatnonzero(counts)
+        compact = np.concatenate([[0], np.cumsum(counts[kept])]).astype(positions.dtype)
+        dense = torch.zeros(1, dtype=torch.float32).expand(kept.size, self.signature.in_features)
+        part = LinearRegion(f"{self.name} (coo part)", csr, dense, [compact, columns, values], bias, self._options,
+                            cost_model=False)
+        part.output_columns = torch.from_numpy(kept)
+        return part
 
     def split(self) -> str:
         """What each part stores, for sparsity_plan()."""

@@ -107,7 +107,10 @@ class HybridLinearRegion(LinearRegion):
         y = None
         for part, kernels, adds_bias in kernel.parts:
             out = part._linear(kernels, columns, bias if adds_bias else None)
-            y = out if y is None else y.add_(out)   # accumulates into the first part's output
+            # Accumulated into the first part's output (into its columns for
+            # a part stored over some rows of W only: ell.py's remainder).
+            into = getattr(part, "output_columns", None)
+            y = out if y is None else y.add_(out) if into is None else y.index_add_(1, into, out)
         assert y is not None
         return y.reshape(*x.shape[:-1], self.signature.out_features)
 

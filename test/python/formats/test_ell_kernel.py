@@ -140,3 +140,20 @@ def test_training_with_the_fixed_mask_reads_the_trained_values() -> None:
     assert_ell_kernel(fn, 3, 17)
     with torch.no_grad():
         torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_coo_remainder_runs_over_its_rows_only() -> None:
+    """The remainder's kernel reads a [rows longer than k, K] weight and its
+    product goes into those columns of y (not R-fold padding over every row)."""
+    model = linear_with(ragged())
+    fn = compiled(model, sm.Hybrid(sm.ELL(width=3), sm.COO()), torch.randn(9, 29))
+    (region,) = fn.regions()
+    remainder = region._parts[1]
+    longer = np.flatnonzero(np.count_nonzero(model.weight.detach().numpy(), axis=1) > 3)
+    np.testing.assert_array_equal(remainder.output_columns.numpy(), longer)
+    assert remainder.signature.out_features == longer.size < 37
+    x = torch.randn(9, 29)
+    expected = model(x).detach()
+    with torch.no_grad():
+        for y in at_thread_counts(lambda: fn(x)):
+            torch.testing.assert_close(y, expected, rtol=1e-5, atol=1e-5)
