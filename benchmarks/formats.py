@@ -10,9 +10,14 @@ into the first's output: "add [T, N]"). Writes
 benchmarks/results/formats.{json,md}.
 
 `--ell`: instead, ELL rows only (benchmarks/results/formats_ell.{json,md}):
-the same linear with 10% of each row's entries nonzero on average, rows all
-of one length ("uniform") or of lognormal lengths ("skewed"), stored as CSR,
-Hybrid(ELL(), COO()) (median width) and ELL() (the longest row).
+linears 768 -> 3072 and 3072 -> 768 at 128 and 1024 tokens, each compiled
+at its token count, 10% of each row's entries nonzero on average, rows all
+of one length ("uniform"), of power-law lengths ("power-law") or mostly of
+one width with a power-law tenth ("dominant"), stored as CSR,
+Hybrid(ELL(), COO()) (median width: the ELL kernel, plus the CSR kernel
+over the rows with a remainder) and ELL() (the longest row), and the
+index_add of the remainder's product into y (what accumulating the second
+part costs on top of its kernel).
 """
 
 from __future__ import annotations
@@ -50,13 +55,25 @@ def block_weight(out_features: int, in_features: int, density: float, block_shar
     return torch.from_numpy(w)
 
 
-def ragged_weight(out_features: int, in_features: int, density: float, skewed: bool, seed: int) -> torch.Tensor:
-    """`density` of the entries nonzero on average, at random columns; each
-    row the same count, or lognormal counts (sigma 0.8) of the same mean."""
+def ragged_weight(out_features: int, in_features: int, density: float, kind: str, seed: int) -> torch.Tensor:
+    """`density` of the entries nonzero on average, at random columns. Row
+    lengths by `kind`: "uniform" (all the mean), "power-law" (the mean
+    times (Lomax(2) + 1) / 2: a Pareto tail of long rows, most rows near or
+    below the mean), "dominant" (90% of the rows exactly 0.8x the mean, the
+    other 10% power-law with the rest of the entries)."""
     rng = np.random.default_rng(seed)
     mean = density * in_features
-    counts = (rng.lognormal(np.log(mean) - 0.32, 0.8, out_features) if skewed
-              else np.full(out_features, mean))
+    if kind == "uniform":
+        counts = np.full(out_features, mean)
+    elif kind == "power-law":
+        counts = mean * (rng.pareto(2.0, out_features) + 1) / 2
+    elif kind == "dominant":
+        width = round(0.8 * mean)
+        counts = np.full(out_features, float(width))
+        tail = rng.random(out_features) < 0.1
+        counts[tail] = (mean - 0.9 * width) / 0.1 * (rng.pareto(2.0, int(tail.sum())) + 1) / 2
+    else:
+        raise ValueError(kind)
     counts = np.clip(np.round(counts), 0, in_features).astype(np.int64)
     w = np.zeros((out_features, in_features), dtype=np.float32)
     for row, count in enumerate(counts):
@@ -64,52 +81,84 @@ def ragged_weight(out_features: int, in_features: int, density: float, skewed: b
     return torch.from_numpy(w)
 
 
+def ell_kernel(fn: torch.nn.Module) -> str:
+    """The encoding the ELL part's kernels were compiled for (#smlir.ell<width = k>: the ELL kernel)."""
+    from sparse_mlir.compiler.regions.ell import EllPartRegion
+    parts = [p for r in fn.regions() for p in getattr(r, "_parts", []) if isinstance(p, EllPartRegion)]
+    return parts[0].signature.encoding if parts else "none"
+
+
 def ell_rows(args: argparse.Namespace) -> None:
     load = os.getloadavg()
     rows = []
-    torch.manual_seed(0)
-    x = torch.randn(args.tokens, 768)
     formats = {"csr": sm.CSR(), "ell+coo": sm.Hybrid(sm.ELL(), sm.COO()), "ell": sm.ELL()}
-    for skewed in (False, True):
-        linear = torch.nn.Linear(768, 3072, bias=True)
-        with torch.no_grad():
-            linear.weight.copy_(ragged_weight(3072, 768, 0.1, skewed, seed=1))
-        expected = linear(x)
-        compiled = {name: sm.compile(linear, {"weight": e}, (x,), mode="regions", cost_model=False)
-                    for name, e in formats.items()}
-        for name, fn in compiled.items():
-            error = float((fn(x) - expected).abs().max())
-            assert error < 1e-3, (name, error)
-        split = compiled["ell+coo"].sparsity_plan()[0].stored_as
-        alone = compiled["ell"].sparsity_plan()[0].stored_as
-        for threads in args.threads:
-            torch.set_num_threads(threads)
-            set_num_threads(threads)
-            row = dict(tokens=args.tokens, shape=[3072, 768], rows="skewed" if skewed else "uniform",
-                       threads=threads, split=split, ell_alone=alone)
-            calls = {"dense torch": lambda: linear(x), **{n: (lambda f=f: f(x)) for n, f in compiled.items()}}
+    for in_features, out_features in args.ell_shapes:
+        for kind in args.ell_kinds:
+            linear = torch.nn.Linear(in_features, out_features, bias=True)
             with torch.no_grad():
-                for name, call in calls.items():
-                    row[name] = dict(median_ms=median_ms(call, args.repeats, warmup=3),
-                                     best_ms=best_ms(call, args.repeats, warmup=1))
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+                linear.weight.copy_(ragged_weight(out_features, in_features, 0.1, kind, seed=1))
+            counts = np.count_nonzero(linear.weight.detach().numpy(), axis=1)
+            for tokens in args.ell_tokens:
+                torch.manual_seed(0)
+                x = torch.randn(tokens, in_features)
+                with torch.no_grad():
+                    expected = linear(x)
+                # Compiled at this token count: the kernels of its own (no token buckets).
+                compiled = {name: sm.compile(linear, {"weight": e}, (x,), mode="regions", cost_model=False)
+                            for name, e in formats.items()}
+                with torch.no_grad():
+                    for name, fn in compiled.items():
+                        error = float((fn(x) - expected).abs().max())
+                        assert error < 1e-3, (name, error)
+                split = compiled["ell+coo"].sparsity_plan()[0].stored_as
+                alone = compiled["ell"].sparsity_plan()[0].stored_as
+                for threads in args.threads:
+                    torch.set_num_threads(threads)
+                    set_num_threads(threads)
+                    row = dict(tokens=tokens, shape=[out_features, in_features], rows=kind, threads=threads,
+                               density=round(float(counts.sum()) / counts.size / in_features, 4),
+                               row_counts=dict(median=int(np.median(counts)), p90=int(np.percentile(counts, 90)),
+                                               max=int(counts.max())),
+                               split=split, ell_alone=alone, ell_kernel=ell_kernel(compiled["ell+coo"]))
+                    # What the COO part's product costs to accumulate: an index_add into its rows' columns of y.
+                    (region,) = compiled["ell+coo"].regions()
+                    into = getattr(region._parts[-1], "output_columns", None)
+                    into = into if into is not None else torch.empty(0, dtype=torch.int64)
+                    y, part = torch.randn(tokens, out_features), torch.randn(tokens, into.numel())
+                    calls = {"dense torch": lambda: linear(x), **{n: (lambda f=f: f(x)) for n, f in compiled.items()},
+                             "coo accumulate": lambda: y.index_add_(1, into, part)}
+                    with torch.no_grad():
+                        for name, call in calls.items():
+                            row[name] = dict(median_ms=median_ms(call, args.repeats, warmup=3),
+                                             best_ms=best_ms(call, args.repeats, warmup=1))
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
     write_results(args.out + "_ell", rows, load, ell_markdown)
 
 
 def ell_markdown(result: dict) -> str:
-    names = ["dense torch", "csr", "ell+coo", "ell"]
+    names = ["dense torch", "csr", "ell+coo", "ell", "coo accumulate"]
     lines = [f"Load average {result['load_average_start'][0]:.2f} at the start, "
              f"{result['load_average_end'][0]:.2f} at the end ({result['cpus']} CPUs, shared machine). "
-             "Linear 768 -> 3072, 10% dense, median ms (best in brackets), our kernels forced (cost_model=False).",
-             "", "| row lengths | threads | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+             "Linears ~10% dense (90% sparse), median ms (best in brackets), our kernels forced "
+             "(cost_model=False); ell+coo's ELL part on the ELL kernel, its COO part on the CSR kernel over "
+             "the rows it has entries in; \"coo accumulate\" is the index_add of that part's product [T, rows] "
+             "into those columns of the ELL part's output (part of ell+coo's time).",
+             "", "| out x in | tokens | row lengths (median / p90 / max) | threads | " + " | ".join(names) + " |",
+             "|---|---|---|---|" + "---|" * len(names)]
     for row in result["rows"]:
         cells = [f"{row[n]['median_ms']:.3f} ({row[n]['best_ms']:.3f})" for n in names]
-        lines.append(f"| {row['rows']} | {row['threads']} | " + " | ".join(cells) + " |")
+        c = row["row_counts"]
+        lines.append(f"| {row['shape'][0]} x {row['shape'][1]} | {row['tokens']} | {row['rows']} "
+                     f"({c['median']} / {c['p90']} / {c['max']}) | {row['threads']} | " + " | ".join(cells) + " |")
     lines += ["", "What each stores:", ""]
+    seen = set()
     for row in result["rows"]:
-        if row["threads"] == result["rows"][0]["threads"]:
-            lines.append(f"- {row['rows']}: ell+coo {row['split']}; ell alone {row['ell_alone']}")
+        key = (tuple(row["shape"]), row["rows"])
+        if key not in seen:
+            seen.add(key)
+            lines.append(f"- {row['shape'][0]} x {row['shape'][1]}, {row['rows']}: ell+coo {row['split']} "
+                         f"(ELL kernel: {row['ell_kernel']}); ell alone {row['ell_alone']}")
     return "\n".join(lines) + "\n"
 
 
@@ -122,6 +171,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "formats"))
     parser.add_argument("--ell", action="store_true", help="ELL rows only (results/formats_ell.*)")
+    parser.add_argument("--ell-shapes", type=lambda s: tuple(int(v) for v in s.split("x")), nargs="+",
+                        default=[(768, 3072), (3072, 768)], help="in x out of the --ell linears")
+    parser.add_argument("--ell-tokens", type=int, nargs="+", default=[128, 1024])
+    parser.add_argument("--ell-kinds", nargs="+", default=["uniform", "power-law", "dominant"])
     args = parser.parse_args()
     if args.ell:
         ell_rows(args)

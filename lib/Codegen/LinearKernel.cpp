@@ -104,6 +104,13 @@ std::optional<SparseLinear> mlir::smlir::codegen::matchSparseLinear(LinearOp lin
                                                           kEncodingAttrName);
           nm && nm.getN() == layout->n && nm.getM() == layout->m)
         layout->sharedRows = nm.getRows();
+  // A CSR argument whose smlir.encoding is #smlir.ell<width = k>: rows all
+  // k long, read without positions.
+  if (layout->kind == WeightLayout::CSR)
+    if (std::optional<int64_t> width = ellWidth(weight, weightShape[1])) {
+      layout->kind = WeightLayout::ELL;
+      layout->width = *width;
+    }
   return SparseLinear{linear, x, weight, *layout, xType.getDimSize(0),
                       xType.getDimSize(1), weightShape[0]};
 }
@@ -131,6 +138,8 @@ static std::unique_ptr<WeightAccess> makeWeightAccess(const SparseLinear &lin) {
                                      : makeNMWeight(lin);
   case WeightLayout::BSR:
     return makeBSRWeight(lin);
+  case WeightLayout::ELL:
+    return makeELLWeight(lin);
   }
   llvm_unreachable("unknown weight layout");
 }

@@ -25,13 +25,15 @@ constexpr int64_t kPermutedDecodeTokens = 8;
 
 /// Where the stored entries of weight row `n` are.
 struct WeightLayout {
-  enum Kind { Dense, CSR, NOutOfM, BSR } kind;
+  enum Kind { Dense, CSR, NOutOfM, BSR, ELL } kind;
   int64_t n = 0, m = 0; // n:m only
   // n:m whose rows share one pattern in groups of this many (the weight
   // argument's #smlir.nm<..., rows = r>): one slab read serves the group.
   int64_t sharedRows = 1;
   // BSR only: the dense blocks' rows and columns (BSRWeight.cpp).
   int64_t blockRows = 0, blockCols = 0;
+  // ELL only: entries per row (ELLWeight.cpp).
+  int64_t width = 0;
 };
 
 /// An smlir.linear with a micro-kernel: x[M, K] static f32, W[N, K].

@@ -93,6 +93,10 @@ std::unique_ptr<WeightAccess> makeCSRWeight(const SparseLinear &linear);
 std::unique_ptr<WeightAccess> makeNMWeight(const SparseLinear &linear);
 std::unique_ptr<WeightAccess> makeSharedRowsWeight(const SparseLinear &linear);
 std::unique_ptr<WeightAccess> makeBSRWeight(const SparseLinear &linear);
+std::unique_ptr<WeightAccess> makeELLWeight(const SparseLinear &linear);
+/// The width of a CSR weight argument stored as ELL (its smlir.encoding is
+/// #smlir.ell<width = k>, k <= K), else none.
+std::optional<int64_t> ellWidth(Value weight, int64_t K);
 /// A 2-d f32 BSR tensor's layout (its blocks' sizes), else none.
 std::optional<WeightLayout>
 classifyBSRWeight(const sparse_tensor::SparseTensorType &type);

@@ -366,12 +366,20 @@ LogicalResult ELLEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitErr
 
 std::string ELLEncodingAttr::getFormatName() const { return "ell"; }
 
-// Positions are implicit (row i at i * width): no upstream level type says so.
-SparseTensorEncodingAttr ELLEncodingAttr::getSparseTensorEncoding(int64_t) const {
-  return {};
+// With a width, the CSR whose rows all hold `width` entries (positions 0,
+// width, 2 * width, ... as 64-bit: N * width may pass 2^32): upstream
+// reads it as it is, and a linear's micro-kernel, told by the argument's
+// smlir.encoding, reads it without positions (ELLWeight.cpp). Without a
+// width (picked when a weight is stored) there is no such form yet.
+SparseTensorEncodingAttr ELLEncodingAttr::getSparseTensorEncoding(int64_t rank) const {
+  if (!getWidth() || rank != 2)
+    return {};
+  return makeEncoding(getContext(), {denseLT(), compressedLT()}, AffineMap(),
+                      /*posWidth=*/64, getCrdWidth());
 }
 
-// Whether a row fits `width` depends on the values: checked when stored.
+// Whether a row fits `width` depends on the values, and a width past the
+// columns is the packer's error (it names the weight): checked when stored.
 LogicalResult
 ELLEncodingAttr::verifyShape(ArrayRef<int64_t> shape,
                              function_ref<InFlightDiagnostic()> emitError) const {

@@ -47,11 +47,11 @@ LogicalResult SparsifyOp::verify() {
                        << " stores a tensor as two parts; smlir.sparsify "
                           "produces one tensor (hybrid weights are split by "
                           "linear regions, compile(mode=\"regions\"))";
-  if (isa<ELLEncodingAttr>(encoding))
+  if (auto ell = dyn_cast<ELLEncodingAttr>(encoding); ell && !ell.getWidth())
     return emitError() << "encoding " << encoding
-                       << " has no sparse_tensor form (its positions are "
-                          "implicit); ell weights are stored by linear "
-                          "regions, compile(mode=\"regions\")";
+                       << " has no width (it is picked when a weight is "
+                          "stored; its sparse_tensor form needs one): give "
+                          "#smlir.ell<width = k>";
   if (failed(encoding.verifyShape(sourceType.getShape(), emitError)))
     return failure();
   SparsifierAttrInterface sparsifier = getSparsifier();

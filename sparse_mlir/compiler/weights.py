@@ -487,11 +487,13 @@ def _pack_ell(w: np.ndarray, encoding: ELL, name: str) -> list[np.ndarray]:
 
 
 def ell_as_csr(encoding: ELL, buffers: list[np.ndarray], rows: int) -> tuple[CSR, list[np.ndarray]]:
-    """An ELL part's buffers as CSR's (the CSR kernel runs it): positions
-    0, k, 2k, ... made explicit, its coordinates and values as they are."""
+    """An ELL part's buffers as CSR's, the sparse_tensor form of
+    #smlir.ell<width = k> (its kernel's argument): positions 0, k, 2k, ...
+    made explicit (64-bit, as that form has them; the ELL kernel does not
+    read them), its coordinates and values as they are."""
     columns, values = buffers
     width = columns.size // max(1, rows)
-    csr = CSR(pos_width=32 if columns.size < 2 ** 31 else 64, crd_width=encoding.crd_width)
+    csr = CSR(pos_width=64, crd_width=encoding.crd_width)
     positions = np.arange(0, rows * width + 1, max(1, width), dtype=np.int64)[:rows + 1]
     return csr, [_positions(positions, csr, "ell", "stored entries"), columns, values]
 

@@ -165,3 +165,20 @@ func.func @calls_a_public_function(%x: tensor<8x8xf32>, %v: tensor<8x8xf32> {sml
   %s = smlir.sparsify %v : tensor<8x8xf32> with #smlir.scalar_fraction<0.5> as #smlir.csr -> tensor<8x8xf32, #CSR>
   return %r, %s : tensor<8x8xf32, #CSR>, tensor<8x8xf32, #CSR>
 }
+
+// -----
+
+#ELLCSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 64, crdWidth = 16 }>
+
+/// An ELL weight with a width: the argument takes its sparse_tensor form
+/// (the CSR whose rows all hold 4 entries, 64-bit positions) and keeps
+/// #smlir.ell<width = 4> as its encoding, which tells the linear kernel
+/// that the rows are all 4 long.
+// CHECK-DAG:   #[[$ELL:.*]] = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 64, crdWidth = 16 }>
+// CHECK-LABEL: func.func @ell_weight_keeps_its_width(
+// CHECK-SAME:      %[[W:[^:]*]]: tensor<8x8xf32, #[[$ELL]]> {smlir.encoding = #smlir.ell<width = 4, crdWidth = 16>, smlir.sparsifier = #smlir.keep_all, smlir.weight})
+// CHECK-NEXT:    return %[[W]]
+func.func @ell_weight_keeps_its_width(%w: tensor<8x8xf32> {smlir.weight}) -> tensor<8x8xf32, #ELLCSR> {
+  %s = smlir.sparsify %w : tensor<8x8xf32> with #smlir.keep_all as #smlir.ell<width = 4, crdWidth = 16> -> tensor<8x8xf32, #ELLCSR>
+  return %s : tensor<8x8xf32, #ELLCSR>
+}

@@ -220,10 +220,13 @@ def SparseMLIR_ELLEncodingAttr : SparseMLIR_Encoding<"ELLEncoding", "ell"> {
     `width` left out: picked when the weight is stored, from its row counts
     (alone: the longest row; as a hybrid's first part: the median row).
     Verified: `width >= 1`. Rows longer than `width` need a second part
-    (`#smlir.hybrid<[#smlir.ell<...>, #smlir.coo], ...>`). There is no
-    upstream `#sparse_tensor.encoding` with implicit positions
-    (`getSparseTensorEncoding` is null): linear regions store and run it,
-    and `smlir.sparsify` refuses it.
+    (`#smlir.hybrid<[#smlir.ell<...>, #smlir.coo], ...>`). No upstream
+    level type has implicit positions: with a width, its
+    `#sparse_tensor.encoding` is the CSR whose rows all hold `width`
+    entries (64-bit positions 0, width, 2 * width, ..., passed but not
+    read by the ELL micro-kernel: a weight argument whose `smlir.encoding`
+    is `#smlir.ell<width = k>` takes it, see smlir-lower-sparse-linear);
+    without one there is none and `smlir.sparsify` refuses it.
 
     ```mlir
     #smlir.ell<width = 4>

@@ -419,6 +419,15 @@ def LowerSparseLinear
     values (no per-value index load); decode reads x's bw columns once per
     block for the tile's rows.
 
+    A CSR weight argument whose `smlir.encoding` is `#smlir.ell<width = k>`
+    (k <= K: every row stores exactly k entries, padded with zeros) takes
+    the ELL kernel: no position is read, row n's entries are n * k ...
+    (n + 1) * k - 1, the tile's rows run in lockstep over all k with a
+    trip count fixed when the kernel is built (unrolled by 4; never
+    interleaved per call: its rows need no padding), and decode
+    gathers x `lanes` entries at a time with no per-row tails. Without a
+    width, or a width past K, the weight is read as the CSR it also is.
+
     Other sparse linears (CSC, COO, f64, dynamic shapes) are left to
     upstream sparsification.
 

@@ -183,6 +183,11 @@ class Region:
         # The stored values' gradient (a sampled product): our kernel or torch's, per token range.
         self.sampled_choices: dict[tuple, SampledChoice] = {}
 
+    def kernel_encoding(self) -> Encoding:
+        """The encoding the kernels are compiled for: the stored one (an ELL
+        part's buffers are CSR's, its kernel ELL's: regions/ell.py)."""
+        return self.encoding
+
     @property
     def matrix_shape(self) -> tuple[int, int]:
         """W2's [N, K], without touching its dense copy (a shared weight makes that on demand: tied.py)."""
@@ -418,7 +423,7 @@ class Region:
         tokens = self._tokens(x)
         pieces = self._plan(tokens)
         try:
-            built = {size: KERNELS.get(self.signature, self.encoding, size, self._options)
+            built = {size: KERNELS.get(self.signature, self.kernel_encoding(), size, self._options)
                      for size in dict.fromkeys(piece.size for piece in pieces)}
         except CompileError as error:
             self._warn(f"no sparse kernel for {self.op_name} reading '{self.name}' stored as "

@@ -1,11 +1,15 @@
 """A weight stored as `ELL(width=k)` alone or as `Hybrid(ELL(width=k), COO())`.
 
-ELL is CSR with every row k long, so its part runs the CSR micro-kernel
-with the implicit positions 0, k, 2k, ... made explicit (N + 1 indices
-held by the region, not stored with the weight); the row-sorted COO
-remainder runs the CSR kernel too, with positions counted from its rows.
-Both read views of the one values buffer (ELL's N * k, then COO's) and sum
-into one output, as Hybrid(BSR, CSR) does (hybrid.py).
+The ELL part runs the ELL micro-kernel (lib/Codegen/ELLWeight.cpp: rows
+all k long, no positions read, a fixed trip count): its kernel is compiled
+for `#smlir.ell<width = k>`, whose argument is the CSR its buffers also
+are, so the region passes the implicit positions 0, k, 2k, ... made
+explicit (N + 1 indices held by the region, not stored with the weight;
+the kernel never reads them). The row-sorted COO remainder runs the CSR
+kernel over its non-empty rows only, with positions counted from its rows,
+its product added into those columns of the ELL part's output. Both read
+views of the one values buffer (ELL's N * k, then COO's), as Hybrid(BSR,
+CSR) does (hybrid.py).
 
 A padding entry (value 0 at a column its row does not use) is stored but is
 not part of the weight's mask: its gradient is zeroed and a loaded weight's
@@ -15,6 +19,7 @@ eager one.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -23,6 +28,7 @@ import torch
 from sparse_mlir.encodings import COO, ELL, Encoding, Hybrid
 from sparse_mlir.compiler.regions.hybrid import HybridLinearRegion
 from sparse_mlir.compiler.regions.kernels import KernelOptions
+from sparse_mlir.compiler.regions.linear import LinearRegion
 from sparse_mlir.compiler.weights import coo_as_csr, ell_as_csr, hybrid_parts
 
 
@@ -31,8 +37,22 @@ def stores_ell(encoding: Encoding) -> bool:
     return isinstance(encoding, ELL) or isinstance(encoding, Hybrid) and isinstance(encoding.first, ELL)
 
 
+class EllPartRegion(LinearRegion):
+    """An ELL part: stored as its CSR form (what its kernel's argument is),
+    its kernels compiled for `ell` (with its width), the ELL kernel."""
+
+    def __init__(self, name: str, csr: Encoding, ell: ELL, dense: torch.Tensor, buffers: Sequence[np.ndarray],
+                 bias: bool, options: KernelOptions) -> None:
+        super().__init__(name, csr, dense, buffers, bias, options, cost_model=False)
+        self._ell = ell
+        self.signature = replace(self.signature, encoding=ell.attr_text())   # its kernels' cache key
+
+    def kernel_encoding(self) -> Encoding:
+        return self._ell
+
+
 class EllLinearRegion(HybridLinearRegion):
-    """y = x W^T (+ bias) with W in ELL (plus a COO remainder), on CSR kernels."""
+    """y = x W^T (+ bias) with W in ELL (the ELL kernel) plus a COO remainder (the CSR kernel)."""
 
     def __init__(self, name: str, encoding: Encoding, effective: torch.Tensor, packed: Sequence[np.ndarray],
                  bias: bool, options: KernelOptions, cost_model: bool) -> None:
@@ -56,6 +76,34 @@ class EllLinearRegion(HybridLinearRegion):
         if coo is not None and coo_buffers is not None:
             parts.append(("coo", *coo_as_csr(coo, coo_buffers, rows, self.name)))
         return parts
+
+    def _part_region(self, name: str, encoding: Encoding, dense: torch.Tensor, buffers: list[np.ndarray],
+                     bias: bool) -> LinearRegion:
+        if name == "coo":
+            return self._remainder_region(encoding, buffers, bias)
+        if name != "ell":
+            return super()._part_region(name, encoding, dense, buffers, bias)
+        ell = self._ell_and_rest()[0]
+        width = buffers[1].size // max(1, self.signature.out_features)
+        # (The weight is stored already: the kernel's encoding has no sparsifier of its own.)
+        kernel = replace(ell, width=width, sparsifier=None, grad=None)
+        return EllPartRegion(f"{self.name} (ell part)", encoding, kernel, dense, buffers, bias, self._options)
+
+    def _remainder_region(self, csr: Encoding, buffers: list[np.ndarray], bias: bool) -> LinearRegion:
+        """The COO remainder on the CSR kernel over its non-empty rows only
+        (a [rows with a remainder, K] weight whose product is added into
+        those columns of y): the kernel pads each block of R rows to its
+        longest, and a remainder's rows are mostly empty (the rows at most
+        `width` long), a long one among them padded R-fold over all rows."""
+        positions, columns, values = buffers
+        counts = np.diff(positions.astype(np.int64))
+        kept = np.flatnonzero(counts)
+        compact = np.concatenate([[0], np.cumsum(counts[kept])]).astype(positions.dtype)
+        dense = torch.zeros(1, dtype=torch.float32).expand(kept.size, self.signature.in_features)
+        part = LinearRegion(f"{self.name} (coo part)", csr, dense, [compact, columns, values], bias, self._options,
+                            cost_model=False)
+        part.output_columns = torch.from_numpy(kept)
+        return part
 
     def split(self) -> str:
         """What each part stores, for sparsity_plan()."""

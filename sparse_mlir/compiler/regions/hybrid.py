@@ -63,9 +63,14 @@ class HybridLinearRegion(LinearRegion):
         # A part is never read densely (_decide refuses a kernel that would):
         # its dense weight is a zero-stride stand-in, not a copy of W.
         nothing = torch.zeros(1, dtype=torch.float32).expand(shape)
-        return [LinearRegion(f"{self.name} ({name} part)", part, nothing, buffers,
-                             self.signature.bias and index == 0, self._options, cost_model=False)
+        return [self._part_region(name, part, nothing, buffers, self.signature.bias and index == 0)
                 for index, (name, part, buffers) in enumerate(parts)]
+
+    def _part_region(self, name: str, encoding: Encoding, dense: torch.Tensor, buffers: list[np.ndarray],
+                     bias: bool) -> LinearRegion:
+        """The region running one part, stored in and compiled for `encoding`."""
+        return LinearRegion(f"{self.name} ({name} part)", encoding, dense, buffers, bias, self._options,
+                            cost_model=False)
 
     def split(self) -> str:
         """What each part stores, for sparsity_plan()."""
@@ -102,7 +107,10 @@ class HybridLinearRegion(LinearRegion):
         y = None
         for part, kernels, adds_bias in kernel.parts:
             out = part._linear(kernels, columns, bias if adds_bias else None)
-            y = out if y is None else y.add_(out)   # accumulates into the first part's output
+            # Accumulated into the first part's output (into its columns for
+            # a part stored over some rows of W only: ell.py's remainder).
+            into = getattr(part, "output_columns", None)
+            y = out if y is None else y.add_(out) if into is None else y.index_add_(1, into, out)
         assert y is not None
         return y.reshape(*x.shape[:-1], self.signature.out_features)
 

@@ -1,7 +1,7 @@
 // RUN: sparse-mlir-opt %s -split-input-file -verify-diagnostics
 
 // One case per verifier message of #smlir.ell, of #smlir.hybrid with an ell
-// part, and smlir.sparsify's refusal of ell.
+// part, and smlir.sparsify's refusal of an ell without a width.
 
 /// A row stores at least one entry.
 // expected-error@+1 {{ell width must be >= 1 (nonzeros stored per row), got 0}}
@@ -41,9 +41,20 @@ func.func @hybrid_ell_then_bsr(%w: tensor<8x8xf32> {smlir.encoding = #smlir.hybr
 
 // -----
 
-/// smlir.sparsify produces a sparse_tensor value: ell has no such form.
-func.func @sparsify_refuses_ell(%x: tensor<8x8xf32>) {
-  // expected-error@+1 {{'smlir.sparsify' op encoding #smlir.ell<width = 2> has no sparse_tensor form (its positions are implicit)}}
+/// smlir.sparsify produces a sparse_tensor value: ell has one (the CSR of
+/// its fixed-width rows) only once its width is known.
+func.func @sparsify_refuses_ell_without_width(%x: tensor<8x8xf32>) {
+  // expected-error@+1 {{'smlir.sparsify' op encoding #smlir.ell has no width (it is picked when a weight is stored; its sparse_tensor form needs one): give #smlir.ell<width = k>}}
+  %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.keep_all as #smlir.ell -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+/// With a width the result is that CSR (64-bit positions): a dense result
+/// type is refused.
+func.func @sparsify_ell_result_is_its_csr(%x: tensor<8x8xf32>) {
+  // expected-error@+1 {{'smlir.sparsify' op result type must be 'tensor<8x8xf32, #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 64, crdWidth = 32 }>>' for encoding #smlir.ell<width = 2>, got 'tensor<8x8xf32>'}}
   %r = smlir.sparsify %x : tensor<8x8xf32> with #smlir.keep_all as #smlir.ell<width = 2> -> tensor<8x8xf32>
   return
 }
