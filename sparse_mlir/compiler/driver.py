@@ -189,8 +189,8 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
                         "that linear regions run and sum: it needs mode='regions' (CPU)")
     ell = sorted(name for name, e in (encodings or {}).items() if isinstance(e, ELL))
     if ell:
-        raise SpecError(f"{', '.join(ell)}: ell has no sparse_tensor form (implicit positions); linear regions "
-                        "store and run it: it needs mode='regions' (CPU)")
+        raise SpecError(f"{', '.join(ell)}: ell weights are stored and run by linear regions (the ELL kernel, "
+                        "ELL + COO's split): it needs mode='regions' (CPU)")
     if target == "cuda":
         cpu_only = {"on_fallback": (on_fallback, "warn"), "fuse_sparsifiers": (fuse_sparsifiers, True),
                     "vector_lanes": (vector_lanes, None)}

@@ -266,7 +266,7 @@ def test_bad_parts_are_spec_errors(parts, message) -> None:
 
 def test_graph_mode_and_mask_update_refuse_ell() -> None:
     model = torch.nn.Linear(29, 37)
-    with pytest.raises(sm.SpecError, match=r"weight: ell has no sparse_tensor form .* needs mode='regions'"):
+    with pytest.raises(sm.SpecError, match=r"weight: ell weights are stored and run by linear regions .* needs mode='regions'"):
         sm.compile(model, {"weight": sm.ELL(width=3)}, (torch.randn(2, 29),), mode="graph")
     with pytest.raises(sm.SpecError, match=r"weight: hybrid\(ell \+ coo\) weights keep their compile-time split"):
         sm.compile(model, {"weight": ELL_COO}, (torch.randn(2, 29),), mode="regions",
