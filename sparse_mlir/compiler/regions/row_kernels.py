@@ -76,8 +76,7 @@ class RowSignature:
     encoding: str = "#smlir.csr"
     group: int = 8         # sddmm: entries reduced together (sddmm_ir.py); 1: one at a time
     lanes: int = 0         # sddmm: the accumulators' lanes (0: the host's, runtime.cpu.vector_lanes)
-    masked_tail: bool = True   # sddmm: an unblocked row's last n mod G entries as one masked group
-    ir_version: int = 11   # (in the disk cache's key: bump when the IR changes)
+    ir_version: int = 12   # (in the disk cache's key: bump when the IR changes)
 
 
 def _pattern(sig: RowSignature, encoding: Encoding) -> tuple[str, str, str]:
@@ -93,8 +92,7 @@ def sddmm_ir(sig: RowSignature, encoding: Encoding) -> str:
     r, c, d = sig.rows, sig.cols, sig.head_dim
     pattern, pos_t, crd_t = _pattern(sig, encoding)
     if sig.group > 1:
-        return grouped_sddmm_ir(r, c, d, sig.group, sig.lanes or vector_lanes(), sig.scaled, pattern, pos_t, crd_t,
-                                sig.masked_tail)
+        return grouped_sddmm_ir(r, c, d, sig.group, sig.lanes or vector_lanes(), sig.scaled, pattern, pos_t, crd_t)
     scale = ("      %m = memref.load %val[%j] : memref<?xf32>\n      %sc = arith.mulf %dot, %m : f32\n"
              "      memref.store %sc, %out[%h, %j] : memref<?x?xf32>\n"
              if sig.scaled else "      memref.store %dot, %out[%h, %j] : memref<?x?xf32>\n")

@@ -20,10 +20,7 @@ reduction as on the product, and streams a 256-byte b row from L2 per entry.
           the G accumulators summed lane-wise by a transpose tree (log2 G
           levels of two shuffles and one add per pair): one vector<G> holds
           the G dot products; times the G mask values; one store
-        then one entry at a time while in the block (a W-lane reduction);
-        unblocked tiles (every entry of the row in the one block): the
-        row's n div G groups by count, then its last n mod G entries as one
-        group (columns past the row's end repeat its last; a masked store)
+        then one entry at a time while in the block (a W-lane reduction)
       (unblocked tiles prefetch b's rows PREFETCH groups ahead: they come from
       L2 / L3 in random order; measured 5-10% at S = 4096, random masks)
 
@@ -140,12 +137,10 @@ class GroupedDots:
 
 
 def grouped_sddmm_ir(rows: int, cols: int, dim: int, group: int, lanes: int, scaled: bool, pattern: str,
-                     pos_t: str, crd_t: str, masked_tail: bool = True) -> str:
+                     pos_t: str, crd_t: str) -> str:
     """`@main(mask, a [B, rows, dim], b [B, cols, dim], out [B, nnz])`: the
     values written into `out` (the caller's; runtime/sddmm_call.py);
-    `lanes` (W): 16 with AVX-512, else 8; `group` (G): a power of two <= W;
-    `masked_tail`: unblocked rows end with one masked group (else one
-    entry at a time, as blocked rows do)."""
+    `lanes` (W): 16 with AVX-512, else 8; `group` (G): a power of two <= W."""
     dots = GroupedDots(dim, lanes, group)
     fresh = dots.fresh
     W = lanes
@@ -158,8 +153,7 @@ def grouped_sddmm_ir(rows: int, cols: int, dim: int, group: int, lanes: int, sca
     head = ["  %c0 = arith.constant 0 : index", "  %c1 = arith.constant 1 : index",
             f"  %cg = arith.constant {group} : index", f"  %glast = arith.constant {group - 1} : index",
             f"  %rows = arith.constant {r} : index",
-            "  %zero = arith.constant 0.0 : f32",
-            f"  %zg = arith.constant dense<0.0> : vector<{group}xf32>"]
+            "  %zero = arith.constant 0.0 : f32"]
     head += dots.constants()
     head += [f"  %pf{g} = arith.constant {PREFETCH * group + g} : index" for g in range(group)]
 
@@ -198,20 +192,6 @@ def grouped_sddmm_ir(rows: int, cols: int, dim: int, group: int, lanes: int, sca
             merged = out
         body.append(f"{ind2}vector.store {merged}, %out[%h, %j0] : memref<?x?xf32>, {gt}")
         result, jl, inside, go, cl, lt, jn = (fresh() for _ in range(7))
-        if prefetching and masked_tail:
-            # Unblocked, every entry left in the row is in the block: its
-            # groups by count (no column test per group), then its last
-            # n mod G entries as one masked group (no loop of one-entry dots
-            # whose trip count changes from row to row).
-            n, rem, gend = fresh(), fresh(), fresh()
-            return [f"{indent}{n} = arith.subi %hi, %jstart : index",
-                    f"{indent}{rem} = arith.remui {n}, %cg : index",
-                    f"{indent}{gend} = arith.subi %hi, {rem} : index",
-                    f"{indent}scf.for %j0 = %jstart to {gend} step %cg {{",
-                    *body,
-                    f"{indent}}}",
-                    *masked_group(gend, indent),
-                    f"{indent}scf.yield %hi : index"]
         return [
             f"{indent}{result} = scf.while (%jw = %jstart) : (index) -> index {{",
             f"{indent}  {jl} = arith.addi %jw, %glast : index",
@@ -231,37 +211,6 @@ def grouped_sddmm_ir(rows: int, cols: int, dim: int, group: int, lanes: int, sca
             f"{ind2}scf.yield {jn} : index",
             f"{indent}}}",
             f"{indent}scf.yield {result} : index"]
-
-    def masked_group(start: str, indent: str) -> list[str]:
-        """The entries from `start` to the row's end (fewer than G) as one
-        group: the columns past the end repeat the last entry's, and a
-        masked store writes only the live lanes."""
-        left, some, last, live = fresh(), fresh(), fresh(), fresh()
-        ind2 = indent + "  "
-        body = [f"{indent}{left} = arith.subi %hi, {start} : index",
-                f"{indent}{some} = arith.cmpi ugt, {left}, %c0 : index",
-                f"{indent}scf.if {some} {{",
-                f"{ind2}{last} = arith.subi %hi, %c1 : index"]
-        cols = []
-        for g in range(group):
-            j, jc, raw, col = fresh(), fresh(), fresh(), fresh()
-            body += [f"{ind2}{j} = arith.addi {start}, %g{g} : index",
-                     f"{ind2}{jc} = arith.minui {j}, {last} : index",
-                     f"{ind2}{raw} = memref.load %crd[{jc}] : memref<?x{crd_t}>",
-                     f"{ind2}{col} = arith.index_cast {raw} : {crd_t} to index"]
-            cols.append(col)
-        merged = dots.group_sums("%bb", c, cols, ind2, body)
-        body.append(f"{ind2}{live} = vector.create_mask {left} : vector<{group}xi1>")
-        if scaled:
-            mv, out = fresh(), fresh()
-            body.append(f"{ind2}{mv} = vector.maskedload %val[{start}], {live}, %zg : memref<?xf32>, "
-                        f"vector<{group}xi1>, {gt} into {gt}")
-            body.append(f"{ind2}{out} = arith.mulf {merged}, {mv} : {gt}")
-            merged = out
-        body.append(f"{ind2}vector.maskedstore %out[%h, {start}], {live}, {merged} : memref<?x?xf32>, "
-                    f"vector<{group}xi1>, {gt}")
-        body.append(f"{indent}}}")
-        return body
 
     groups = ["        %jg = scf.if %reused -> (index) {", *group_loop(False, "          "), "        } else {",
               *group_loop(True, "          "), "        }"]
