@@ -8,7 +8,9 @@ and banded (a local window |i - j| <= w of the same density).
 SDDMM, D = 64: ours is sparse_mlir_sddmm as the compiled graph calls it
 (mask validated and packed, then the row kernel of sddmm_ir.py, or
 smlir.sampled_matmul where the cost model times it faster, at the stored
-positions, values times the mask's values) for `(a @ b^T) * mask`; against
+positions, values times the mask's values; a call like the last checked
+one goes straight to the row kernel, which writes into a values tensor
+torch allocated) for `(a @ b^T) * mask`; against
 torch.sparse.sampled_addmm (CSR, beta 0: the unscaled product at the
 pattern, less work than ours), and the dense product then the mask. scipy
 has no sampled product: not compared.

@@ -52,6 +52,7 @@ from sparse_mlir.compiler.regions.kernels import BuildOnce, KernelOptions, lower
 from sparse_mlir.context import make_context
 from sparse_mlir.encodings import Encoding
 from sparse_mlir.runtime.memref import Kernel
+from sparse_mlir.runtime.sddmm_call import SDDMMRowKernel
 from sparse_mlir.runtime.cpu import vector_lanes
 from sparse_mlir.runtime.threads import openmp_available
 
@@ -75,7 +76,7 @@ class RowSignature:
     encoding: str = "#smlir.csr"
     group: int = 8         # sddmm: entries reduced together (sddmm_ir.py); 1: one at a time
     lanes: int = 0         # sddmm: the accumulators' lanes (0: the host's, runtime.cpu.vector_lanes)
-    ir_version: int = 10   # (in the disk cache's key: bump when the IR changes)
+    ir_version: int = 12   # (in the disk cache's key: bump when the IR changes)
 
 
 def _pattern(sig: RowSignature, encoding: Encoding) -> tuple[str, str, str]:
@@ -86,7 +87,8 @@ def _pattern(sig: RowSignature, encoding: Encoding) -> tuple[str, str, str]:
 
 
 def sddmm_ir(sig: RowSignature, encoding: Encoding) -> str:
-    """`@main(mask, a [B, R, D], b [B, C, D]) -> values [B, nnz]`."""
+    """`@main(mask, a [B, R, D], b [B, C, D], out [B, nnz])`: values written
+    into the caller's `out` (runtime/sddmm_call.py)."""
     r, c, d = sig.rows, sig.cols, sig.head_dim
     pattern, pos_t, crd_t = _pattern(sig, encoding)
     if sig.group > 1:
@@ -95,7 +97,7 @@ def sddmm_ir(sig: RowSignature, encoding: Encoding) -> str:
              "      memref.store %sc, %out[%h, %j] : memref<?x?xf32>\n"
              if sig.scaled else "      memref.store %dot, %out[%h, %j] : memref<?x?xf32>\n")
     return f"""
-func.func @main(%s: {pattern}, %a: tensor<?x{r}x{d}xf32>, %b: tensor<?x{c}x{d}xf32>) -> tensor<?x?xf32>
+func.func @main(%s: {pattern}, %a: tensor<?x{r}x{d}xf32>, %b: tensor<?x{c}x{d}xf32>, %out: memref<?x?xf32>)
     attributes {{llvm.emit_c_interface}} {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -108,7 +110,6 @@ func.func @main(%s: {pattern}, %a: tensor<?x{r}x{d}xf32>, %b: tensor<?x{c}x{d}xf
   %ab = bufferization.to_buffer %a read_only : tensor<?x{r}x{d}xf32> to memref<?x{r}x{d}xf32>
   %bb = bufferization.to_buffer %b read_only : tensor<?x{c}x{d}xf32> to memref<?x{c}x{d}xf32>
   %nb = memref.dim %ab, %c0 : memref<?x{r}x{d}xf32>
-  %out = memref.alloc(%nb, %nnz) {{alignment = 64 : i64}} : memref<?x?xf32>
   scf.parallel (%h, %i) = (%c0, %c0) to (%nb, %rows) step (%c1, %c1) {{
     %i1 = arith.addi %i, %c1 : index
     %lo_raw = memref.load %pos[%i] : memref<?x{pos_t}>
@@ -125,8 +126,7 @@ func.func @main(%s: {pattern}, %a: tensor<?x{r}x{d}xf32>, %b: tensor<?x{c}x{d}xf
 {scale}    }}
     scf.reduce
   }}
-  %result = bufferization.to_tensor %out restrict : memref<?x?xf32> to tensor<?x?xf32>
-  return %result : tensor<?x?xf32>
+  return
 }}
 """
 
@@ -307,14 +307,20 @@ class RowKernels(BuildOnce):
 ROW_KERNELS = RowKernels()
 
 
-def bind(compiled: CompiledRows) -> Kernel:
-    return Kernel(compiled.function, [], 3 if compiled.signature.kind == "attention" else 2, np.float32,
-                  owner=compiled)
+def bind(compiled: CompiledRows) -> Kernel | SDDMMRowKernel:
+    """Attention's kernel returns out (memref.Kernel adopts it); the SDDMM's
+    writes into a tensor the caller allocates (runtime/sddmm_call.py)."""
+    sig = compiled.signature
+    if sig.kind == "sddmm":
+        return SDDMMRowKernel(compiled.function, sig.rows, sig.cols, sig.head_dim, owner=compiled)
+    return Kernel(compiled.function, [], 3, np.float32, owner=compiled)
 
 
-def run(kernel: Kernel, buffers: list[torch.Tensor], *operands: torch.Tensor) -> torch.Tensor:
+def run(kernel: Kernel | SDDMMRowKernel, buffers: list[torch.Tensor], *operands: torch.Tensor) -> torch.Tensor:
     """Every batch entry in one call (contiguous f32 [B, rows, cols]
     operands; the parallel loop runs over batch entries and rows):
     attention's out [B, R, F] for (q, k, v), sddmm's values [B, nnz] for (a, b)."""
+    if isinstance(kernel, SDDMMRowKernel):
+        return kernel(buffers, *operands)
     arrays = [b.numpy() for b in buffers] + [t.numpy() for t in operands]
     return torch.from_numpy(kernel(arrays))

@@ -138,7 +138,8 @@ class GroupedDots:
 
 def grouped_sddmm_ir(rows: int, cols: int, dim: int, group: int, lanes: int, scaled: bool, pattern: str,
                      pos_t: str, crd_t: str) -> str:
-    """`@main(mask, a [B, rows, dim], b [B, cols, dim]) -> values [B, nnz]`;
+    """`@main(mask, a [B, rows, dim], b [B, cols, dim], out [B, nnz])`: the
+    values written into `out` (the caller's; runtime/sddmm_call.py);
     `lanes` (W): 16 with AVX-512, else 8; `group` (G): a power of two <= W."""
     dots = GroupedDots(dim, lanes, group)
     fresh = dots.fresh
@@ -234,7 +235,7 @@ def grouped_sddmm_ir(rows: int, cols: int, dim: int, group: int, lanes: int, sca
     nl = "\n"
     ctype = crd_t
     return f"""
-func.func @main(%s: {pattern}, %a: tensor<?x{r}x{d}xf32>, %b: tensor<?x{c}x{d}xf32>) -> tensor<?x?xf32>
+func.func @main(%s: {pattern}, %a: tensor<?x{r}x{d}xf32>, %b: tensor<?x{c}x{d}xf32>, %out: memref<?x?xf32>)
     attributes {{llvm.emit_c_interface}} {{
 {nl.join(head)}
   %ctile = arith.constant {tile_rows} : index
@@ -250,7 +251,6 @@ func.func @main(%s: {pattern}, %a: tensor<?x{r}x{d}xf32>, %b: tensor<?x{c}x{d}xf
   %ab = bufferization.to_buffer %a read_only : tensor<?x{r}x{d}xf32> to memref<?x{r}x{d}xf32>
   %bb = bufferization.to_buffer %b read_only : tensor<?x{c}x{d}xf32> to memref<?x{c}x{d}xf32>
   %nb = memref.dim %ab, %c0 : memref<?x{r}x{d}xf32>
-  %out = memref.alloc(%nb, %nnz) {{alignment = 64 : i64}} : memref<?x?xf32>
   %ntiles = arith.constant {-(-r // tile_rows)} : index
   %creuse = arith.constant {min_reuse} : index
   %cmax = arith.constant {c} : index
@@ -330,7 +330,6 @@ func.func @main(%s: {pattern}, %a: tensor<?x{r}x{d}xf32>, %b: tensor<?x{c}x{d}xf
     }}
     scf.reduce
   }}
-  %result = bufferization.to_tensor %out restrict : memref<?x?xf32> to tensor<?x?xf32>
-  return %result : tensor<?x?xf32>
+  return
 }}
 """
