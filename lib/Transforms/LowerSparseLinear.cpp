@@ -182,8 +182,11 @@ struct LowerSparseLinearPass
       // too).
       int64_t kernelLanes =
           linear.M < kDecodeTokens ? std::min<int64_t>(lanes, 8) : lanes;
+      // bf16 2:4 on AVX-512 BF16: vdpbf16ps on pairs of x (BF16Pairs.cpp),
+      // with the n:m tile.
+      bool bf16Pairs = avx512bf16 && takesBF16Pairs(linear, kernelLanes);
       Value y = buildLinearKernel(b, linear.op.getLoc(), linear, tileRows,
-                                  tileVectors, kernelLanes);
+                                  tileVectors, kernelLanes, bf16Pairs);
       replaceLinear(linear, y);
     }
   }
