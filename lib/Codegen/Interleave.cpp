@@ -142,8 +142,10 @@ Value MicrokernelBuilder::packEntry(Value offset, Value value) {
   Type i32 = b.getI32Type(), i64 = b.getI64Type();
   Value high = arith::ExtUIOp::create(
       b, loc, i64, arith::IndexCastUIOp::create(b, loc, i32, offset));
-  Value low = arith::ExtUIOp::create(b, loc, i64,
-                                     arith::BitcastOp::create(b, loc, i32, value));
+  // (An i32 value is already its bits: a bf16 pair, BF16Pairs.cpp.)
+  if (!value.getType().isInteger(32))
+    value = arith::BitcastOp::create(b, loc, i32, value);
+  Value low = arith::ExtUIOp::create(b, loc, i64, value);
   return arith::OrIOp::create(
       b, loc,
       arith::ShLIOp::create(

@@ -127,7 +127,10 @@ void WeightAccess::accumulateGroups(MicrokernelBuilder &, Value, Value, Value,
   llvm_unreachable("only n:m weights are read in k-slices");
 }
 
-static std::unique_ptr<WeightAccess> makeWeightAccess(const SparseLinear &lin) {
+static std::unique_ptr<WeightAccess> makeWeightAccess(const SparseLinear &lin,
+                                                      bool bf16Pairs) {
+  if (bf16Pairs)
+    return makePairedNMWeight(lin);
   switch (lin.layout.kind) {
   case WeightLayout::Dense:
     return makeDenseWeight(lin);
@@ -147,13 +150,15 @@ static std::unique_ptr<WeightAccess> makeWeightAccess(const SparseLinear &lin) {
 MicrokernelBuilder::MicrokernelBuilder(OpBuilder &b, Location loc,
                                        const SparseLinear &linear,
                                        int64_t rows, int64_t vectors,
-                                       int64_t lanes)
-    : KernelBuilder(b, loc), lin(linear), access(makeWeightAccess(linear)),
+                                       int64_t lanes, bool bf16Pairs)
+    : KernelBuilder(b, loc), lin(linear),
+      access(makeWeightAccess(linear, bf16Pairs)),
       R(rows), V(lanes),
       U(std::min<int64_t>(vectors, llvm::divideCeil(linear.M, lanes))),
       MB(U * V), sliceGroups(access->groupsPerSlice(MB)),
       slices(access->slices(sliceGroups)), f32(b.getF32Type()),
-      storage(cast<ShapedType>(linear.x.getType()).getElementType()), vecType(VectorType::get({V}, f32)) {}
+      storage(cast<ShapedType>(linear.x.getType()).getElementType()),
+      vecType(VectorType::get({V}, f32)), bf16Pairs(bf16Pairs) {}
 
 /// Returns y[M, N] as a tensor.
 Value MicrokernelBuilder::build() {
@@ -202,6 +207,8 @@ Value MicrokernelBuilder::widen(Value v) {
 
 Value mlir::smlir::codegen::buildLinearKernel(OpBuilder &b, Location loc,
                                  const SparseLinear &linear, int64_t rows,
-                                 int64_t vectors, int64_t lanes) {
-  return MicrokernelBuilder(b, loc, linear, rows, vectors, lanes).build();
+                                 int64_t vectors, int64_t lanes,
+                                 bool bf16Pairs) {
+  return MicrokernelBuilder(b, loc, linear, rows, vectors, lanes, bf16Pairs)
+      .build();
 }

@@ -46,10 +46,17 @@ struct SparseLinear {
 
 std::optional<SparseLinear> matchSparseLinear(LinearOp linear);
 
+/// Whether `linear` may take bf16 dot products of pairs (vdpbf16ps) in
+/// its token blocks with `lanes` lanes: x and W bf16, W 2:4 (rows sharing
+/// patterns or not), 4 tokens or more, 16 lanes.
+bool takesBF16Pairs(const SparseLinear &linear, int64_t lanes);
+
 /// Emits the loops of `linear` (tiles of `rows` weight rows x `vectors`
 /// vectors of `lanes` tokens) in an smlir.kernel; returns y[M, N].
+/// `bf16Pairs` (where takesBF16Pairs holds): vdpbf16ps on pairs of x.
 Value buildLinearKernel(OpBuilder &b, Location loc, const SparseLinear &linear,
-                        int64_t rows, int64_t vectors, int64_t lanes);
+                        int64_t rows, int64_t vectors, int64_t lanes,
+                        bool bf16Pairs = false);
 
 /// The n:m decode kernel for AVX-512 (m = 2n, M <= kPermutedDecodeTokens):
 /// `rows` rows in lockstep, all M tokens at once, 16 entries per step with

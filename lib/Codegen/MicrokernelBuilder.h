@@ -44,8 +44,11 @@ constexpr int64_t kInterleaveMinTokenBlocks = 4;
 
 class MicrokernelBuilder : public KernelBuilder {
 public:
+  /// `bf16Pairs`: a bf16 2:4 weight's token blocks take bf16 dot products
+  /// of pairs (BF16Pairs.cpp; the caller checks takesBF16Pairs).
   MicrokernelBuilder(OpBuilder &b, Location loc, const SparseLinear &linear,
-                     int64_t rows, int64_t vectors, int64_t lanes);
+                     int64_t rows, int64_t vectors, int64_t lanes,
+                     bool bf16Pairs = false);
 
   /// Returns y[M, N] as a tensor.
   Value build();
@@ -85,6 +88,25 @@ public:
   void interleavedRows(Value nb, Value slab, SmallVectorImpl<Value> &acc);
   void interleavedEntries(Value lo, Value hi, Value slab,
                           SmallVectorImpl<Value> &acc);
+
+  //===--- bf16 2:4 with dot products of pairs (BF16Pairs.cpp) ------------===//
+  /// f32 values per token block's slab: the f32 slab (K x MB), then with
+  /// bf16Pairs the pair slab (6 pairs per group of 4, MB 32-bit words each).
+  int64_t slabSize() const;
+  void packPairs(Value slabs, Value mb);
+  void interleavePairs();
+  Value pairOffset(Value group, Value c0, Value c1);
+  Value pairWord(Value p);
+  void accumulatePair(Value slab, Value kBase, Value p,
+                      MutableArrayRef<Value> acc);
+  Value broadcastPair(Value word);
+  Value slabPairs(Value slab, Value offset, int64_t u);
+  void dotPairs(Value slab, Value offset, Value word,
+                MutableArrayRef<Value> acc);
+  void sharedPairLoop(Value lo, Value hi, ArrayRef<Value> starts,
+                      SmallVectorImpl<Value> &acc, Value slab);
+  void pairedEntries(Value lo, Value hi, Value slab,
+                     SmallVectorImpl<Value> &acc);
 
   //===--- Output stages (OutputStage.cpp) --------------------------------===//
   int64_t stageRowBlocks() const;
@@ -128,6 +150,8 @@ public:
   bool stagesMayBePartial = true;
   // n:m decode with x permuted in registers (buildPermutedDecode).
   bool permutedDecode = false;
+  // bf16 2:4 token blocks with dot products of pairs (BF16Pairs.cpp).
+  bool bf16Pairs = false;
 
 private:
   /// "linear_csr_1024x768x3072": what and which shape (M x K x N).

@@ -5,7 +5,8 @@
 // group by group. The slab is read in k-slices (kSlabSliceBytes); with many
 // token blocks the weight is interleaved by row block first. Rows sharing
 // one pattern (#smlir.nm<..., rows = r>) read each stored k's slab vectors
-// once for the tile (SharedRowsWeight).
+// once for the tile (SharedRowsWeight). bf16 2:4 with vdpbf16ps reads a
+// row's two entries of a group as one pair (Paired*Weight, BF16Pairs.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -147,7 +148,7 @@ public:
 
 /// n:m rows sharing one pattern in groups of sharedRows: a tile inside one
 /// row group; each stored k's U slab vectors are loaded once for its rows.
-class SharedRowsWeight final : public NMWeight {
+class SharedRowsWeight : public NMWeight {
 public:
   using NMWeight::NMWeight;
 
@@ -192,7 +193,104 @@ public:
   }
 };
 
+/// A bf16 2:4 weight read with dot products of pairs (BF16Pairs.cpp): the
+/// entry loops step over whole groups (a row's two entries there are one
+/// pair), the token blocks read the pair slab.
+class PairedNMWeight final : public NMWeight {
+public:
+  using NMWeight::NMWeight;
+
+  // "2of4dp": dot products of pairs.
+  std::string name(bool decode) const override {
+    return NMWeight::name(decode) + "dp";
+  }
+
+  // One i64 per interleaved pair of entries.
+  double bytesPerEntry() const override { return 4; }
+
+  /// The pair slab's rows of a group (6, MB words each) fill
+  /// kSlabSliceBytes; a row reads one of them.
+  int64_t groupsPerSlice(int64_t MB) const override {
+    return std::max<int64_t>(1, kSlabSliceBytes / (4 * MB * 6));
+  }
+
+  // Group j: the row's entries 2j and 2j + 1, visited once.
+  int64_t entriesPerGroup() const override { return 1; }
+
+  void interleave(MicrokernelBuilder &kb) const override {
+    kb.interleavePairs();
+  }
+
+  void accumulateRowBlock(MicrokernelBuilder &kb, Value slab, Value n0,
+                          Value nb,
+                          SmallVectorImpl<Value> &acc) const override {
+    int64_t groups = lin.K / 4;
+    if (kb.packedEntries) { // one k-slice
+      Value lo = kb.mul(nb, kb.idx(groups * kb.R));
+      kb.pairedEntries(lo, kb.add(lo, kb.idx(groups * kb.R)), slab, acc);
+      return;
+    }
+    kb.sparseRows(n0, kb.U, acc,
+                  [&](Value kBase, Value p, MutableArrayRef<Value> a) {
+                    kb.accumulatePair(slab, kBase, p, a);
+                  });
+  }
+
+  void accumulateGroups(MicrokernelBuilder &kb, Value slab, Value nb, Value g0,
+                        Value g1, ArrayRef<Value> starts,
+                        SmallVectorImpl<Value> &acc) const override {
+    if (kb.packedEntries) {
+      Value blockBase = kb.mul(nb, kb.idx(lin.K / 4));
+      kb.pairedEntries(kb.mul(kb.add(blockBase, g0), kb.idx(kb.R)),
+                       kb.mul(kb.add(blockBase, g1), kb.idx(kb.R)), slab, acc);
+      return;
+    }
+    kb.entryLoop(g0, g1, starts, kb.U, acc,
+                 [&](Value kBase, Value p, MutableArrayRef<Value> a) {
+                   kb.accumulatePair(slab, kBase, p, a);
+                 });
+  }
+};
+
+/// bf16 2:4 rows sharing one pattern, with dot products of pairs: a
+/// group's pair slab vectors are loaded once for the tile's rows.
+class PairedSharedRowsWeight final : public SharedRowsWeight {
+public:
+  using SharedRowsWeight::SharedRowsWeight;
+
+  std::string name(bool decode) const override {
+    return SharedRowsWeight::name(decode) + "dp";
+  }
+
+  /// As SharedRowsWeight's (L2-sized slices), for the pair slab's 6 rows
+  /// a group.
+  int64_t groupsPerSlice(int64_t MB) const override {
+    return std::max<int64_t>(1, kSharedSlabSliceBytes / (4 * MB * 6));
+  }
+
+  void accumulateRowBlock(MicrokernelBuilder &kb, Value slab, Value n0,
+                          Value nb,
+                          SmallVectorImpl<Value> &acc) const override {
+    SmallVector<Value> starts, lengths;
+    kb.rowExtents(n0, starts, lengths);
+    kb.sharedPairLoop(kb.idx(0), lengths[0], starts, acc, slab);
+  }
+
+  void accumulateGroups(MicrokernelBuilder &kb, Value slab, Value nb, Value g0,
+                        Value g1, ArrayRef<Value> starts,
+                        SmallVectorImpl<Value> &acc) const override {
+    kb.sharedPairLoop(g0, g1, starts, acc, slab);
+  }
+};
+
 } // namespace
+
+std::unique_ptr<WeightAccess>
+mlir::smlir::codegen::makePairedNMWeight(const SparseLinear &linear) {
+  if (linear.layout.sharedRows > 1)
+    return std::make_unique<PairedSharedRowsWeight>(linear);
+  return std::make_unique<PairedNMWeight>(linear);
+}
 
 std::unique_ptr<WeightAccess> mlir::smlir::codegen::makeNMWeight(const SparseLinear &linear) {
   return std::make_unique<NMWeight>(linear);

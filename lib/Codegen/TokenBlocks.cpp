@@ -39,7 +39,7 @@ void MicrokernelBuilder::buildTokenBlocks() {
   // split across threads; heap, not stack, so that large K and many
   // blocks fit (ownership-based deallocation frees it).
   Value slabs = memref::AllocOp::create(
-      b, loc, MemRefType::get({mBlocks * lin.K * MB}, f32),
+      b, loc, MemRefType::get({mBlocks * slabSize()}, f32),
       b.getI64IntegerAttr(64));
   // With one chunk per token block, each iteration packs its own slab
   // right before reading it (from cache, not from memory after all blocks
@@ -50,9 +50,14 @@ void MicrokernelBuilder::buildTokenBlocks() {
                             ValueRange{idx(1)},
                             [&](OpBuilder &, Location, ValueRange ivs) {
                               pack(slabs, ivs[0]);
+                              if (bf16Pairs)
+                                packPairs(slabs, ivs[0]);
                             });
-  // (Interleaved entries hold their slab offset in 32 bits.)
-  if (mBlocks >= kInterleaveMinTokenBlocks && lin.K * MB < (int64_t{1} << 31))
+  // (Interleaved entries hold their slab offset in 32 bits.) bf16 pairs
+  // from 2 blocks on: a pair's offset and bits take ~20 scalar ops per row
+  // and group, as much as interleaving them once.
+  int64_t interleaveBlocks = bf16Pairs ? 2 : kInterleaveMinTokenBlocks;
+  if (mBlocks >= interleaveBlocks && slabSize() < (int64_t{1} << 31))
     access->interleave(*this);
   // n:m over a slab larger than L1: k in slices of whole groups, every
   // row block of the thread per slice, the R x MB partial sums of a row
@@ -85,8 +90,11 @@ void MicrokernelBuilder::buildTokenBlocks() {
       [&](OpBuilder &, Location, ValueRange ivs) {
         Value mb = chunksOuter ? ivs[1] : ivs[0];
         Value chunk = chunksOuter ? ivs[0] : ivs[1];
-        if (packInPlace)
+        if (packInPlace) {
           pack(slabs, mb);
+          if (bf16Pairs)
+            packPairs(slabs, mb);
+        }
         stageBase = mul(add(mul(mb, idx(chunks)), chunk),
                         idx(MB * stageWidth()));
         Value m0 = mul(mb, idx(MB));
@@ -94,8 +102,8 @@ void MicrokernelBuilder::buildTokenBlocks() {
         // computed once, not added to every stored entry's offset.
         Value slab = memref::SubViewOp::create(
             b, loc, slabs,
-            ArrayRef<OpFoldResult>{mul(mb, idx(lin.K * MB))},
-            ArrayRef<OpFoldResult>{b.getIndexAttr(lin.K * MB)},
+            ArrayRef<OpFoldResult>{mul(mb, idx(slabSize()))},
+            ArrayRef<OpFoldResult>{b.getIndexAttr(slabSize())},
             ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
         Value first, last;
         chunkRowBlocks(chunk, chunks, first, last);
@@ -127,6 +135,14 @@ void MicrokernelBuilder::chunkRowBlocks(Value chunk, int64_t chunks,
 /// Row chunks whose stored entries fit kWeightChunkBytes (8 bytes an
 /// entry as the token loops read them: value and offset interleaved).
 int64_t MicrokernelBuilder::cacheChunks() const {
+  // bf16 pairs: one chunk, so each token block's pair slab (1.5x the f32
+  // slab) is packed in place and read by every row block from L2, the
+  // weight streaming from L3 instead. Chunks of 512 KB re-read every
+  // block's pair slab from memory once per chunk: 1024 x 3072 -> 768 ran
+  // 24-29 ms in 12 chunks, 12.1 ms in one (1 thread; 768 -> 3072 13.6 ms
+  // either way).
+  if (bf16Pairs)
+    return 1;
   double bytes = access->entriesPerRow() * access->bytesPerEntry() * double(lin.N);
   return std::max<int64_t>(1, int64_t(std::ceil(bytes / kWeightChunkBytes)));
 }
@@ -138,7 +154,7 @@ int64_t MicrokernelBuilder::cacheChunks() const {
 /// at a time.
 void MicrokernelBuilder::pack(Value slabs, Value mb) {
   Value m0 = mul(mb, idx(MB));
-  Value slab = mul(mb, idx(lin.K * MB));
+  Value slab = mul(mb, idx(slabSize()));
   Value zero = arith::ConstantOp::create(b, loc, f32, b.getF32FloatAttr(0));
   bool partialBlocks = lin.M % MB != 0;
   auto octType = VectorType::get({8}, f32);

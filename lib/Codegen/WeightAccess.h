@@ -92,6 +92,9 @@ std::unique_ptr<WeightAccess> makeDenseWeight(const SparseLinear &linear);
 std::unique_ptr<WeightAccess> makeCSRWeight(const SparseLinear &linear);
 std::unique_ptr<WeightAccess> makeNMWeight(const SparseLinear &linear);
 std::unique_ptr<WeightAccess> makeSharedRowsWeight(const SparseLinear &linear);
+/// A bf16 2:4 weight (rows sharing patterns or not) read with dot products
+/// of pairs (BF16Pairs.cpp).
+std::unique_ptr<WeightAccess> makePairedNMWeight(const SparseLinear &linear);
 std::unique_ptr<WeightAccess> makeBSRWeight(const SparseLinear &linear);
 std::unique_ptr<WeightAccess> makeELLWeight(const SparseLinear &linear);
 /// The width of a CSR weight argument stored as ELL (its smlir.encoding is

@@ -223,6 +223,18 @@ LogicalResult GatherRowsOp::verify() {
   return success();
 }
 
+LogicalResult DotBF16PairsOp::verify() {
+  int64_t lanes = getAcc().getType().getNumElements();
+  if (lanes != 4 && lanes != 8 && lanes != 16)
+    return emitOpError() << "expects 4, 8 or 16 f32 lanes (vdpbf16ps's 128-, "
+                            "256- and 512-bit forms), got "
+                         << getAcc().getType();
+  if (getA().getType().getNumElements() != 2 * lanes)
+    return emitOpError() << "expects two bf16 lanes per f32 lane ("
+                         << 2 * lanes << "), got " << getA().getType();
+  return success();
+}
+
 LogicalResult SpMMOp::verify() {
   auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
   RankedTensorType pos = type(getPositions()), crd = type(getCoordinates()),

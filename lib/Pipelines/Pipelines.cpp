@@ -37,8 +37,10 @@ sparsifierPassList(const smlir::SparseCPUPipelineOptions &options) {
          // The sparsifier pipeline frees no temporaries: free them where
          // upstream's deallocation lowers (see smlir-buffer-deallocation).
          "smlir-buffer-deallocation,"
-         // AVX-512 permutes as intrinsic calls, deallocation done.
+         // AVX-512 permutes and bf16 dot products as intrinsic calls,
+         // deallocation done.
          "smlir-lower-x86-permutes,"
+         "smlir-lower-x86-dot-products,"
          "sparse-storage-specifier-to-llvm,"
          "func.func(canonicalize),"
          "func.func(convert-linalg-to-loops),"
@@ -115,6 +117,7 @@ void mlir::smlir::buildSparseCPUFrontend(
     LowerSparseLinearOptions tiling;
     tiling.lanes = options.lanes;
     tiling.avx512 = options.avx512;
+    tiling.avx512bf16 = options.avx512bf16;
     tiling.rows = options.tileRows;
     tiling.vectors = options.tileVectors;
     tiling.nmRows = options.nmTileRows;

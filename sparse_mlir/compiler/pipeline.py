@@ -34,6 +34,9 @@ def _pipeline_options(on_fallback: str, fuse_sparsifiers: bool, openmp: bool, la
     lanes = lanes or host_vector_lanes()
     # AVX-512 instructions (n:m decode's permutes) only where the host has them.
     avx512 = " avx512=true" if lanes == 16 and "avx512f" in host_isa_flags() else ""
+    # bf16 dot products (vdpbf16ps) likewise: bf16 2:4 token blocks.
+    if avx512 and "avx512_bf16" in host_isa_flags():
+        avx512 += " avx512bf16=true"
     return f"{{fail-on-fallback={fail}{fuse}{threads}{mixed} lanes={lanes}{avx512}}}"
 
 

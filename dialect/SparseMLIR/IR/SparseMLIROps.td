@@ -285,6 +285,37 @@ def SparseMLIR_Permute2Op : SparseMLIR_Op<"permute2", [Pure,
   let hasVerifier = 1;
 }
 
+def SparseMLIR_DotBF16PairsOp : SparseMLIR_Op<"dot_bf16_pairs", [Pure,
+    AllTypesMatch<["acc", "result"]>, AllTypesMatch<["a", "b"]>]> {
+  let summary = "f32 lanes plus dot products of bf16 pairs (AVX-512 BF16's vdpbf16ps)";
+  let description = [{
+    `result[i] = acc[i] + a[2i] * b[2i] + a[2i+1] * b[2i+1]`: each f32
+    lane adds the dot product of the two bf16 pairs at its position (the
+    products are exact in f32; bf16 inputs and f32 results flush denormals
+    to zero). `a` and `b` have twice the lanes of `acc`. The bf16 n:m
+    kernel feeds it a stored row's two values of an n:m group as one pair
+    and x's two columns there, per token, as the other.
+
+    Only AVX-512 BF16 has a lowering (`smlir-lower-x86-dot-products`: 16
+    f32 lanes to the 512-bit `vdpbf16ps`, 8 and 4 lanes to AVX-512VL's
+    forms); it is emitted only for targets that have it. It is an op of its
+    own, not the LLVM intrinsic call, so that it is `Pure` for the passes
+    between (buffer deallocation refuses calls of unknown memory effects).
+
+    ```mlir
+    %y = smlir.dot_bf16_pairs %acc, %a, %b : vector<16xf32>, vector<32xbf16>
+    ```
+  }];
+  let arguments = (ins VectorOfRankAndType<[1], [F32]>:$acc,
+                       VectorOfRankAndType<[1], [BF16]>:$a,
+                       VectorOfRankAndType<[1], [BF16]>:$b);
+  let results = (outs VectorOfRankAndType<[1], [F32]>:$result);
+  let assemblyFormat = [{
+    $acc `,` $a `,` $b attr-dict `:` type($acc) `,` type($a)
+  }];
+  let hasVerifier = 1;
+}
+
 def SparseMLIR_KernelOp : SparseMLIR_Op<"kernel",
     [SingleBlock, NoTerminator, RecursiveMemoryEffects]> {
   let summary = "The loops of one micro-kernel, named by what they compute";

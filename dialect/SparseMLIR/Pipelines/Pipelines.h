@@ -73,6 +73,11 @@ struct SparseCPUPipelineOptions
       llvm::cl::desc("The target has AVX-512F (n:m decode permutes x in "
                      "registers; compile() sets it from the host CPU)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> avx512bf16{
+      *this, "avx512bf16",
+      llvm::cl::desc("The target has AVX-512 BF16 (bf16 2:4 token blocks take "
+                     "vdpbf16ps; compile() sets it from the host CPU)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> approximateMath{
       *this, "approximate-math",
       llvm::cl::desc("f32 exp/erf/tanh/log/... as vectorizable polynomials "

@@ -409,6 +409,15 @@ def LowerSparseLinear
     shared by the tile's rows), and `smlir.permute2` (vpermi2ps) picks each
     entry's x by its coordinate plus a constant (LLVM scalarizes
     `vector.gather` on Zen 4: ~4x slower than torch's dense GEMV at 1 token).
+    With `avx512bf16` and 16 lanes, a bf16 2:4 weight takes
+    `smlir.dot_bf16_pairs` (vdpbf16ps) in its token blocks:
+    a row stores two entries per group of 4 columns, one of the group's 6
+    column pairs, so x is packed per token block as those 6 pairs per
+    group (bf16 pairs of the two columns, token-major after the f32 slab);
+    each row and group is one 32-bit broadcast of its value pair and U dot
+    products of 2 x 16 MACs on the pair's slab vectors (half the
+    instructions of two f32 FMAs per token vector); rows sharing a pattern
+    load a group's pair vectors once for the tile's rows.
 
     A BSR weight (dense `bh x bw` blocks) takes a tile of `bsr-rows` rows
     inside one block row (a divisor of bh; 0: the most FMAs per slab load
@@ -453,6 +462,10 @@ def LowerSparseLinear
            "The target has AVX-512F: with 16 lanes, n:m decode (m = 2n, up "
            "to 8 tokens) picks x's entries with a two-source permute "
            "(vpermi2ps) instead of a gather">,
+    Option<"avx512bf16", "avx512bf16", "bool", /*default=*/"false",
+           "The target has AVX-512 BF16: with 16 lanes, bf16 2:4 weights "
+           "take bf16 dot products of pairs (vdpbf16ps) from 4 tokens on, "
+           "x packed as the 6 column pairs of each group of 4">,
     Option<"bsrRows", "bsr-rows", "int64_t", /*default=*/"0",
            "Weight rows per register tile of a BSR weight, a divisor of its "
            "block's rows (0: the most FMAs per slab load)">,
@@ -521,6 +534,20 @@ def LowerSampledMatmul
                            "::mlir::sparse_tensor::SparseTensorDialect",
                            "::mlir::tensor::TensorDialect",
                            "::mlir::vector::VectorDialect"];
+}
+
+def LowerX86DotProducts : Pass<"smlir-lower-x86-dot-products"> {
+  let summary = "smlir.dot_bf16_pairs to AVX-512 BF16's vdpbf16ps intrinsic";
+  let description = [{
+    Rewrites each `smlir.dot_bf16_pairs` to `llvm.call_intrinsic
+    "llvm.x86.avx512bf16.dpbf16ps.512"` (16 f32 lanes) or its `.256` /
+    `.128` forms (8 / 4 lanes, AVX-512VL): LLVM 22's signature takes the
+    f32 accumulator and two bf16 vectors of twice its lanes, builtin
+    vectors legal in the LLVM dialect as they are. Runs after buffer
+    deallocation, which refuses the intrinsic call's unknown memory
+    effects.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
 def LowerX86Permutes : Pass<"smlir-lower-x86-permutes"> {
