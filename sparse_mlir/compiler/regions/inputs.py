@@ -126,7 +126,8 @@ class SparseInput:
                 and last[2] == self.check_entries):
             return last[3]   # the same tensor, unchanged since it was packed
         packed = self._pack(tensor)
-        if isinstance(tensor, torch.Tensor) and tensor.layout in (torch.sparse_csr, torch.sparse_bsr):
+        if (isinstance(tensor, torch.Tensor) and tensor.layout in (torch.sparse_csr, torch.sparse_bsr)
+                and not tensor.is_inference()):   # (inference tensors keep no version counter)
             self._last = (tensor, tensor._version, self.check_entries, packed)
         return packed
 
