@@ -194,18 +194,8 @@ void MicrokernelBuilder::interleavePairs() {
                 Value at = add(starts[r], mul(g, idx(2)));
                 Value c0 = toIndex(load(coordinates, {at}));
                 Value c1 = toIndex(load(coordinates, {add(at, idx(1))}));
-                Value entry = packEntry(pairOffset(g, c0, c1), pairWord(at));
-                if (lin.N % R)
-                  entry = arith::SelectOp::create(
-                      b, loc,
-                      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
-                                            add(mul(nb, idx(R)), idx(r)),
-                                            idx(lin.N)),
-                      entry,
-                      arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)));
-                memref::StoreOp::create(
-                    b, loc, entry, packedEntries,
-                    ValueRange{add(base, add(mul(g, idx(R)), idx(r)))});
+                storeBlockEntry(packEntry(pairOffset(g, c0, c1), pairWord(at)),
+                                nb, r, add(base, add(mul(g, idx(R)), idx(r))));
               }
               scf::YieldOp::create(b, loc);
             });

@@ -120,17 +120,8 @@ void MicrokernelBuilder::interleaveGroups() {
               for (int64_t r = 0; r < R; ++r) {
                 Value at = add(starts[r], j);
                 Value k = add(kBase, toIndex(load(coordinates, {at})));
-                Value entry = packEntry(mul(k, idx(MB)), widen(load(values, {at})));
-                if (lin.N % R)
-                  entry = arith::SelectOp::create(
-                      b, loc,
-                      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
-                                            add(mul(nb, idx(R)), idx(r)),
-                                            idx(lin.N)),
-                      entry,
-                      arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)));
-                memref::StoreOp::create(b, loc, entry, packedEntries,
-                                        ValueRange{add(base, add(mul(j, idx(R)), idx(r)))});
+                storeBlockEntry(packEntry(mul(k, idx(MB)), widen(load(values, {at}))),
+                                nb, r, add(base, add(mul(j, idx(R)), idx(r))));
               }
               scf::YieldOp::create(b, loc);
             });
@@ -138,6 +129,19 @@ void MicrokernelBuilder::interleaveGroups() {
 }
 
 /// An interleaved entry: slab offset (index, < 2^31) << 32 | value bits.
+/// Stores `entry`, row r of row block nb's, at packedEntries[at]; a row
+/// past N (the last block's padding) stores 0: a zero at offset 0.
+void MicrokernelBuilder::storeBlockEntry(Value entry, Value nb, int64_t r,
+                                         Value at) {
+  if (lin.N % R)
+    entry = arith::SelectOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                              add(mul(nb, idx(R)), idx(r)), idx(lin.N)),
+        entry, arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)));
+  memref::StoreOp::create(b, loc, entry, packedEntries, ValueRange{at});
+}
+
 Value MicrokernelBuilder::packEntry(Value offset, Value value) {
   Type i32 = b.getI32Type(), i64 = b.getI64Type();
   Value high = arith::ExtUIOp::create(

@@ -85,6 +85,7 @@ public:
   void interleaveRows();
   void interleaveGroups();
   Value packEntry(Value offset, Value value);
+  void storeBlockEntry(Value entry, Value nb, int64_t r, Value at);
   void interleavedRows(Value nb, Value slab, SmallVectorImpl<Value> &acc);
   void interleavedEntries(Value lo, Value hi, Value slab,
                           SmallVectorImpl<Value> &acc);

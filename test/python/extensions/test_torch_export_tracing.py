@@ -17,18 +17,12 @@ import sparse_mlir as sm
 from sparse_mlir.errors import SpecError
 from sparse_mlir.testing import import_transformers
 
-from extensions.test_extensions import DCSR, ScipyCSR, _matches_eager_with_input_gradient, _mm, _mm_backward, _sparse
+from extensions.test_extensions import (DCSR, ScipyCSR, _Functional, _matches_eager_with_input_gradient, _mm,
+                                        _mm_backward, _sparse)
 
 
-class _RankBranch(torch.nn.Module):
+class _RankBranch(_Functional):
     """x @ W beside an nn.Linear, after a branch on the input's rank."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = torch.nn.Linear(16, 12)
-        self.w = torch.nn.Parameter(_sparse((12, 8), seed=1))
-        with torch.no_grad():
-            self.fc.weight.copy_(_sparse((12, 16), seed=2))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() == 3:   # [batch, tokens, features]: rows of tokens
@@ -144,15 +138,8 @@ def test_torch_export_needs_the_example_args() -> None:
         sm.compile(_RankBranch(), {"fc.weight": sm.SparseTensorFormat(DCSR)})
 
 
-class _Cond(torch.nn.Module):
+class _Cond(_Functional):
     """Data-dependent control flow written with torch.cond: symbolic_trace cannot trace it, torch.export can."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = torch.nn.Linear(16, 12)
-        self.w = torch.nn.Parameter(_sparse((12, 8), seed=1))
-        with torch.no_grad():
-            self.fc.weight.copy_(_sparse((12, 16), seed=2))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = torch.relu(self.fc(x))

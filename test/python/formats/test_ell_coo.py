@@ -24,12 +24,12 @@ ELL_COO = sm.Hybrid(sm.ELL(width=K), sm.COO())
 COUNTS = [0, 1, 2, 3, 4, 7, 3, 0, 5, 2, 3, 29, 1, 6]
 
 
-def ragged(rows: int = 37, cols: int = 29, seed: int = 0) -> torch.Tensor:
-    """Row i holds COUNTS[i % len(COUNTS)] nonzeros at random columns."""
+def ragged(rows: int = 37, cols: int = 29, seed: int = 0, counts: list[int] = COUNTS) -> torch.Tensor:
+    """Row i holds counts[i % len(counts)] nonzeros at random columns."""
     rng = np.random.default_rng(seed)
     w = np.zeros((rows, cols), dtype=np.float32)
     for i in range(rows):
-        count = min(cols, COUNTS[i % len(COUNTS)])
+        count = min(cols, counts[i % len(counts)])
         columns = rng.choice(cols, size=count, replace=False)
         w[i, columns] = rng.uniform(0.5, 1.5, count) * rng.choice([-1.0, 1.0], count)
     return torch.from_numpy(w)

@@ -23,21 +23,17 @@ from sparse_mlir.compiler.regions.kernels import KERNELS
 from sparse_mlir.context import make_context
 from sparse_mlir.testing import at_thread_counts
 
+from formats import test_ell_coo as ell_coo
+
 # Nonzeros per row of the [37, 29] weight (odd N and K): 0, short, 3, 9 and
 # longer rows, a full one.
 COUNTS = [0, 1, 2, 3, 4, 7, 9, 10, 0, 5, 29, 12, 3, 9]
 TOKENS = [1, 3, 4, 17, 128]
 
 
-def ragged(rows: int = 37, cols: int = 29, seed: int = 0) -> torch.Tensor:
-    """Row i holds COUNTS[i % len(COUNTS)] nonzeros at random columns."""
-    rng = np.random.default_rng(seed)
-    w = np.zeros((rows, cols), dtype=np.float32)
-    for i in range(rows):
-        count = min(cols, COUNTS[i % len(COUNTS)])
-        columns = rng.choice(cols, size=count, replace=False)
-        w[i, columns] = rng.uniform(0.5, 1.5, count) * rng.choice([-1.0, 1.0], count)
-    return torch.from_numpy(w)
+def ragged() -> torch.Tensor:
+    """The [37, 29] weight whose row i holds COUNTS[i % len(COUNTS)] nonzeros."""
+    return ell_coo.ragged(counts=COUNTS)
 
 
 def linear_with(weight: torch.Tensor, bias: bool = True) -> torch.nn.Linear:
