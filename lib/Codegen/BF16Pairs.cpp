@@ -174,32 +174,12 @@ void MicrokernelBuilder::sharedPairLoop(Value lo, Value hi,
 /// (nb * groups + g) * R + r, one i64: its pair's slab offset above the
 /// pair's bf16 bits. Rows past N are zero.
 void MicrokernelBuilder::interleavePairs() {
-  int64_t nBlocks = llvm::divideCeil(lin.N, R);
-  int64_t groups = lin.K / 4;
-  Type i64 = b.getI64Type();
-  packedEntries = memref::AllocOp::create(
-      b, loc, MemRefType::get({nBlocks * groups * R}, i64),
-      b.getI64IntegerAttr(64));
-  scf::ParallelOp::create(
-      b, loc, ValueRange{idx(0)}, ValueRange{idx(nBlocks)}, ValueRange{idx(1)},
-      [&](OpBuilder &, Location, ValueRange ivs) {
-        Value nb = ivs[0];
-        SmallVector<Value> starts, lengths;
-        rowExtents(mul(nb, idx(R)), starts, lengths);
-        Value base = mul(nb, idx(groups * R));
-        scf::ForOp::create(
-            b, loc, idx(0), idx(groups), idx(1), ValueRange{},
-            [&](OpBuilder &, Location, Value g, ValueRange) {
-              for (int64_t r = 0; r < R; ++r) {
-                Value at = add(starts[r], mul(g, idx(2)));
-                Value c0 = toIndex(load(coordinates, {at}));
-                Value c1 = toIndex(load(coordinates, {add(at, idx(1))}));
-                storeBlockEntry(packEntry(pairOffset(g, c0, c1), pairWord(at)),
-                                nb, r, add(base, add(mul(g, idx(R)), idx(r))));
-              }
-              scf::YieldOp::create(b, loc);
-            });
-      });
+  interleaveBlocks(lin.K / 4, [&](Value g, Value start) {
+    Value at = add(start, mul(g, idx(2)));
+    Value c0 = toIndex(load(coordinates, {at}));
+    Value c1 = toIndex(load(coordinates, {add(at, idx(1))}));
+    return packEntry(pairOffset(g, c0, c1), pairWord(at));
+  });
 }
 
 /// Interleaved groups [lo, hi) (a multiple of R apart): R at a time, one

@@ -98,11 +98,25 @@ void MicrokernelBuilder::interleaveRows() {
 /// above its value's bits, so a k-slice of groups is one contiguous range
 /// per row block. Rows past N are zero.
 void MicrokernelBuilder::interleaveGroups() {
-  int64_t nBlocks = llvm::divideCeil(lin.N, R);
   int64_t groups = lin.K / lin.layout.m, n = lin.layout.n;
-  Type i64 = b.getI64Type();
+  interleaveBlocks(groups * n, [&](Value j, Value start) {
+    // Entry j of a row: group j / n, at k = (j / n) * m + crd.
+    Value kBase = mul(arith::DivUIOp::create(b, loc, j, idx(n)),
+                      idx(lin.layout.m));
+    Value at = add(start, j);
+    Value k = add(kBase, toIndex(load(coordinates, {at})));
+    return packEntry(mul(k, idx(MB)), widen(load(values, {at})));
+  });
+}
+
+/// packedEntries: per row block nb, `perRow` entries of each of its R rows,
+/// entry j of row r at (nb * perRow + j) * R + r, `entry(j, the row's first
+/// stored position)` each; rows past N are zero.
+void MicrokernelBuilder::interleaveBlocks(
+    int64_t perRow, llvm::function_ref<Value(Value j, Value start)> entry) {
+  int64_t nBlocks = llvm::divideCeil(lin.N, R);
   packedEntries = memref::AllocOp::create(
-      b, loc, MemRefType::get({nBlocks * groups * n * R}, i64),
+      b, loc, MemRefType::get({nBlocks * perRow * R}, b.getI64Type()),
       b.getI64IntegerAttr(64));
   scf::ParallelOp::create(
       b, loc, ValueRange{idx(0)}, ValueRange{idx(nBlocks)}, ValueRange{idx(1)},
@@ -110,25 +124,18 @@ void MicrokernelBuilder::interleaveGroups() {
         Value nb = ivs[0];
         SmallVector<Value> starts, lengths;
         rowExtents(mul(nb, idx(R)), starts, lengths);
-        Value base = mul(nb, idx(groups * n * R));
+        Value base = mul(nb, idx(perRow * R));
         scf::ForOp::create(
-            b, loc, idx(0), idx(groups * n), idx(1), ValueRange{},
+            b, loc, idx(0), idx(perRow), idx(1), ValueRange{},
             [&](OpBuilder &, Location, Value j, ValueRange) {
-              // Entry j of a row: group j / n, at k = (j / n) * m + crd.
-              Value kBase = mul(arith::DivUIOp::create(b, loc, j, idx(n)),
-                                idx(lin.layout.m));
-              for (int64_t r = 0; r < R; ++r) {
-                Value at = add(starts[r], j);
-                Value k = add(kBase, toIndex(load(coordinates, {at})));
-                storeBlockEntry(packEntry(mul(k, idx(MB)), widen(load(values, {at}))),
-                                nb, r, add(base, add(mul(j, idx(R)), idx(r))));
-              }
+              for (int64_t r = 0; r < R; ++r)
+                storeBlockEntry(entry(j, starts[r]), nb, r,
+                                add(base, add(mul(j, idx(R)), idx(r))));
               scf::YieldOp::create(b, loc);
             });
       });
 }
 
-/// An interleaved entry: slab offset (index, < 2^31) << 32 | value bits.
 /// Stores `entry`, row r of row block nb's, at packedEntries[at]; a row
 /// past N (the last block's padding) stores 0: a zero at offset 0.
 void MicrokernelBuilder::storeBlockEntry(Value entry, Value nb, int64_t r,
@@ -142,6 +149,7 @@ void MicrokernelBuilder::storeBlockEntry(Value entry, Value nb, int64_t r,
   memref::StoreOp::create(b, loc, entry, packedEntries, ValueRange{at});
 }
 
+/// An interleaved entry: slab offset (index, < 2^31) << 32 | value bits.
 Value MicrokernelBuilder::packEntry(Value offset, Value value) {
   Type i32 = b.getI32Type(), i64 = b.getI64Type();
   Value high = arith::ExtUIOp::create(

@@ -85,6 +85,8 @@ public:
   void interleaveRows();
   void interleaveGroups();
   Value packEntry(Value offset, Value value);
+  void interleaveBlocks(int64_t perRow,
+                        llvm::function_ref<Value(Value j, Value start)> entry);
   void storeBlockEntry(Value entry, Value nb, int64_t r, Value at);
   void interleavedRows(Value nb, Value slab, SmallVectorImpl<Value> &acc);
   void interleavedEntries(Value lo, Value hi, Value slab,

@@ -100,14 +100,15 @@ public:
                           Value nb,
                           SmallVectorImpl<Value> &acc) const override {
     if (kb.packedEntries) { // one k-slice
-      int64_t blockEntries = lin.K / lin.layout.m * lin.layout.n * kb.R;
+      int64_t blockEntries =
+          lin.K / lin.layout.m * entriesPerGroup() * kb.R;
       Value lo = kb.mul(nb, kb.idx(blockEntries));
-      kb.interleavedEntries(lo, kb.add(lo, kb.idx(blockEntries)), slab, acc);
+      interleavedRange(kb, lo, kb.add(lo, kb.idx(blockEntries)), slab, acc);
       return;
     }
     kb.sparseRows(n0, kb.U, acc,
                   [&](Value kBase, Value p, MutableArrayRef<Value> a) {
-                    kb.accumulateEntry(slab, kBase, p, a);
+                    accumulateStored(kb, slab, kBase, p, a);
                   });
   }
 
@@ -115,19 +116,33 @@ public:
                         Value g1, ArrayRef<Value> starts,
                         SmallVectorImpl<Value> &acc) const override {
     if (kb.packedEntries) {
-      // Groups [g0, g1) of row block nb (interleaveGroups).
+      // Groups [g0, g1) of row block nb (interleave()'s layout).
       int64_t groups = lin.K / lin.layout.m;
       Value blockBase = kb.mul(nb, kb.idx(groups));
-      int64_t groupEntries = lin.layout.n * kb.R;
-      kb.interleavedEntries(kb.mul(kb.add(blockBase, g0), kb.idx(groupEntries)),
-                            kb.mul(kb.add(blockBase, g1), kb.idx(groupEntries)),
-                            slab, acc);
+      int64_t groupEntries = entriesPerGroup() * kb.R;
+      interleavedRange(kb, kb.mul(kb.add(blockBase, g0), kb.idx(groupEntries)),
+                       kb.mul(kb.add(blockBase, g1), kb.idx(groupEntries)),
+                       slab, acc);
       return;
     }
     kb.entryLoop(g0, g1, starts, kb.U, acc,
                  [&](Value kBase, Value p, MutableArrayRef<Value> a) {
-                   kb.accumulateEntry(slab, kBase, p, a);
+                   accumulateStored(kb, slab, kBase, p, a);
                  });
+  }
+
+  /// Interleaved entries [lo, hi) of a row block, R at a time.
+  virtual void interleavedRange(MicrokernelBuilder &kb, Value lo, Value hi,
+                                Value slab,
+                                SmallVectorImpl<Value> &acc) const {
+    kb.interleavedEntries(lo, hi, slab, acc);
+  }
+
+  /// Stored entry p of a row into its accumulators.
+  virtual void accumulateStored(MicrokernelBuilder &kb, Value slab,
+                                Value kBase, Value p,
+                                MutableArrayRef<Value> a) const {
+    kb.accumulateEntry(slab, kBase, p, a);
   }
 
   /// V entries at a time where whole groups fill a vector (their k offsets
@@ -221,34 +236,15 @@ public:
     kb.interleavePairs();
   }
 
-  void accumulateRowBlock(MicrokernelBuilder &kb, Value slab, Value n0,
-                          Value nb,
-                          SmallVectorImpl<Value> &acc) const override {
-    int64_t groups = lin.K / 4;
-    if (kb.packedEntries) { // one k-slice
-      Value lo = kb.mul(nb, kb.idx(groups * kb.R));
-      kb.pairedEntries(lo, kb.add(lo, kb.idx(groups * kb.R)), slab, acc);
-      return;
-    }
-    kb.sparseRows(n0, kb.U, acc,
-                  [&](Value kBase, Value p, MutableArrayRef<Value> a) {
-                    kb.accumulatePair(slab, kBase, p, a);
-                  });
+  void interleavedRange(MicrokernelBuilder &kb, Value lo, Value hi,
+                        Value slab,
+                        SmallVectorImpl<Value> &acc) const override {
+    kb.pairedEntries(lo, hi, slab, acc);
   }
 
-  void accumulateGroups(MicrokernelBuilder &kb, Value slab, Value nb, Value g0,
-                        Value g1, ArrayRef<Value> starts,
-                        SmallVectorImpl<Value> &acc) const override {
-    if (kb.packedEntries) {
-      Value blockBase = kb.mul(nb, kb.idx(lin.K / 4));
-      kb.pairedEntries(kb.mul(kb.add(blockBase, g0), kb.idx(kb.R)),
-                       kb.mul(kb.add(blockBase, g1), kb.idx(kb.R)), slab, acc);
-      return;
-    }
-    kb.entryLoop(g0, g1, starts, kb.U, acc,
-                 [&](Value kBase, Value p, MutableArrayRef<Value> a) {
-                   kb.accumulatePair(slab, kBase, p, a);
-                 });
+  void accumulateStored(MicrokernelBuilder &kb, Value slab, Value kBase,
+                        Value p, MutableArrayRef<Value> a) const override {
+    kb.accumulatePair(slab, kBase, p, a);
   }
 };
 
