@@ -259,13 +259,21 @@ class Region:
             self.values.copy_(kept)
             return kept
 
+    # (the stored buffer and values pointer last found to agree: `.ctypes` costs ~1 us a call)
+    _agreed: tuple[np.ndarray | None, int] | None = None
+
     def _follow_replaced_values(self) -> None:
         """The kernels read the values' memory: where the parameter's data
         was replaced (`values.data = ...`, `fn.to(dtype)`) they are bound to
         the new memory, which must hold what they read (else a SpecError)."""
-        if not self._packed or not self._packed[-1].size or self.values.data_ptr() == self._packed[-1].ctypes.data:
+        values, stored = self.values, (self._packed[-1] if self._packed else None)
+        pointer = values.data_ptr()
+        agreed = self._agreed
+        if agreed is not None and agreed[0] is stored and agreed[1] == pointer:   # as last checked (every call's case)
             return
-        values, stored = self.values, self._packed[-1]
+        if stored is None or not stored.size or pointer == stored.ctypes.data:
+            self._agreed = (stored, pointer)
+            return
         if (values.dtype != self.dtype or tuple(values.shape) != stored.shape or not values.is_contiguous()
                 or values.device.type != "cpu"):
             raise SpecError(f"{self.name} ({self.encoding.format_name}): its stored values were replaced (their "
@@ -296,16 +304,17 @@ class Region:
     def backward(self, dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor,
                  needs: Sequence[bool]) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
         """(dx, d values, d bias) for the gradients `needs` asks (x, values, bias)."""
+        weight = None   # the region's own: `_gradients` reads the dense copy only where torch's dx needs it
         if self._own(values):
             self.sync()
-            weight = self._weight
         else:
-            weight = self._weight_of(self.dense_matrix(values.detach()))
-        dx, dvalues, dbias = self._gradients(dy, x, weight.to(dy.dtype), needs)
+            weight = self._weight_of(self.dense_matrix(values.detach())).to(dy.dtype)
+        dx, dvalues, dbias = self._gradients(dy, x, weight, needs)
         return dx, (dvalues.to(values.dtype) if dvalues is not None else None), dbias
 
-    def _gradients(self, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+    def _gradients(self, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None,
                    needs: Sequence[bool]) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        """`weight`: the op's weight in dy's dtype, or None for the region's own stored values."""
         raise NotImplementedError
 
     def _weight_of(self, matrix: torch.Tensor) -> torch.Tensor:

@@ -184,9 +184,10 @@ class ConvRegion(Region):
             return from_hwc_matrix(matrix, self._weight.shape)
         return matrix.reshape(self._weight.shape)
 
-    def _gradients(self, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+    def _gradients(self, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None,
                    needs: Sequence[bool]) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
         parameters = (self.stride, self.padding, self.dilation)
+        weight = self._weight.to(dy.dtype) if weight is None else weight
         x = x.to(dy.dtype)
         dx = torch.nn.grad.conv2d_input(x.shape, weight, dy, *parameters) if needs[0] else None
         dvalues = None

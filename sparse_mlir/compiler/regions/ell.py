@@ -120,7 +120,7 @@ class EllLinearRegion(HybridLinearRegion):
             text += f", coo: {in_coo} nnz ({100 * in_coo / total:.0f}% of nnz); each row's first entries go to ell"
         return text
 
-    def _gradients(self, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+    def _gradients(self, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None,
                    needs: Sequence[bool]) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
         dx, dvalues, dbias = super()._gradients(dy, x, weight, needs)
         if dvalues is not None:

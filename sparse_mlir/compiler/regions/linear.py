@@ -53,17 +53,24 @@ class LinearRegion(Region):
         weight = self._weight if weight is None else weight
         return torch.nn.functional.linear(x, weight.to(x.dtype), bias.to(x.dtype) if bias is not None else None)
 
-    def _gradients(self, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+    def _gradients(self, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None,
                    needs: Sequence[bool]) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
         out_features, in_features = self.signature.out_features, self.signature.in_features
         dy2, x2 = dy.reshape(-1, out_features), x.reshape(-1, in_features).to(dy.dtype)
         dx = None
         if needs[0]:
-            own = weight is self._weight and dy.dtype == torch.float32 and not self.prunes_every_step
-            dx = (self._input_gradient(dy2) if own else dy2 @ weight).reshape(x.shape).to(x.dtype)
+            if weight is None and self.runs_dx_on_transpose(dy):
+                dx = self._input_gradient(dy2)
+            else:
+                dx = dy2 @ (self._weight.to(dy.dtype) if weight is None else weight)
+            dx = dx.reshape(x.shape).to(x.dtype)
         dvalues = self._sampled(dy2, x2) if needs[1] else None
         dbias = dy2.sum(0) if needs[2] else None
         return dx, dvalues, dbias
+
+    def runs_dx_on_transpose(self, dy: torch.Tensor) -> bool:
+        """dx of the own stored values runs on W2^T's region (f32, a fixed mask), not on torch's dense W2."""
+        return dy.dtype == torch.float32 and not self.prunes_every_step
 
     def _store_dense(self, values: torch.Tensor) -> None:
         if not self.dense_is_a_view:

@@ -172,17 +172,11 @@ class SharedLinearRegion(LinearRegion):
 
     def backward(self, dy: torch.Tensor, x: torch.Tensor, values: torch.Tensor,
                  needs: Sequence[bool]) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-        """LinearRegion's gradients without reading the dense W2 where dx runs
-        on W2^T's region (it passes torch's weight along otherwise)."""
-        if not (self._own(values) and dy.dtype == torch.float32 and not self.prunes_every_step):
-            self.lean = False   # dx on torch's dense W2 (half precision, a copy's values): it stays
-            return super().backward(dy, x, values, needs)
-        self.sync()
-        dy2 = dy.reshape(-1, self.signature.out_features)
-        dx = self._input_gradient(dy2).reshape(x.shape).to(x.dtype) if needs[0] else None
-        dvalues = (self._sampled(dy2, x.reshape(-1, self.signature.in_features).to(dy.dtype)).to(values.dtype)
-                   if needs[1] else None)
-        return dx, dvalues, dy2.sum(0) if needs[2] else None
+        """LinearRegion's gradients; where dx reads torch's dense W2 (half
+        precision, a copy's values), the dense copy stays."""
+        if needs[0] and not (self._own(values) and self.runs_dx_on_transpose(dy)):
+            self.lean = False
+        return super().backward(dy, x, values, needs)
 
 
 class TransposedSharedRegion(LinearRegion):

@@ -160,6 +160,30 @@ def test_regions_torch_wins_everywhere_are_handed_back(monkeypatch, one_thread) 
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
 
 
+def test_a_handed_back_module_follows_stored_values_changed_after_compiling(monkeypatch, one_thread) -> None:
+    """The original module reads the dense copy: values changed in place, or
+    replaced through `.data` (new memory, the check memoised per call), reach it."""
+    from sparse_mlir.compiler.regions import driver
+
+    monkeypatch.setattr(driver, "MODEL_MARGIN", float("inf"))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4)).eval()
+    fn = _compile(model, {"0.weight": sm.CSR(sparsifier=sm.ScalarFraction(0.5))}, torch.randn(2, 4))
+    region = fn.regions()[0]
+    assert region.handed_back and fn.model[0].handed_back
+    x = torch.randn(3, 4)
+    values = fn.model[0].weight_values
+    for change in ("in place", "data"):
+        with torch.no_grad():
+            if change == "in place":
+                values.mul_(-3.0)
+            else:
+                values.data = values.detach() + 0.5
+        expected = torch.nn.functional.linear(x, region.dense_matrix(values.detach()), fn.model[0].bias)
+        with torch.no_grad():
+            torch.testing.assert_close(fn(x), expected, rtol=1e-6, atol=1e-6)
+
+
 def test_swapped_convs_match_eager() -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
