@@ -42,8 +42,11 @@ public:
 
   /// n:m groups whose slab rows (MB f32 each) fill kSlabSliceBytes.
   int64_t groupsPerSlice(int64_t MB) const override {
-    return std::max<int64_t>(1, kSlabSliceBytes / (4 * MB * lin.layout.m));
+    return std::max<int64_t>(1, kSlabSliceBytes / (4 * MB * slabRowsPerGroup()));
   }
+
+  /// The slab's rows (MB words each) a group of m columns takes.
+  virtual int64_t slabRowsPerGroup() const { return lin.layout.m; }
   int64_t slices(int64_t groupsPerSlice) const override {
     return llvm::divideCeil(lin.K / lin.layout.m, groupsPerSlice);
   }
@@ -190,7 +193,7 @@ public:
   /// saved and reloaded every 32 groups) ran ~10% slower on ViT-base's
   /// 788 x 3072 -> 768 (Zen 4, 1 thread).
   int64_t groupsPerSlice(int64_t MB) const override {
-    return std::max<int64_t>(1, kSharedSlabSliceBytes / (4 * MB * lin.layout.m));
+    return std::max<int64_t>(1, kSharedSlabSliceBytes / (4 * MB * slabRowsPerGroup()));
   }
 
   void accumulateRowBlock(MicrokernelBuilder &kb, Value slab, Value n0,
@@ -198,13 +201,20 @@ public:
                           SmallVectorImpl<Value> &acc) const override {
     SmallVector<Value> starts, lengths;
     kb.rowExtents(n0, starts, lengths);
-    kb.sharedEntryLoop(kb.idx(0), lengths[0], starts, acc, slab);
+    sharedGroups(kb, kb.idx(0), lengths[0], starts, acc, slab);
   }
 
   void accumulateGroups(MicrokernelBuilder &kb, Value slab, Value nb, Value g0,
                         Value g1, ArrayRef<Value> starts,
                         SmallVectorImpl<Value> &acc) const override {
-    kb.sharedEntryLoop(g0, g1, starts, acc, slab);
+    sharedGroups(kb, g0, g1, starts, acc, slab);
+  }
+
+  /// Groups [lo, hi) of the tile's shared pattern into its accumulators.
+  virtual void sharedGroups(MicrokernelBuilder &kb, Value lo, Value hi,
+                            ArrayRef<Value> starts, SmallVectorImpl<Value> &acc,
+                            Value slab) const {
+    kb.sharedEntryLoop(lo, hi, starts, acc, slab);
   }
 };
 
@@ -223,11 +233,8 @@ public:
   // One i64 per interleaved pair of entries.
   double bytesPerEntry() const override { return 4; }
 
-  /// The pair slab's rows of a group (6, MB words each) fill
-  /// kSlabSliceBytes; a row reads one of them.
-  int64_t groupsPerSlice(int64_t MB) const override {
-    return std::max<int64_t>(1, kSlabSliceBytes / (4 * MB * 6));
-  }
+  /// The pair slab's 6 rows of a group (a row reads one of them).
+  int64_t slabRowsPerGroup() const override { return 6; }
 
   // Group j: the row's entries 2j and 2j + 1, visited once.
   int64_t entriesPerGroup() const override { return 1; }
@@ -258,24 +265,13 @@ public:
     return SharedRowsWeight::name(decode) + "dp";
   }
 
-  /// As SharedRowsWeight's (L2-sized slices), for the pair slab's 6 rows
-  /// a group.
-  int64_t groupsPerSlice(int64_t MB) const override {
-    return std::max<int64_t>(1, kSharedSlabSliceBytes / (4 * MB * 6));
-  }
+  /// The pair slab's 6 rows of a group.
+  int64_t slabRowsPerGroup() const override { return 6; }
 
-  void accumulateRowBlock(MicrokernelBuilder &kb, Value slab, Value n0,
-                          Value nb,
-                          SmallVectorImpl<Value> &acc) const override {
-    SmallVector<Value> starts, lengths;
-    kb.rowExtents(n0, starts, lengths);
-    kb.sharedPairLoop(kb.idx(0), lengths[0], starts, acc, slab);
-  }
-
-  void accumulateGroups(MicrokernelBuilder &kb, Value slab, Value nb, Value g0,
-                        Value g1, ArrayRef<Value> starts,
-                        SmallVectorImpl<Value> &acc) const override {
-    kb.sharedPairLoop(g0, g1, starts, acc, slab);
+  void sharedGroups(MicrokernelBuilder &kb, Value lo, Value hi,
+                    ArrayRef<Value> starts, SmallVectorImpl<Value> &acc,
+                    Value slab) const override {
+    kb.sharedPairLoop(lo, hi, starts, acc, slab);
   }
 };
 
