@@ -270,9 +270,9 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         fallback_messages = name_torch_ops(diagnostics.warnings, diagnostics.locations, imported.nodes)
         for message in fallback_messages:
             warnings.warn(message, SparseFallbackWarning, stacklevel=2)
-        stages["sparse"] = str(module)
         stored_sparse = sparse_arguments(module)
-        graph_inputs.check_stored_sparse(csr_inputs, stored_sparse, fallback_messages)
+        densified = graph_inputs.keep_sparse_arguments(module, len(imported.param_names), csr_inputs, stored_sparse)
+        stages["sparse"] = str(module)
         result_shape, result_dtype = result_spec(module)
         with Diagnostics(context) as diagnostics:
             run_passes(lowering, module, stages["annotated"], pipeline, diagnostics)
@@ -300,7 +300,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
               for name, encoding in intermediates.items()),
             *(_inferred_plan(node, source, type_text, imported.nodes, all_encodings)
               for node, source, type_text in inferred),
-            *(graph_inputs.plan_entry(spec) for spec in csr_inputs)]
+            *(graph_inputs.plan_entry(spec, densified, fallback_messages) for spec in csr_inputs)]
     return CompiledModule(kernel, input_specs, (result_shape, result_dtype), effective, stats, stages,
                           time.perf_counter() - start, pipeline, plan, counts_calls=counts_calls, openmp=openmp,
                           engine=engine, keep_alive=(context, module),

@@ -88,25 +88,45 @@ def annotate_inputs(module: ir.Module, first_input: int, inputs: Sequence[CsrInp
     verify_annotated(module)
 
 
-def check_stored_sparse(inputs: Sequence[CsrInput], stored_sparse: set[str], messages: Sequence[str]) -> None:
-    """Each CSR input must stay a sparse argument: where smlir-sparse-fallback
-    read it densely (a reader with no sparse lowering), the program would
-    take a dense matrix."""
-    dense = [spec for spec in inputs if spec.name not in stored_sparse]
-    if dense:
-        why = "; ".join(m for m in messages if any(f"'{spec.name}'" in m for spec in dense)) or \
-            "no reader of it has a sparse lowering"
-        raise SpecError(f"inputs {', '.join(repr(s.name) for s in dense)} (CSR): mode='graph' reads a sparse input "
-                        f"through its sparse readers (adj @ h), and this graph reads it densely ({why}); such models "
-                        "run in mode='regions' (a Python service) and cannot be exported yet")
+def keep_sparse_arguments(module: ir.Module, first_input: int, inputs: Sequence[CsrInput],
+                          stored_sparse: set[str]) -> list[str]:
+    """Each CSR input stays a sparse argument (the caller passes its
+    buffers). Where smlir-sparse-fallback made one dense (a reader with no
+    sparse lowering: SDDMM's `* mask`, attention's `mask == 0`; it warned,
+    naming the torch op), the argument is made sparse again and converted
+    to dense once at entry for every reader: the program is right, at
+    dense speed for those readers. Returns the names so densified."""
+    densified = [spec for spec in inputs if spec.name not in stored_sparse]
+    if not densified:
+        return []
+    main = main_function(module)
+    entry = main.regions[0].blocks[0]
+    for spec in densified:
+        arg = entry.arguments[first_input + spec.index]
+        dense_type = arg.type
+        arg.set_type(ir.Type.parse(f"tensor<{spec.shape[0]}x{spec.shape[1]}xf32, #sparse_tensor.encoding<{{ map = "
+                                   "(d0, d1) -> (d0 : dense, d1 : compressed), posWidth = "
+                                   f"{torch.iinfo(spec.pos_dtype).bits}, crdWidth = "
+                                   f"{torch.iinfo(spec.crd_dtype).bits} }}>>"))
+        with ir.InsertionPoint(entry.operations[0]), ir.Location.name(spec.name):
+            convert = ir.Operation.create("sparse_tensor.convert", results=[dense_type], operands=[arg])
+        arg.replace_all_uses_except(convert.result, convert)
+    function_type = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+    main.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get([a.type for a in entry.arguments], function_type.results))
+    verify_annotated(module)
+    return [spec.name for spec in densified]
 
 
-def plan_entry(spec: CsrInput) -> PlanEntry:
+def plan_entry(spec: CsrInput, densified: Sequence[str], messages: Sequence[str]) -> PlanEntry:
     """The input's line in sparsity_plan()."""
+    dense = (" Converted to dense once per call in the program: some readers have no sparse lowering in "
+             "mode='graph' (see fallbacks)") if spec.name in densified else ""
     return PlanEntry(name=spec.name, role="input", shape=spec.shape, format=CSR().format_name,
                      stored_as=f"{spec.encoding_text}: the call's positions / coordinates / values buffers "
-                               "(nnz dynamic; a sparse_csr tensor read in place where its index dtypes match)",
+                               "(nnz dynamic; a sparse_csr tensor read in place where its index dtypes match)."
+                               + dense,
                      sparsifier=KeepAll().attr_text(), kind=KeepAll().kind,
                      applied="every call: validated in O(rows + nnz) before the program reads it; a COO / BSR / "
                              "dense tensor is converted to CSR first",
-                     origin="user", fallbacks=())
+                     origin="user", fallbacks=tuple(m for m in messages if f"tensor '{spec.name}'" in m))

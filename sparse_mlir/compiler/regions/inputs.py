@@ -446,6 +446,14 @@ def stand_ins(model: torch.nn.Module, inputs: dict[str, Encoding], example_args:
     return tuple(bound.args), dict(bound.kwargs)
 
 
+def export_examples(capture_args: Sequence[Any], positional: Sequence[str], inputs: dict[str, Encoding]) -> tuple:
+    """The examples export() compiles the whole graph at: clones, but the
+    sparse inputs' stand-ins (broadcast zeros) as they are."""
+    return tuple(a.detach().clone() if isinstance(a, torch.Tensor) and (i >= len(positional) or positional[i] not in
+                                                                        inputs) else a
+                 for i, a in enumerate(capture_args))
+
+
 MM = torch.ops.aten.mm.default
 MATMUL = torch.ops.aten.matmul.default
 # Ops reading only an input's metadata: they run on the sparse tensor itself.
