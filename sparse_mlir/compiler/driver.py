@@ -185,7 +185,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
                         "mode='regions' (mode='graph' is inference); leave grad= out to compile for inference")
     if example_kwargs:
         raise SpecError("example_kwargs needs mode='regions' (mode='graph' compiles positional tensor inputs)")
-    refuse_sparse_inputs(model, encodings or {}, example_args)
+    refuse_sparse_inputs(model, encodings or {}, example_args, target)
     hybrid = sorted(name for name, e in (encodings or {}).items() if isinstance(e, Hybrid))
     if hybrid:
         raise SpecError(f"{', '.join(hybrid)}: {encodings[hybrid[0]].format_name} stores a weight as two parts "

@@ -77,7 +77,8 @@ def default_mode(model: torch.nn.Module, encodings: Mapping[str, Any], target: s
     return "regions" if all(name in names for name in encodings) else "graph"
 
 
-def refuse_sparse_inputs(model: torch.nn.Module, encodings: Mapping[str, Any], example_args: Sequence[Any]) -> None:
+def refuse_sparse_inputs(model: torch.nn.Module, encodings: Mapping[str, Any], example_args: Sequence[Any],
+                         target: str = "cpu") -> None:
     """mode="graph" compiles one static-shape program (what export() writes)
     whose sparse inputs are CSR matrices of any nnz (graph_inputs.py): a
     torch sparse example whose input `encodings` does not name is a
@@ -85,6 +86,9 @@ def refuse_sparse_inputs(model: torch.nn.Module, encodings: Mapping[str, Any], e
     with capture_lock():
         params = {name for name, _ in model.named_parameters(remove_duplicate=False)}
     named = {name for name in encodings if name in _input_names(model) and name not in params}
+    if named and target != "cpu":
+        raise SpecError(f"inputs {sorted(named)}: sparse inputs run on target='cpu' (the CUDA target takes 2:4 "
+                        "weights and dense inputs)")
     positional = positional_names(model)
     sparse = [f"example_args[{i}] ({a.layout})" for i, a in enumerate(example_args)
               if isinstance(a, torch.Tensor) and a.layout != torch.strided

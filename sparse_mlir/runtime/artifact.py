@@ -17,7 +17,9 @@ Both loaders check every hash before loading any code (see the README's trust
 model for what that does and does not protect against).
 
 The binary layout is documented in `c/sparse_mlir.h` (the C loader reads it
-too). Loading needs numpy, torch and ctypes only: neither MLIR nor
+too). An input is dense, or (format 3) a CSR matrix of static rows and
+columns and any nnz, passed as its buffers and validated every call
+(`runtime/csr_inputs.py`). Loading needs numpy, torch and ctypes only: neither MLIR nor
 torch-mlir is imported. Writing one is the compiler's
 (`sparse_mlir.compiler.export`).
 """

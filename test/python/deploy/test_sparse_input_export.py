@@ -268,3 +268,9 @@ def test_graph_mode_refuses_a_sparse_example_no_encoding_names() -> None:
     with pytest.raises(SpecError, match=r"example_args\[0\] \(torch.sparse_csr\): a sparse example for an input no "
                                         r"encoding names.*\{'adj': sm.CSR\(\)\}"):
         sm.compile(GCN().eval(), {}, (adj, torch.randn(NODES, FEATURES)), mode="graph")
+
+
+def test_sparse_inputs_need_the_cpu_target() -> None:
+    adj = torch.from_numpy(graph(0.1, 0).toarray())
+    with pytest.raises(SpecError, match=r"inputs \['adj'\]: sparse inputs run on target='cpu'"):
+        sm.compile(GCN().eval(), {"adj": sm.CSR()}, (adj, torch.randn(NODES, FEATURES)), target="cuda")
