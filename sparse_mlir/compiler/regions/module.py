@@ -128,7 +128,7 @@ class RegionModule(CompileReports, torch.nn.Module):
         model.train = model.eval = lambda mode=True: model  # type: ignore[method-assign]
         model.training = False
         # Sparse inputs (any of the input formats) are CSR in an artifact: a call converts COO / BSR tensors.
-        encodings = {**exportable(self._encodings),
+        encodings = {**self._encodings,
                      **{name: CSR(pos_width=i.encoding.pos_width, crd_width=i.encoding.crd_width)
                         for name, i in self._sparse_inputs.items()}}
         return _whole_graph(model, encodings, captured.example_args, self._regions).export(path)
@@ -414,7 +414,7 @@ def _whole_graph(model: torch.nn.Module, encodings: Mapping[str, Encoding], args
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return compile_graph(model, encodings, args, mode="graph")
+            return compile_graph(model, exportable(encodings), args, mode="graph")
     except ExportError as error:
         # The hint names mode='regions', which this module already is: not a way to an artifact.
         why = str(error).replace(f", or use {REGIONS_HINT}", "").replace(f": use {REGIONS_HINT}", "")
