@@ -118,7 +118,9 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     replaces the ops reading them (functional `x @ W` included); "auto"
     (default) swaps where every holder of an encoded weight allows it.
     `mode="graph"`: the whole model is one compiled function of static
-    shapes (what `export()` ships; sparsifiers on intermediates need it).
+    shapes (what `export()` ships; sparsifiers on intermediates need it);
+    an input named in `encodings` as `CSR()` is taken as a CSR matrix of
+    the example's shape and any nnz (compiler/graph_inputs.py).
     Training (regions, module swap): the returned module trains with the
     masks fixed at compile time; `mask_update=MaskUpdate(every=k)` (or a
     dict of them by weight name) re-prunes those weights from a dense master

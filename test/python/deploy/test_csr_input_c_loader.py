@@ -19,7 +19,7 @@ import torch
 import sparse_mlir as sm
 from sparse_mlir.runtime import artifact
 
-from deploy.test_sparse_input_export import FEATURES, HIDDEN, NODES, GCNLayer, as_layout, graph
+from deploy.test_sparse_input_export import FEATURES, HIDDEN, NODES, as_layout, export_layer, graph
 from e2e.crafting import rewrite_header, rewrite_record
 
 HERE = Path(__file__).resolve().parent
@@ -40,11 +40,7 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def layer(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    torch.manual_seed(2)
-    model = GCNLayer().eval()
-    x = torch.randn(NODES, FEATURES)
-    fn = sm.compile(model, {"adj": sm.CSR()}, (as_layout(graph(0.1, 0), "csr"), x), cost_model=False)
-    return {"model": model, "x": x, "path": fn.export(tmp_path_factory.mktemp("artifact") / "layer.smlir")}
+    return export_layer(tmp_path_factory.mktemp("artifact"), 2)
 
 
 def _csr_file(path: Path, pos: np.ndarray, crd: np.ndarray, values: np.ndarray, nnz: int | None = None) -> Path:

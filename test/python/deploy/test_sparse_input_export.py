@@ -168,14 +168,19 @@ BAD = {
 }
 
 
-@pytest.fixture(scope="module")
-def exported_layer(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    torch.manual_seed(1)
+def export_layer(folder: Path, seed: int) -> dict:
+    """A GCN layer compiled with a CSR adjacency (regions mode) and exported to `folder`."""
+    torch.manual_seed(seed)
     model = GCNLayer().eval()
     x = torch.randn(NODES, FEATURES)
     fn = sm.compile(model, {"adj": sm.CSR()}, (as_layout(graph(0.1, 0), "csr"), x), cost_model=False)
-    path = fn.export(tmp_path_factory.mktemp("layer") / "layer.smlir")
-    return {"model": model, "x": x, "path": path, "loaded": sm.load(path)}
+    return {"model": model, "x": x, "path": fn.export(folder / "layer.smlir")}
+
+
+@pytest.fixture(scope="module")
+def exported_layer(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    layer = export_layer(tmp_path_factory.mktemp("layer"), 1)
+    return {**layer, "loaded": sm.load(layer["path"])}
 
 
 @pytest.mark.parametrize("case", BAD)
