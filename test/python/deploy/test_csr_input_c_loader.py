@@ -198,3 +198,32 @@ def test_format_2_artifacts_still_load(program: Path, tmp_path: Path) -> None:
     done = _run(program, path, tmp_path / "y", [[tmp_path / "x.bin"]])
     assert done.returncode == 0, done.stderr
     assert torch.equal(_output(tmp_path / "y", 0), fn(x))
+
+
+def test_python_loader_takes_csr_inputs_without_the_compiler(layer: dict, tmp_path: Path) -> None:
+    """sm.load of a CSR-input artifact, its calls and checks, in a process where MLIR cannot be imported."""
+    from e2e.test_artifact import BLOCK_COMPILER, _run_python
+    matrix = graph(0.15, 31)
+    x = torch.randn(NODES, FEATURES)
+    np.save(tmp_path / "x.npy", x.numpy())
+    for name, array in (("pos", matrix.indptr), ("crd", matrix.indices), ("values", matrix.data)):
+        np.save(tmp_path / f"{name}.npy", array)
+    code = BLOCK_COMPILER + f"""
+import numpy as np, torch
+import sparse_mlir as sm
+fn = sm.load({str(layer["path"])!r})
+load = lambda name: torch.from_numpy(np.load({str(tmp_path)!r} + "/" + name + ".npy"))
+adj = torch.sparse_csr_tensor(load("pos").int(), load("crd").int(), load("values"), ({NODES}, {NODES}))
+np.save({str(tmp_path / "y.npy")!r}, fn(adj, load("x")).numpy())
+try:
+    fn(torch.sparse_csr_tensor(load("pos").int(), load("crd").int().flip(0), load("values"), ({NODES}, {NODES}),
+                               check_invariants=False), load("x"))
+except sm.SpecError as error:
+    print("refused:", error)
+assert "mlir" not in sys.modules and "torch_mlir" not in sys.modules
+"""
+    done = _run_python(code, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "refused: input 0 'adj' (CSR, pos_width=32, crd_width=32): col_indices must be sorted" in done.stdout
+    torch.testing.assert_close(torch.from_numpy(np.load(tmp_path / "y.npy")), _eager(layer, matrix, x), rtol=1e-5,
+                               atol=1e-5)
