@@ -40,6 +40,11 @@
  *           whose values index a table (an embedding's ids), the exclusive upper
  *           bound of its values (they must lie in [0, offset); 0: unchecked).
  *           smlir_run checks them: the compiled gather would abort the process.
+ *           Its bytes are its kind (format 3; format 2 wrote 0 there): 0, a dense
+ *           tensor; SMLIR_INPUT_CSR | pos_bits << 8 | crd_bits << 16 (bits 32
+ *           or 64), a float32 CSR matrix of the record's [rows, cols] and any
+ *           nnz, which @main takes as three 1-D memrefs: positions [rows + 1],
+ *           coordinates [nnz], values [nnz] (see smlir_csr).
  *   file:   char name[64] (NUL-padded path under the artifact: "model.so",
  *           "lib/libomp.so.5"), uint64 bytes, uint8 sha256[32]
  *
@@ -58,7 +63,8 @@
 extern "C" {
 #endif
 
-#define SMLIR_FORMAT_VERSION 2
+#define SMLIR_FORMAT_VERSION 3 /* this loader also reads version 2 (no CSR inputs) */
+#define SMLIR_INPUT_CSR 1
 #define SMLIR_MAX_RANK 8
 #define SMLIR_MAX_INPUTS 1024
 #define SMLIR_MAX_BUFFERS 65536
@@ -83,6 +89,21 @@ typedef struct smlir_tensor {
   int64_t shape[SMLIR_MAX_RANK];
 } smlir_tensor;
 
+/* A CSR matrix input (smlir_input_csr says which inputs are): the caller's
+ * buffers, read in place. positions holds rows + 1 entries of the input's
+ * pos dtype, coordinates nnz entries of its crd dtype (SMLIR_I32 or
+ * SMLIR_I64), values nnz floats; nnz may differ on every call (a new graph
+ * needs no new artifact). smlir_run checks them before the kernel reads
+ * them: positions from 0 to nnz, never decreasing; coordinates in
+ * [0, cols), strictly increasing within each row. NULL buffers are allowed
+ * only where they hold nothing (nnz = 0). */
+typedef struct smlir_csr {
+  const void *positions;
+  const void *coordinates;
+  const float *values;
+  int64_t nnz;
+} smlir_csr;
+
 typedef struct smlir_model smlir_model;
 
 /* Loads the artifact directory `path`. On failure returns NULL and writes a
@@ -103,13 +124,19 @@ int smlir_num_inputs(const smlir_model *model);
  * Return 0, or -1 for a bad index. */
 int smlir_input_spec(const smlir_model *model, int index, smlir_tensor *spec);
 int smlir_output_spec(const smlir_model *model, smlir_tensor *spec);
+/* 1 if input `index` is a CSR matrix (its index dtypes in *pos_dtype and
+ * *crd_dtype where not NULL), 0 if it is dense, -1 for a bad index. */
+int smlir_input_csr(const smlir_model *model, int index, int32_t *pos_dtype, int32_t *crd_dtype);
 size_t smlir_dtype_size(int32_t dtype);
 size_t smlir_num_elements(const smlir_tensor *tensor);
 
 /* Runs the model: `inputs` must match the input specs exactly; the result is
  * written to `output->data`, which the caller allocated with the output
- * spec's size (dtype and shape are filled in). Returns 0, or -1 with a
- * message in `error`. Calls on one model must not overlap. */
+ * spec's size (dtype and shape are filled in). A CSR input (smlir_input_csr)
+ * gives the matrix's dtype, rank and shape as its spec does, and `data`
+ * pointing at an smlir_csr. Returns 0, or -1 with a message in `error`
+ * (a CSR input that fails its checks: nothing is run). Calls on one model
+ * must not overlap. */
 int smlir_run(smlir_model *model, const smlir_tensor *inputs, int num_inputs, smlir_tensor *output, char *error,
               size_t error_size);
 

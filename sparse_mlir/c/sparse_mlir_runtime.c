@@ -7,6 +7,7 @@
 
 #define _GNU_SOURCE
 #include "sparse_mlir.h"
+#include "smlir_check_csr.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -33,6 +34,7 @@
 #define ENTRY_POINT "_mlir__mlir_ciface_main"
 #define FLAG_CALL_NUMBER 1u
 #define FLAG_CUDA 2u /* target="cuda" host code: loaded from Python only */
+#define OLDEST_VERSION 2 /* format 2: no CSR inputs (0 in every input record's bytes) */
 /* No tensor has more elements than this (2^48): byte counts cannot overflow. */
 #define MAX_ELEMENTS ((uint64_t)1 << 48)
 
@@ -368,6 +370,13 @@ static const char *check_record(const record *r, int buffer, uint64_t data_offse
     if (r->offset && (!integer || r->offset > (uint64_t)INT64_MAX))
       return snprintf(why, why_size, "a values bound of %llu for a %s input (bounds are for integer inputs)",
                       (unsigned long long)r->offset, dtype_name(r->dtype)), why;
+    /* bytes: the input's kind (0: dense; a CSR matrix of float32) */
+    uint64_t pos_bits = r->bytes >> 8 & 0xFF, crd_bits = r->bytes >> 16 & 0xFF;
+    if (r->bytes && ((r->bytes & 0xFF) != SMLIR_INPUT_CSR || r->bytes >> 24 || (pos_bits != 32 && pos_bits != 64) ||
+                     (crd_bits != 32 && crd_bits != 64) || r->rank != 2 || r->dtype != SMLIR_F32 || r->offset))
+      return snprintf(why, why_size, "input kind %#llx for a %s rank-%d input (known: 0, dense; 1 | pos bits << 8 | "
+                      "crd bits << 16 for a float32 CSR matrix, bits 32 or 64)", (unsigned long long)r->bytes,
+                      dtype_name(r->dtype), (int)r->rank), why;
     return NULL;
   }
   uint64_t bytes = elements * smlir_dtype_size(r->dtype);
@@ -444,10 +453,10 @@ static unsigned char *read_weights(const char *path, const char *file, uint64_t 
     goto done;
   }
   uint32_t version = u32_at(header + VERSION_AT);
-  if (version != SMLIR_FORMAT_VERSION) {
-    fail(error, error_size, "%s: artifact format version %u, but this runtime reads version %d%s; export the model "
-                            "again with the matching sparse_mlir", path, version, SMLIR_FORMAT_VERSION,
-         version < SMLIR_FORMAT_VERSION ? " (older artifacts bind no hashes)" : "");
+  if (version < OLDEST_VERSION || version > SMLIR_FORMAT_VERSION) {
+    fail(error, error_size, "%s: artifact format version %u, but this runtime reads version %d or %d%s; export the "
+                            "model again with the matching sparse_mlir", path, version, OLDEST_VERSION,
+         SMLIR_FORMAT_VERSION, version < OLDEST_VERSION ? " (older artifacts bind no hashes)" : "");
     goto done;
   }
   if (have < HEADER_BYTES) {
@@ -638,6 +647,19 @@ void smlir_free(smlir_model *model) {
 
 int smlir_num_inputs(const smlir_model *model) { return model->num_inputs; }
 
+int smlir_input_csr(const smlir_model *model, int index, int32_t *pos_dtype, int32_t *crd_dtype) {
+  if (index < 0 || index >= model->num_inputs)
+    return -1;
+  uint64_t kind = model->inputs[index].bytes;
+  if (!kind)
+    return 0;
+  if (pos_dtype)
+    *pos_dtype = (kind >> 8 & 0xFF) == 32 ? SMLIR_I32 : SMLIR_I64;
+  if (crd_dtype)
+    *crd_dtype = (kind >> 16 & 0xFF) == 32 ? SMLIR_I32 : SMLIR_I64;
+  return 1;
+}
+
 static void spec_of(const record *r, smlir_tensor *spec) {
   memset(spec, 0, sizeof *spec);
   spec->dtype = r->dtype;
@@ -718,6 +740,52 @@ static int out_of_bounds(const record *r, const smlir_tensor *t, char *error, si
   return 0;
 }
 
+/* A CSR input's buffers fail the checks the kernel's reads rely on (its
+ * smlir_csr given, nnz in range, positions / coordinates valid): returns 1
+ * (error set, naming the input) or 0. */
+static int bad_csr(const record *r, const smlir_tensor *t, char *error, size_t error_size, int index) {
+  if (!r->bytes)
+    return 0;
+  int pos_bits = (int)(r->bytes >> 8 & 0xFF), crd_bits = (int)(r->bytes >> 16 & 0xFF);
+  int64_t rows = r->shape[0], cols = r->shape[1];
+  const smlir_csr *csr = t->data;
+  const char *encoding = pos_bits == 32 ? (crd_bits == 32 ? "CSR, pos_width=32, crd_width=32"
+                                                          : "CSR, pos_width=32, crd_width=64")
+                                        : (crd_bits == 32 ? "CSR, pos_width=64, crd_width=32"
+                                                          : "CSR, pos_width=64, crd_width=64");
+  if (csr->nnz < 0 || (uint64_t)csr->nnz > MAX_ELEMENTS || (pos_bits == 32 && csr->nnz > INT32_MAX) ||
+      (uint64_t)csr->nnz > (uint64_t)rows * (uint64_t)cols) {
+    fail(error, error_size, "input %d (%s): nnz %lld, expected 0 <= nnz <= rows x cols = %lld%s", index, encoding,
+         (long long)csr->nnz, (long long)(rows * cols), pos_bits == 32 ? " (and below 2^31: 32-bit positions)" : "");
+    return 1;
+  }
+  if (!csr->positions || (csr->nnz && (!csr->coordinates || !csr->values))) {
+    fail(error, error_size, "input %d (%s): a NULL %s buffer (positions hold rows + 1 = %lld entries, coordinates "
+         "and values nnz = %lld)", index, encoding, !csr->positions ? "positions" : !csr->coordinates ? "coordinates"
+         : "values", (long long)(rows + 1), (long long)csr->nnz);
+    return 1;
+  }
+  switch (smlir_check_csr_buffers(csr->positions, pos_bits, csr->coordinates, crd_bits, rows, csr->nnz, cols)) {
+  case SMLIR_CSR_VALID:
+    return 0;
+  case SMLIR_CSR_BAD_ENDS:
+    fail(error, error_size, "input %d (%s): positions must start at 0 and end at nnz = %lld", index, encoding,
+         (long long)csr->nnz);
+    return 1;
+  case SMLIR_CSR_DECREASING:
+    fail(error, error_size, "input %d (%s): positions must not decrease (monotone row positions)", index, encoding);
+    return 1;
+  case SMLIR_CSR_OUT_OF_RANGE:
+    fail(error, error_size, "input %d (%s): coordinates out of range: expected 0 <= column < %lld", index, encoding,
+         (long long)cols);
+    return 1;
+  default:
+    fail(error, error_size, "input %d (%s): coordinates must be sorted (strictly increasing, no duplicates) within "
+         "each row", index, encoding);
+    return 1;
+  }
+}
+
 int smlir_run(smlir_model *model, const smlir_tensor *inputs, int num_inputs, smlir_tensor *output, char *error,
               size_t error_size) {
   char want[256], got[256];
@@ -729,28 +797,52 @@ int smlir_run(smlir_model *model, const smlir_tensor *inputs, int num_inputs, sm
     if (!same_spec(&model->inputs[i], &inputs[i]) || !inputs[i].data) {
       shape_text(want, sizeof want, model->inputs[i].dtype, model->inputs[i].rank, model->inputs[i].shape);
       shape_text(got, sizeof got, inputs[i].dtype, inputs[i].rank, inputs[i].shape);
-      fail(error, error_size, "input %d: expected a dense %s tensor (shapes are static, as in example_args), got %s%s",
-           i, want, got, inputs[i].data ? "" : " with data = NULL");
+      fail(error, error_size, "input %d: expected a %s %s tensor (shapes are static, as in example_args), got %s%s",
+           i, model->inputs[i].bytes ? "CSR (data: an smlir_csr)" : "dense", want, got,
+           inputs[i].data ? "" : " with data = NULL");
       return -1;
     }
   for (int i = 0; i < num_inputs; ++i)
-    if (out_of_bounds(&model->inputs[i], &inputs[i], error, error_size, i))
+    if (out_of_bounds(&model->inputs[i], &inputs[i], error, error_size, i) ||
+        bad_csr(&model->inputs[i], &inputs[i], error, error_size, i))
       return -1;
   if (!output || !output->data) {
     fail(error, error_size, "output: pass a tensor whose data holds smlir_output_spec()'s size");
     return -1;
   }
-  int count = 1 + model->num_buffers + num_inputs;
-  descriptor result, *input_descriptors = calloc((size_t)num_inputs + 1, sizeof(descriptor));
+  /* A CSR input is three memrefs: positions, coordinates, values. */
+  int arguments = 0;
+  for (int i = 0; i < num_inputs; ++i)
+    arguments += model->inputs[i].bytes ? 3 : 1;
+  int count = 1 + model->num_buffers + arguments;
+  descriptor result, *input_descriptors = calloc((size_t)arguments + 1, sizeof(descriptor));
   memset(&result, 0, sizeof result);
   void **pointers = calloc((size_t)count + 1, sizeof(void *));
   void **packed = calloc((size_t)count + 1, sizeof(void *));
   pointers[0] = &result;
   for (int i = 0; i < model->num_buffers; ++i)
     pointers[1 + i] = &model->buffer_descriptors[i];
-  for (int i = 0; i < num_inputs; ++i) {
-    describe(&input_descriptors[i], inputs[i].data, inputs[i].shape, inputs[i].rank);
-    pointers[1 + model->num_buffers + i] = &input_descriptors[i];
+  if (!input_descriptors || !pointers || !packed) {
+    free(input_descriptors);
+    free(pointers);
+    free(packed);
+    fail(error, error_size, "out of memory");
+    return -1;
+  }
+  for (int i = 0, at = 0; i < num_inputs; ++i) {
+    if (model->inputs[i].bytes) {
+      const smlir_csr *csr = inputs[i].data;
+      int64_t lengths[3] = {model->inputs[i].shape[0] + 1, csr->nnz, csr->nnz};
+      const void *buffers[3] = {csr->positions, csr->coordinates, csr->values};
+      for (int k = 0; k < 3; ++k, ++at) {
+        describe(&input_descriptors[at], (void *)buffers[k], &lengths[k], 1);
+        pointers[1 + model->num_buffers + at] = &input_descriptors[at];
+      }
+      continue;
+    }
+    describe(&input_descriptors[at], inputs[i].data, inputs[i].shape, inputs[i].rank);
+    pointers[1 + model->num_buffers + at] = &input_descriptors[at];
+    ++at;
   }
   for (int i = 0; i < count; ++i)
     packed[i] = &pointers[i];
@@ -771,8 +863,8 @@ int smlir_run(smlir_model *model, const smlir_tensor *inputs, int num_inputs, sm
   int aliases = 0;
   for (int i = 0; i < model->num_buffers; ++i)
     aliases |= allocated == (void *)(model->blob + model->buffers[i].offset);
-  for (int i = 0; i < num_inputs; ++i)
-    aliases |= allocated == inputs[i].data;
+  for (int i = 0; i < arguments; ++i)
+    aliases |= allocated == (void *)(intptr_t)input_descriptors[i].fields[0];
   if (allocated && !aliases)
     model->release(allocated);
   free(input_descriptors);

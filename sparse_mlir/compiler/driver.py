@@ -27,7 +27,9 @@ from sparse_mlir.encodings import ELL, Dense, Encoding, Hybrid
 from sparse_mlir.compiler import auto_format
 from sparse_mlir.errors import SparseFallbackWarning, SpecError
 from sparse_mlir.compiler.fallback_names import name_torch_ops
+from sparse_mlir.compiler import graph_inputs
 from sparse_mlir.compiler.importers.torch_fx import import_model, start_importer
+from sparse_mlir.runtime.csr_inputs import CsrInput
 from sparse_mlir.compiler.intermediates import find_node_value, location_names
 from sparse_mlir.compiler.propagation import Propagated, linear_tokens, propagate_linear_zeros
 from sparse_mlir.runtime.memref import Kernel
@@ -56,8 +58,9 @@ class CompiledModule(CompileReports, ModelCallable):
     def __init__(self, kernel: Kernel, input_specs: list[InputSpec], result: tuple[tuple[int, ...], np.dtype],
                  effective: dict[str, torch.Tensor], stats: dict[str, TensorStats], stages: dict[str, str],
                  compile_seconds: float, pipeline: str, plan: list[PlanEntry], counts_calls: bool, openmp: bool,
-                 engine: Any, keep_alive: tuple, index_bounds: dict[int, IndexBound] | None = None) -> None:
-        super().__init__(kernel, input_specs, counts_calls, index_bounds)
+                 engine: Any, keep_alive: tuple, index_bounds: dict[int, IndexBound] | None = None,
+                 csr: Sequence[CsrInput] = ()) -> None:
+        super().__init__(kernel, input_specs, counts_calls, index_bounds, csr)
         self._result_shape, self._result_dtype = result
         self._effective = effective
         self._stats = stats
@@ -115,7 +118,9 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
     replaces the ops reading them (functional `x @ W` included); "auto"
     (default) swaps where every holder of an encoded weight allows it.
     `mode="graph"`: the whole model is one compiled function of static
-    shapes (what `export()` ships; sparsifiers on intermediates need it).
+    shapes (what `export()` ships; sparsifiers on intermediates need it);
+    an input named in `encodings` as `CSR()` is taken as a CSR matrix of
+    the example's shape and any nnz (compiler/graph_inputs.py).
     Training (regions, module swap): the returned module trains with the
     masks fixed at compile time; `mask_update=MaskUpdate(every=k)` (or a
     dict of them by weight name) re-prunes those weights from a dense master
@@ -182,7 +187,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
                         "mode='regions' (mode='graph' is inference); leave grad= out to compile for inference")
     if example_kwargs:
         raise SpecError("example_kwargs needs mode='regions' (mode='graph' compiles positional tensor inputs)")
-    refuse_sparse_inputs(model, encodings or {}, example_args)
+    refuse_sparse_inputs(model, encodings or {}, example_args, target)
     hybrid = sorted(name for name, e in (encodings or {}).items() if isinstance(e, Hybrid))
     if hybrid:
         raise SpecError(f"{', '.join(hybrid)}: {encodings[hybrid[0]].format_name} stores a weight as two parts "
@@ -215,8 +220,9 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         if not isinstance(encoding, Encoding):
             raise SpecError(f"{name}: expected a sparse_mlir encoding (CSR(), NM(2, 4), ...), got {encoding!r}")
     params = parameters(model, all_encodings)
+    # Inputs encoded as CSR: @main takes their buffers (any nnz); torch.export sees dense stand-ins.
+    csr_inputs, example_args = graph_inputs.split(model, all_encodings, tuple(example_args), params)
     encodings = {name: e for name, e in all_encodings.items() if name in params}
-    example_args = tuple(example_args)
     check_cpu_dtypes(params, example_args)
     verify_specs(encodings, params)
     effective = {name: torch.from_numpy(apply_sparsifier(encoding.effective_sparsifier,
@@ -253,6 +259,7 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         annotate(module, imported.param_names,
                   {name: e for name, e in encodings.items() if name not in dense_by_cost})
         _annotate_intermediates(module, imported.nodes, intermediates)
+        graph_inputs.annotate_inputs(module, len(imported.param_names), csr_inputs)
         counts_calls = add_call_number(module, intermediates)
         stages["annotated"] = str(module)
         frontend, convert, lowering = pipeline_pieces(on_fallback, fuse_sparsifiers, openmp, vector_lanes)
@@ -265,8 +272,9 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
         fallback_messages = name_torch_ops(diagnostics.warnings, diagnostics.locations, imported.nodes)
         for message in fallback_messages:
             warnings.warn(message, SparseFallbackWarning, stacklevel=2)
-        stages["sparse"] = str(module)
         stored_sparse = sparse_arguments(module)
+        densified = graph_inputs.keep_sparse_arguments(module, len(imported.param_names), csr_inputs, stored_sparse)
+        stages["sparse"] = str(module)
         result_shape, result_dtype = result_spec(module)
         with Diagnostics(context) as diagnostics:
             run_passes(lowering, module, stages["annotated"], pipeline, diagnostics)
@@ -293,11 +301,12 @@ def compile(model: torch.nn.Module, encodings: Mapping[str, Encoding] | None = N
                                  fallback_messages)
               for name, encoding in intermediates.items()),
             *(_inferred_plan(node, source, type_text, imported.nodes, all_encodings)
-              for node, source, type_text in inferred)]
+              for node, source, type_text in inferred),
+            *(graph_inputs.plan_entry(spec, densified, fallback_messages) for spec in csr_inputs)]
     return CompiledModule(kernel, input_specs, (result_shape, result_dtype), effective, stats, stages,
                           time.perf_counter() - start, pipeline, plan, counts_calls=counts_calls, openmp=openmp,
                           engine=engine, keep_alive=(context, module),
-                          index_bounds=index_bounds(imported, example_args))
+                          index_bounds=index_bounds(imported, example_args), csr=csr_inputs)
 
 
 def _mentions(name: str, messages: list[str]) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from sparse_mlir.runtime.artifact import (ALIGNMENT, CUDA_RUNTIME_NAME, DTYPE_CO
                                           LIB_DIR, LIBRARY, MAGIC, MANIFEST, MAX_BUFFERS, MAX_FILES, MAX_INPUTS,
                                           MAX_RANK, NUMPY_DTYPES, RECORD, WEIGHTS, ArtifactError, TensorRecord)
 from sparse_mlir.runtime.cpu import cpu_model, host_isa_flags
+from sparse_mlir.runtime.csr_inputs import CsrInput
 from sparse_mlir.runtime.memref import ALLOCATOR_LIBRARY
 
 if TYPE_CHECKING:
@@ -66,8 +67,11 @@ def export(fn: "CompiledModule", path: str | os.PathLike, *, linker: str | None 
     cc = _linker(linker)
     engine, bound = fn._export_parts()
     result = TensorRecord(np.dtype(fn._result_dtype), tuple(fn._result_shape))
-    # An integer input indexing a table records its values' bound in `offset` (sparse_mlir.h).
-    inputs = [TensorRecord(NUMPY_DTYPES[dtype], tuple(shape), fn._index_bounds.get(i, (0, ""))[0])
+    # An integer input indexing a table records its values' bound in `offset`,
+    # a CSR input its kind in `bytes` (sparse_mlir.h).
+    csr = {spec.index: spec for spec in fn.csr_inputs}
+    inputs = [TensorRecord(NUMPY_DTYPES[dtype], tuple(shape), fn._index_bounds.get(i, (0, ""))[0],
+                           csr[i].kind if i in csr else 0)
               for i, (shape, dtype) in enumerate(fn.input_specs)]
     with tempfile.TemporaryDirectory(prefix=".smlir-export-", dir=target.parent if target.parent.exists() else None) \
             as staging_name:
@@ -252,6 +256,7 @@ def _manifest(fn: "CompiledModule", result: TensorRecord, inputs: Sequence[Tenso
               bound: Sequence[np.ndarray], staging: Path, layout: _Layout) -> dict[str, Any]:
     """The facts for people; weights.bin (written after it) binds it by hash."""
     from sparse_mlir import __version__
+    csr = {spec.index: spec for spec in getattr(fn, "csr_inputs", ())}
     files = {}
     for name in layout.files:
         if name != MANIFEST:
@@ -265,7 +270,8 @@ def _manifest(fn: "CompiledModule", result: TensorRecord, inputs: Sequence[Tenso
                    "threads": "openmp" if fn._openmp else "single"},
         "signature": {
             "inputs": [{"shape": list(r.shape), "dtype": str(r.dtype),
-                        **({"values_below": r.offset, "indexes": fn._index_bounds[i][1]} if r.offset else {})}
+                        **({"values_below": r.offset, "indexes": fn._index_bounds[i][1]} if r.offset else {}),
+                        **(_csr_manifest(csr[i]) if i in csr else {})}
                        for i, r in enumerate(inputs)],
             "output": {"shape": list(result.shape), "dtype": str(result.dtype)},
             "call_number": fn._counts_calls,
@@ -280,3 +286,9 @@ def _manifest(fn: "CompiledModule", result: TensorRecord, inputs: Sequence[Tenso
         "pipeline": fn.pipeline,
         "files": files,
     }
+
+
+def _csr_manifest(spec: CsrInput) -> dict[str, Any]:
+    """A CSR input's manifest entry: its buffers, nnz free per call."""
+    return {"kind": "csr", "name": spec.name, "positions": str(spec.pos_dtype).removeprefix("torch."),
+            "coordinates": str(spec.crd_dtype).removeprefix("torch."), "nnz": "dynamic"}

@@ -77,21 +77,37 @@ def default_mode(model: torch.nn.Module, encodings: Mapping[str, Any], target: s
     return "regions" if all(name in names for name in encodings) else "graph"
 
 
-def refuse_sparse_inputs(model: torch.nn.Module, encodings: Mapping[str, Any], example_args: Sequence[Any]) -> None:
-    """mode="graph" compiles one static-shape program of dense positional
-    inputs (what export() writes): an encoding naming an input, or a torch
-    sparse tensor among the examples, is a SpecError pointing to regions."""
+def refuse_sparse_inputs(model: torch.nn.Module, encodings: Mapping[str, Any], example_args: Sequence[Any],
+                         target: str = "cpu") -> None:
+    """mode="graph" compiles one static-shape program (what export() writes)
+    whose sparse inputs are CSR matrices of any nnz (graph_inputs.py): a
+    torch sparse example whose input `encodings` does not name is a
+    SpecError saying to name it (other input formats: graph_inputs.split)."""
     with capture_lock():
         params = {name for name, _ in model.named_parameters(remove_duplicate=False)}
-    named = sorted(name for name in encodings if name in _input_names(model) and name not in params)
+    named = {name for name in encodings if name in _input_names(model) and name not in params}
+    if named and target != "cpu":
+        raise SpecError(f"inputs {sorted(named)}: sparse inputs run on target='cpu' (the CUDA target takes 2:4 "
+                        "weights and dense inputs)")
+    positional = positional_names(model)
     sparse = [f"example_args[{i}] ({a.layout})" for i, a in enumerate(example_args)
-              if isinstance(a, torch.Tensor) and a.layout != torch.strided]
-    if named or sparse:
-        what = ", ".join([*(f"input {name!r}" for name in named), *sparse])
-        raise SpecError(f"{what}: mode='graph' compiles one static-shape program of dense inputs (what export() "
-                        "writes), which cannot take a sparse input (its nnz changes per call). Sparse inputs run "
-                        "in mode='regions' (the default: leave mode out, with encodings naming the input, e.g. "
-                        "{'adj': sm.CSR()}); such a module runs in a Python service and cannot be exported yet")
+              if isinstance(a, torch.Tensor) and a.layout != torch.strided
+              and f"args.{i}" not in named and (i >= len(positional) or positional[i] not in named)]
+    if sparse:
+        raise SpecError(f"{', '.join(sparse)}: a sparse example for an input no encoding names. mode='graph' "
+                        "compiles one static-shape program (what export() writes) whose sparse inputs are named "
+                        "in encodings as CSR, e.g. {'adj': sm.CSR()} (any nnz per call); or leave mode out "
+                        "(mode='regions') for other formats")
+
+
+def positional_names(model: torch.nn.Module) -> list[str]:
+    """The forward's positional parameter names."""
+    import inspect
+    try:
+        parameters = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
 def _input_names(model: torch.nn.Module) -> set[str]:

@@ -17,7 +17,9 @@ Both loaders check every hash before loading any code (see the README's trust
 model for what that does and does not protect against).
 
 The binary layout is documented in `c/sparse_mlir.h` (the C loader reads it
-too). Loading needs numpy, torch and ctypes only: neither MLIR nor
+too). An input is dense, or (format 3) a CSR matrix of static rows and
+columns and any nnz, passed as its buffers and validated every call
+(`runtime/csr_inputs.py`). Loading needs numpy, torch and ctypes only: neither MLIR nor
 torch-mlir is imported. Writing one is the compiler's
 (`sparse_mlir.compiler.export`).
 """
@@ -40,14 +42,15 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from sparse_mlir.runtime import threads
+from sparse_mlir.runtime import csr_inputs, threads
 from sparse_mlir.runtime.memref import Kernel, allocator
 from sparse_mlir.runtime.callable import CheckedCallable, InputSpec, ModelCallable
 from sparse_mlir.runtime.cpu import cpu_model, host_isa_flags
 from sparse_mlir.errors import SparseMLIRError
 
 
-FORMAT_VERSION = 2   # 2: SHA-256 of every file in the header (1: CRC-32 of weights.bin and model.so)
+FORMAT_VERSION = 3   # 3: CSR inputs (an input record's bytes: its kind); 2: SHA-256 of every file in the header
+READABLE_VERSIONS = (2, 3)   # (2 wrote 0 in every input record's bytes: dense inputs; 1: CRC-32 of the files)
 MAGIC = b"SMLIRART"
 MANIFEST, LIBRARY, WEIGHTS, LIB_DIR = "manifest.json", "model.so", "weights.bin", "lib"
 ENTRY_POINT = "_mlir__mlir_ciface_main"  # the packed C-interface wrapper of @main
@@ -110,8 +113,9 @@ class LoadedModule(ModelCallable):
 
     def __init__(self, kernel: Kernel, input_specs: Sequence[InputSpec], counts_calls: bool,
                  manifest: dict[str, Any], path: Path, sha256: str,
-                 index_bounds: dict[int, tuple[int, str]] | None = None) -> None:
-        super().__init__(kernel, input_specs, counts_calls, index_bounds)
+                 index_bounds: dict[int, tuple[int, str]] | None = None,
+                 csr: Sequence[csr_inputs.CsrInput] = ()) -> None:
+        super().__init__(kernel, input_specs, counts_calls, index_bounds, csr)
         self.manifest = manifest
         self.path = path
         self.sha256 = sha256   # the artifact's hash (`artifact_sha256`)
@@ -184,7 +188,21 @@ def load(path: str | os.PathLike, *, expect_sha256: str | None = None) -> "Loade
     kernel = Kernel(function, bound, len(header.result.shape), header.result.dtype, owner=library)
     specs = [(r.shape, _TORCH_DTYPES[r.dtype]) for r in header.inputs]
     return LoadedModule(kernel, specs, bool(header.flags & FLAG_CALL_NUMBER), manifest, root, header.sha256,
-                        _index_bounds(header.inputs, manifest))
+                        _index_bounds(header.inputs, manifest), _csr_inputs(header.inputs, manifest))
+
+
+def _csr_inputs(inputs: Sequence[TensorRecord], manifest: dict[str, Any]) -> list[csr_inputs.CsrInput]:
+    """The inputs taken as CSR buffers (their records' kind), named as the manifest names them."""
+    described = manifest["signature"].get("inputs")
+    found = []
+    for index, record in enumerate(inputs):
+        entry = described[index] if isinstance(described, list) and index < len(described) else None
+        name = entry.get("name") if isinstance(entry, dict) else None
+        spec = csr_inputs.from_kind(record.nbytes, index, name if isinstance(name, str) else f"args.{index}",
+                                    record.shape, _TORCH_DTYPES[record.dtype])
+        if spec is not None:
+            found.append(spec)
+    return found
 
 
 def _index_bounds(inputs: Sequence[TensorRecord], manifest: dict[str, Any]) -> dict[int, tuple[int, str]]:
@@ -309,10 +327,10 @@ def _read_weights(path: Path) -> tuple[bytearray, Header]:
             raise ArtifactError(f"{path}: not a sparse_mlir weights file (bad magic); "
                                 "pass the directory fn.export() wrote")
         (version,) = struct.unpack_from("<I", head, VERSION_AT)
-        if version != FORMAT_VERSION:
-            older = " (older artifacts bind no hashes)" if version < FORMAT_VERSION else ""
+        if version not in READABLE_VERSIONS:
+            older = " (older artifacts bind no hashes)" if version < min(READABLE_VERSIONS) else ""
             raise ArtifactError(f"{path}: artifact format version {version}, but this sparse_mlir reads version "
-                                f"{FORMAT_VERSION}{older}; export the model again with this sparse_mlir")
+                                f"{' or '.join(map(str, READABLE_VERSIONS))}{older}; export the model again with this sparse_mlir")
         if len(head) < HEADER.size:
             raise ArtifactError(f"{path}: truncated ({size} bytes, its header alone takes {HEADER.size}); "
                                 "copy the artifact again or export it again")
@@ -389,9 +407,15 @@ def _unpack_record(path: Path, blob: bytearray, index: int, num_inputs: int, fla
         if elements > MAX_ELEMENTS:
             raise wrong("more than 2^48 elements")
     record = TensorRecord(dtype, tuple(shape[:rank]), offset, nbytes)
-    if index <= num_inputs:   # (offset: an integer input's values bound, 0 for none)
+    if index <= num_inputs:   # (offset: an integer input's values bound, 0 for none; bytes: its kind)
         if offset and (dtype.kind not in "iu" or offset > 2**63 - 1):
             raise wrong(f"a values bound of {offset} for a {dtype} input (bounds are for integer inputs)")
+        try:
+            csr_inputs.from_kind(nbytes, index - 1, "", record.shape, _TORCH_DTYPES[dtype])
+        except ValueError as error:
+            raise wrong(str(error)) from None
+        if nbytes and (dtype != np.float32 or offset):
+            raise wrong(f"a CSR input of {dtype} values (CSR inputs hold float32) or with a values bound")
         return record
     scratch = bool(flags & FLAG_CUDA) and nbytes == 0   # a CUDA scratch buffer: a shape, no data
     if nbytes != elements * dtype.itemsize and not scratch:

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
+from sparse_mlir.runtime import csr_inputs
 from sparse_mlir.runtime.memref import Kernel, row_major_strides
 from sparse_mlir.errors import SpecError
 
@@ -65,7 +66,7 @@ class CheckedCallable(abc.ABC):
             raise SpecError(f"expected {len(self._input_specs)} inputs, got {len(inputs)}")
         return tensors
 
-    def _check_input(self, index: int, tensor: Any) -> torch.Tensor:
+    def _check_input(self, index: int, tensor: Any) -> Any:
         """Input `index` once it matches its spec, with lazy negation/conjugation resolved."""
         shape, dtype = self._input_specs[index]
         if not isinstance(tensor, torch.Tensor):
@@ -100,19 +101,49 @@ class ModelCallable(CheckedCallable):
     """Calls a CPU kernel on torch tensors, reading their memory in place."""
 
     def __init__(self, kernel: Kernel, input_specs: Sequence[InputSpec], counts_calls: bool,
-                 index_bounds: Mapping[int, IndexBound] | None = None) -> None:
+                 index_bounds: Mapping[int, IndexBound] | None = None,
+                 csr: Sequence[csr_inputs.CsrInput] = ()) -> None:
         super().__init__(input_specs, index_bounds)
         self._kernel = kernel
         self._counts_calls = counts_calls
         self._calls = itertools.count()
-        # Inputs are checked to be contiguous: row-major strides.
-        self._signature = tuple((shape, row_major_strides(shape), numpy_dtype(dtype))
-                                for shape, dtype in self._input_specs)
+        # Inputs the program takes as CSR buffers (positions, coordinates, values; nnz per call).
+        self._csr_inputs = {spec.index: spec for spec in csr}
+        self._numpy_dtypes = [numpy_dtype(dtype) for _, dtype in self._input_specs]
+        # Inputs are checked to be contiguous: row-major strides. A CSR
+        # input's three buffers: their lengths are set each call.
+        signature: list[tuple] = []
+        for index, (shape, dtype) in enumerate(self._input_specs):
+            spec = self._csr_inputs.get(index)
+            if spec is None:
+                signature.append((shape, row_major_strides(shape), numpy_dtype(dtype)))
+            else:
+                signature += [((0,), (1,), numpy_dtype(t)) for t in (spec.pos_dtype, spec.crd_dtype, spec.dtype)]
+        self._signature = tuple(signature)
 
-    def _run(self, tensors: list[torch.Tensor]) -> torch.Tensor:
+    @property
+    def csr_inputs(self) -> list[csr_inputs.CsrInput]:
+        """The inputs taken as CSR tensors (any nnz), by position."""
+        return list(self._csr_inputs.values())
+
+    def _run(self, tensors: list[Any]) -> torch.Tensor:
         scalars = (next(self._calls),) if self._counts_calls else ()
-        return torch.from_numpy(self._kernel.call_addresses(self._signature, [t.data_ptr() for t in tensors],
-                                                            scalars))
+        flat: list[torch.Tensor] = []
+        lengths: list[tuple[int, int]] = []
+        for tensor in tensors:
+            if isinstance(tensor, tuple):   # a CSR input's buffers
+                lengths += [(len(flat) + i, t.shape[0]) for i, t in enumerate(tensor)]
+                flat += tensor
+            else:
+                flat.append(tensor)
+        return torch.from_numpy(self._kernel.call_addresses(self._signature, [t.data_ptr() for t in flat],
+                                                            scalars, lengths))
+
+    def _check_input(self, index: int, tensor: Any) -> Any:
+        spec = self._csr_inputs.get(index)
+        if spec is not None:   # its CSR buffers, validated
+            return csr_inputs.pack(spec, tensor)
+        return super()._check_input(index, tensor)
 
     def reset_call_number(self, call: int = 0) -> None:
         """The next call is number `call` (random-fraction masks depend on it; 0 after compile or load)."""
@@ -124,7 +155,7 @@ class ModelCallable(CheckedCallable):
         """The kernel reads the tensor in place: row-major, in a dtype numpy has."""
         if not tensor.is_contiguous():
             raise SpecError(f"input {index}: expected a contiguous tensor; call .contiguous() first")
-        if self._signature[index][2] is None:
+        if self._numpy_dtypes[index] is None:
             raise SpecError(f"input {index}: dtype {tensor.dtype} cannot be passed to compiled CPU code")
 
 

@@ -47,6 +47,31 @@ def csr_valid(pos: torch.Tensor, crd: torch.Tensor, nnz: int, inner: int) -> boo
                                    pos.shape[0] - 1, nnz, inner) == 0
 
 
+def csr_problem(pos: torch.Tensor, crd: torch.Tensor, nnz: int, inner: int) -> str | None:
+    """What is wrong with contiguous CSR buffers `pos` / `crd` (None:
+    valid), checked in one pass in C (`csr_valid`); torch ops say what
+    where it fails (or where the library is missing)."""
+    if csr_valid(pos, crd, nnz, inner):
+        return None
+    if int(pos[0]) != 0 or int(pos[-1]) != nnz:
+        return f"crow_indices must start at 0 and end at nnz = {nnz}, got {int(pos[0])} .. {int(pos[-1])}"
+    if pos.numel() > 1 and bool((pos[1:] < pos[:-1]).any()):
+        return "crow_indices must not decrease (monotone row positions)"
+    if nnz == 0:
+        return None
+    if int(crd.min()) < 0 or int(crd.max()) >= inner:
+        return f"col_indices out of range: expected 0 <= column < {inner}, got {int(crd.min())} .. {int(crd.max())}"
+    if nnz > 1:
+        rising = crd[1:] > crd[:-1]
+        # Entry i + 1 may start a new row (a row's first column may be anything).
+        starts = pos[1:-1].to(torch.int64)
+        starts = starts[(starts > 0) & (starts < nnz)]
+        rising[starts - 1] = True
+        if not bool(rising.all()):
+            return "col_indices must be sorted (strictly increasing, no duplicates) within each row"
+    return None
+
+
 # smlir_coo_to_csr's failures.
 COO_ROW_RANGE, COO_UNSORTED, COO_COL_RANGE = 3, 4, 5
 

@@ -195,10 +195,13 @@ class Kernel:
         signature = tuple((a.shape, tuple(s // a.itemsize for s in a.strides), a.dtype) for a in inputs)
         return self.call_addresses(signature, [a.ctypes.data for a in inputs], scalars)
 
-    def call_addresses(self, signature: tuple, addresses: Sequence[int], scalars: Sequence[int] = ()) -> np.ndarray:
+    def call_addresses(self, signature: tuple, addresses: Sequence[int], scalars: Sequence[int] = (),
+                       lengths: Sequence[tuple[int, int]] = ()) -> np.ndarray:
         """Runs the kernel on inputs given by address; `signature` holds
         their (shape, strides in elements, dtype), the same every call for a
-        static model (its frame is then built once)."""
+        static model (its frame is then built once). `lengths`: (input,
+        length) of the 1-D inputs whose length changes per call (a sparse
+        input's buffers, of dynamic nnz), set in the frame each call."""
         key = (signature, len(scalars))
         pool = self._frames.setdefault(key, [])
         try:
@@ -208,6 +211,8 @@ class Kernel:
         try:
             for descriptor, address in zip(frame.inputs, addresses):
                 descriptor.allocated = descriptor.aligned = address
+            for index, length in lengths:
+                frame.inputs[index].shape[0] = length
             for slot, value in zip(frame.scalars, scalars):
                 slot.value = value
             self._function(frame.packed)

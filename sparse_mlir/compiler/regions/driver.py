@@ -134,6 +134,8 @@ def compile_regions(model: torch.nn.Module, encodings: Mapping[str, Encoding], e
     if sparse_inputs:
         capture_args, capture_kwargs = inputs.stand_ins(model, sparse_inputs, example_args, dict(example_kwargs))
         captured = capture(model, capture_args, capture_kwargs, dynamic, keep_examples=False)
+        # export() compiles the whole graph at the example's shapes: the sparse inputs' stand-ins allocate nothing.
+        captured.example_args = inputs.export_examples(capture_args, captured.positional, sparse_inputs)
     else:
         captured = capture(model, example_args, example_kwargs, dynamic)
     graph_module = captured.program.module()

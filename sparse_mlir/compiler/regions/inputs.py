@@ -32,7 +32,7 @@ import torch
 
 from sparse_mlir.encodings import BSR, COO, CSR, Encoding, KeepAll
 from sparse_mlir.errors import SpecError
-from sparse_mlir.runtime.check_csr import csr_valid
+from sparse_mlir.runtime.check_csr import csr_problem
 from sparse_mlir.compiler.regions.input_formats import COO_PROBLEMS, BsrToCSR, CooToCSR
 from sparse_mlir.runtime.check_csr import COO_UNSORTED
 from sparse_mlir.runtime.threads import shares_torch_threads, single_threaded
@@ -284,28 +284,11 @@ class SparseInput:
 
 def _check_compressed(owner: SparseInput, pos: torch.Tensor, crd: torch.Tensor, nnz: int, inner: int) -> None:
     """O(rows + nnz): positions start at 0, end at nnz and never decrease;
-    coordinates in [0, inner), strictly increasing within each row. One
-    pass in C (runtime/check_csr.py); torch ops where it fails, to say why."""
-    if csr_valid(pos, crd, nnz, inner):
-        return
-    if int(pos[0]) != 0 or int(pos[-1]) != nnz:
-        raise owner._error(f"crow_indices must start at 0 and end at nnz = {nnz}, got {int(pos[0])} .. "
-                           f"{int(pos[-1])}")
-    if pos.numel() > 1 and bool((pos[1:] < pos[:-1]).any()):
-        raise owner._error("crow_indices must not decrease (monotone row positions)")
-    if nnz == 0:
-        return
-    if int(crd.min()) < 0 or int(crd.max()) >= inner:
-        raise owner._error(f"col_indices out of range: expected 0 <= column < {inner}, got "
-                           f"{int(crd.min())} .. {int(crd.max())}")
-    if nnz > 1:
-        rising = crd[1:] > crd[:-1]
-        # Entry i + 1 may start a new row (a row's first column may be anything).
-        starts = pos[1:-1].to(torch.int64)
-        starts = starts[(starts > 0) & (starts < nnz)]
-        rising[starts - 1] = True
-        if not bool(rising.all()):
-            raise owner._error("col_indices must be sorted (strictly increasing, no duplicates) within each row")
+    coordinates in [0, inner), strictly increasing within each row (one
+    pass in C; runtime/check_csr.py says what is wrong)."""
+    problem = csr_problem(pos, crd, nnz, inner)
+    if problem:
+        raise owner._error(problem)
 
 
 class SpMMRegion:
@@ -461,6 +444,14 @@ def stand_ins(model: torch.nn.Module, inputs: dict[str, Encoding], example_args:
                             f"{tuple(value.shape)}")
         bound.arguments[path] = torch.zeros((), dtype=torch.float32).expand(*value.shape)
     return tuple(bound.args), dict(bound.kwargs)
+
+
+def export_examples(capture_args: Sequence[Any], positional: Sequence[str], inputs: dict[str, Encoding]) -> tuple:
+    """The examples export() compiles the whole graph at: clones, but the
+    sparse inputs' stand-ins (broadcast zeros) as they are."""
+    return tuple(a.detach().clone() if isinstance(a, torch.Tensor) and (i >= len(positional) or positional[i] not in
+                                                                        inputs) else a
+                 for i, a in enumerate(capture_args))
 
 
 MM = torch.ops.aten.mm.default

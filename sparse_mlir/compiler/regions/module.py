@@ -14,7 +14,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from sparse_mlir.compiler.reports import CompileReports, PlanEntry, TensorStats
-from sparse_mlir.encodings import Encoding
+from sparse_mlir.encodings import CSR, Encoding
 from sparse_mlir.errors import SpecError
 from sparse_mlir.runtime.ops import REGIONS
 from sparse_mlir.compiler.regions.capture import Captured
@@ -110,16 +110,6 @@ class RegionModule(CompileReports, torch.nn.Module):
         graph compiled by `mode="graph"` from the same pruned weights and
         encodings. Artifacts are static-shape, positional-input programs; a
         Python service that needs other shapes keeps this module instead."""
-        if self._sparse_inputs:
-            named = ", ".join(f"{name!r} ({sparse_input.encoding.format_name})"
-                              for name, sparse_input in sorted(self._sparse_inputs.items()))
-            raise SpecError(f"export() is refused: inputs {named} are sparse inputs, and an artifact cannot take "
-                            "them yet. An artifact is one whole-graph program of fixed-shape dense inputs (sm.load "
-                            "and the C loader's smlir_run pass each input as one dense buffer of the recorded "
-                            "shape), while a sparse input's nnz changes per call and its index buffers are "
-                            "checked in Python before our kernels read them. Keep this module in a Python "
-                            "service, or compile the model without these inputs' encodings (dense inputs) "
-                            "to export it")
         if getattr(self, "_in_out_nm", None):
             raise SpecError(f"export() compiles the whole graph, whose n:m sparsifier groups a weight's last dim; "
                             f"{sorted(self._in_out_nm)} were pruned along dim 0 (read as x @ W): an artifact would "
@@ -137,7 +127,11 @@ class RegionModule(CompileReports, torch.nn.Module):
         # / eval(), which the whole-graph capture calls to restore the flag.
         model.train = model.eval = lambda mode=True: model  # type: ignore[method-assign]
         model.training = False
-        return _whole_graph(model, self._encodings, captured.example_args, self._regions).export(path)
+        # Sparse inputs (any of the input formats) are CSR in an artifact: a call converts COO / BSR tensors.
+        encodings = {**self._encodings,
+                     **{name: CSR(pos_width=i.encoding.pos_width, crd_width=i.encoding.crd_width)
+                        for name, i in self._sparse_inputs.items()}}
+        return _whole_graph(model, encodings, captured.example_args, self._regions).export(path)
 
     def regions(self) -> list[Region]:
         """The sparse regions (one per encoded weight and bias presence), with their per-token-count choices."""

@@ -142,9 +142,14 @@ def test_other_readers_fall_back_with_one_warning(one_thread) -> None:
     close(module(torch_csr(matrix), h), (dense @ h) / dense.sum(1, keepdim=True).clamp_min(1.0))
 
 
-def test_export_is_refused(csr_module, tmp_path) -> None:
-    with pytest.raises(SpecError, match="sparse inputs"):
-        csr_module.export(tmp_path / "model")
+def test_export_takes_the_example_node_count(csr_module, tmp_path, one_thread) -> None:
+    """export() writes the whole graph at the example's rows and columns
+    (nnz free per call; deploy/ tests the artifact further)."""
+    loaded = sm.load(csr_module.export(tmp_path / "model"))
+    matrix, h = graph(seed=5, density=0.3), torch.randn(NODES, FEATURES)
+    close(loaded(torch_csr(matrix), h), matrix @ h.numpy())
+    with pytest.raises(SpecError, match=rf"input 0 'adj' \(CSR, .*\): expected shape \({NODES}, {NODES}\)"):
+        loaded(torch_csr(graph(nodes=NODES + 1)), torch.randn(NODES + 1, FEATURES))
 
 
 def _csr(crow, col, values, shape=(NODES, NODES)) -> torch.Tensor:
