@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -69,9 +70,16 @@ public:
           b, loc, MemRefType::get(type.getShape(), type.getElementType()),
           tensor, /*read_only=*/true);
     };
-    pos = memref(op.getPositions());
-    crd = memref(op.getCoordinates());
-    vals = memref(op.getValues());
+    if (op.hasSparseMatrix()) { // A's own buffers, read in place
+      Value a = op.getMatrix()[0];
+      pos = sparse_tensor::ToPositionsOp::create(b, loc, a, 1);
+      crd = sparse_tensor::ToCoordinatesOp::create(b, loc, a, 1);
+      vals = sparse_tensor::ToValuesOp::create(b, loc, a);
+    } else {
+      pos = memref(op.getMatrix()[0]);
+      crd = memref(op.getMatrix()[1]);
+      vals = memref(op.getMatrix()[2]);
+    }
     h = memref(op.getH());
     Value positions = memref::DimOp::create(b, loc, pos, 0);
     rows = arith::SubIOp::create(b, loc, positions, idx(1));

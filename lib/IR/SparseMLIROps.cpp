@@ -2,6 +2,8 @@
 
 #include "SparseMLIR/IR/SparseMLIROps.h"
 
+#include "mlir/Dialect/SparseTensor/IR/SparseTensorType.h"
+
 using namespace mlir;
 using namespace mlir::smlir;
 
@@ -235,12 +237,86 @@ LogicalResult DotBF16PairsOp::verify() {
   return success();
 }
 
+/// `%a..., %h attr-dict : type(%a)..., type(%h) -> type(result)`: the
+/// last operand is h, the ones before it A.
+ParseResult SpMMOp::parse(OpAsmParser &parser, OperationState &result) {
+  SmallVector<OpAsmParser::UnresolvedOperand> operands;
+  SmallVector<Type> types;
+  Type resultType;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseOperandList(operands) ||
+      parser.parseOptionalAttrDict(result.attributes) ||
+      parser.parseColonTypeList(types) || parser.parseArrow() ||
+      parser.parseType(resultType))
+    return failure();
+  if (operands.size() < 2)
+    return parser.emitError(loc, "expects A's operands, then h");
+  if (parser.resolveOperands(operands, types, loc, result.operands))
+    return failure();
+  result.addTypes(resultType);
+  return success();
+}
+
+void SpMMOp::print(OpAsmPrinter &printer) {
+  printer << ' ' << getOperands();
+  printer.printOptionalAttrDict((*this)->getAttrs());
+  printer << " : " << getOperandTypes() << " -> " << getResult().getType();
+}
+
+/// The form with A as one CSR tensor: dense then compressed levels,
+/// identity map, [M, K] agreeing with h and the result where static.
+static LogicalResult verifySparseMatrix(SpMMOp op, RankedTensorType a,
+                                        RankedTensorType h,
+                                        RankedTensorType result) {
+  auto encoding = sparse_tensor::getSparseTensorEncoding(a);
+  sparse_tensor::SparseTensorType st(a);
+  if (!encoding || a.getRank() != 2 || !st.isIdentity() ||
+      !st.isDenseLvl(0) || !st.isCompressedLvl(1))
+    return op.emitOpError() << "expects A as one CSR tensor (dense then "
+                               "compressed levels, identity map), got "
+                            << a;
+  if (a.getElementType() != h.getElementType() ||
+      a.getElementType() != result.getElementType())
+    return op.emitOpError() << "expects A, h and result of one element type, "
+                               "got "
+                            << a.getElementType() << ", " << h.getElementType()
+                            << " and " << result.getElementType();
+  auto clash = [](int64_t x, int64_t y) {
+    return !ShapedType::isDynamic(x) && !ShapedType::isDynamic(y) && x != y;
+  };
+  if (h.getRank() == 2 && clash(a.getDimSize(1), h.getDimSize(0)))
+    return op.emitOpError() << "expects h's rows to be A's columns, got " << a
+                            << " and " << h;
+  if (result.getRank() == 2 && clash(a.getDimSize(0), result.getDimSize(0)))
+    return op.emitOpError() << "expects the result's rows to be A's, got " << a
+                            << " and " << result;
+  return success();
+}
+
 LogicalResult SpMMOp::verify() {
   auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
-  RankedTensorType pos = type(getPositions()), crd = type(getCoordinates()),
-                   values = type(getValues()), h = type(getH()),
-                   result = type(getResult());
-  for (RankedTensorType t : {pos, crd, values, h, result})
+  RankedTensorType h = type(getH()), result = type(getResult());
+  if (getMatrix().size() != 1 && getMatrix().size() != 3)
+    return emitOpError() << "expects A as its three CSR buffers or as one CSR "
+                            "tensor, got "
+                         << getMatrix().size() << " operands before h";
+  if (h.getRank() == 2 && result.getRank() == 2 &&
+      (ShapedType::isDynamic(h.getDimSize(1)) ||
+       h.getDimSize(1) != result.getDimSize(1)))
+    return emitOpError() << "expects a static feature count shared by h and "
+                            "the result, got "
+                         << h << " and " << result;
+  for (RankedTensorType t : {h, result})
+    if (sparse_tensor::getSparseTensorEncoding(t))
+      return emitOpError() << "expects a dense h and result, got " << t;
+  if (h.getRank() != 2 || result.getRank() != 2)
+    return emitOpError() << "expects a 2-d h and result, got " << h << " and "
+                         << result;
+  if (hasSparseMatrix())
+    return verifySparseMatrix(*this, type(getMatrix()[0]), h, result);
+  RankedTensorType pos = type(getMatrix()[0]), crd = type(getMatrix()[1]),
+                   values = type(getMatrix()[2]);
+  for (RankedTensorType t : {pos, crd, values})
     if (sparse_tensor::getSparseTensorEncoding(t))
       return emitOpError() << "expects dense tensors (A is given by its CSR "
                               "buffers), got "
@@ -262,14 +338,6 @@ LogicalResult SpMMOp::verify() {
                          << values.getElementType() << ", "
                          << h.getElementType() << " and "
                          << result.getElementType();
-  if (h.getRank() != 2 || result.getRank() != 2)
-    return emitOpError() << "expects a 2-d h and result, got " << h << " and "
-                         << result;
-  if (ShapedType::isDynamic(h.getDimSize(1)) ||
-      h.getDimSize(1) != result.getDimSize(1))
-    return emitOpError() << "expects a static feature count shared by h and "
-                            "the result, got "
-                         << h << " and " << result;
   int64_t rows = pos.getDimSize(0), m = result.getDimSize(0);
   if (!ShapedType::isDynamic(rows) && !ShapedType::isDynamic(m) &&
       rows != m + 1)

@@ -95,6 +95,9 @@ void mlir::smlir::buildSparseCPUFrontend(
   // A lookup in a CSR / n:m table (an embedding tied to an LM head) reads
   // its rows' stored entries instead of a dense copy.
   pm.addNestedPass<func::FuncOp>(createRaiseRowGathers());
+  // A CSR input's `adj @ h` runs the SpMM kernel, not sparsification's loops.
+  if (options.microkernels)
+    pm.addNestedPass<func::FuncOp>(createRaiseSparseMatmuls());
   // Weights whose readers have no sparse lowering are read densely, with a
   // warning (an error with fallback=error).
   pm.addNestedPass<func::FuncOp>(

@@ -59,6 +59,9 @@ static bool hasSparseLowering(OpOperand &use) {
   // A lookup smlir-raise-row-gathers raised (CSR or n:m tables only).
   if (auto gather = dyn_cast<GatherRowsOp>(owner))
     return use.get() == gather.getTable();
+  // A CSR matrix smlir-raise-sparse-matmuls gave the SpMM kernel (its verifier).
+  if (auto spmm = dyn_cast<SpMMOp>(owner))
+    return spmm.hasSparseMatrix() && use.getOperandNumber() == 0;
   if (owner->hasAttr(kInferredEncodingAttrName))
     return true;
   if (isa<func::ReturnOp>(owner) ||

@@ -89,9 +89,9 @@ func.func @linear_pruned_weight(%x: tensor<3x8xf32>, %w: tensor<16x8xf32> {smlir
 // CHECK:         llvm.call @_insert_dense_compressed_8_8_f32_32_32(
 
 /// The wrapped bodies (@_internal_*) are printed together, after the wrappers.
+/// A CSR matrix on a matmul's left runs the SpMM kernel (smlir-raise-sparse-matmuls).
 // CHECK-LABEL: llvm.func @_internal_csr_arg_matmul(
-// CHECK:         %[[MUL:.*]] = llvm.fmul
-// CHECK-NEXT:    llvm.fadd %{{.*}}, %[[MUL]] : f32
+// CHECK:         llvm.call @smlir_spmm_csr_features4(
 
 /// The linear with a CSR weight runs smlir-lower-sparse-linear's loops,
 /// outlined into a private kernel function (checked at the end).
@@ -99,14 +99,13 @@ func.func @linear_pruned_weight(%x: tensor<3x8xf32>, %w: tensor<16x8xf32> {smlir
 // CHECK:         llvm.call @smlir_linear_csr_3x8x16(
 
 /// Sparsify inside the function, then multiply: all dense at the boundary, so
-/// no wrapper; the mask and the multiply-add are both there.
+/// no wrapper; the mask, then the SpMM kernel on the CSR it built.
 // CHECK-LABEL: llvm.func @csr_weight_matmul(
 // CHECK-SAME:      -> !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)> attributes {llvm.emit_c_interface}
 // CHECK:         %[[CUT:.*]] = llvm.mlir.constant(5.000000e-02 : f32) : f32
 // CHECK:         %[[ABS:.*]] = llvm.intr.fabs(%{{.*}}) : (f32) -> f32
 // CHECK-NEXT:    llvm.fcmp "oge" %[[ABS]], %[[CUT]] : f32
-// CHECK:         %[[MUL:.*]] = llvm.fmul
-// CHECK-NEXT:    llvm.fadd %{{.*}}, %[[MUL]] : f32
+// CHECK:         llvm.call @smlir_spmm_csr_features4(
 // CHECK-LABEL: llvm.func @_mlir_ciface_csr_weight_matmul(
 // CHECK:         llvm.call @csr_weight_matmul(
 func.func @csr_weight_matmul(%w: tensor<8x8xf32>, %x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes { llvm.emit_c_interface } {

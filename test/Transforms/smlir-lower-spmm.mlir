@@ -73,3 +73,22 @@ func.func @negative_spmm_f64_elements(%pos: tensor<?xi32>, %crd: tensor<?xi32>, 
   %y = smlir.spmm %pos, %crd, %values, %h : tensor<?xi32>, tensor<?xi32>, tensor<?xf64>, tensor<?x8xf64> -> tensor<?x8xf64>
   return %y : tensor<?x8xf64>
 }
+
+// -----
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+/// A as one CSR tensor: the kernel reads its own buffers (no copies).
+// CHECK-LABEL: func.func @spmm_csr_tensor_buffers_in_place(
+// CHECK-SAME:      %[[A:[^:]*]]: tensor<50x40xf32, #sparse>, %[[H:[^:]*]]: tensor<40x32xf32>)
+// CHECK-NOT:     smlir.spmm
+// CHECK-DAG:     %[[PB:.*]] = sparse_tensor.positions %[[A]] {level = 1 : index} : tensor<50x40xf32, #sparse> to memref<?xi32>
+// CHECK-DAG:     sparse_tensor.coordinates %[[A]] {level = 1 : index} : tensor<50x40xf32, #sparse> to memref<?xi32>
+// CHECK-DAG:     sparse_tensor.values %[[A]] : tensor<50x40xf32, #sparse> to memref<?xf32>
+// CHECK:         %[[DIM:.*]] = memref.dim %[[PB]]
+// CHECK:         smlir.kernel "spmm_csr_features32" {
+// CHECK:         bufferization.to_tensor %{{.*}} restrict writable : memref<?x32xf32> to tensor<?x32xf32>
+func.func @spmm_csr_tensor_buffers_in_place(%a: tensor<50x40xf32, #CSR>, %h: tensor<40x32xf32>) -> tensor<?x32xf32> {
+  %y = smlir.spmm %a, %h : tensor<50x40xf32, #CSR>, tensor<40x32xf32> -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}

@@ -187,20 +187,27 @@ def SparseMLIR_SampledMatmulOp : SparseMLIR_Op<"sampled_matmul", [Pure]> {
 }
 
 def SparseMLIR_SpMMOp : SparseMLIR_Op<"spmm", [Pure]> {
-  let summary = "y = A * h for a CSR matrix A given by its buffers (SpMM with a sparse input)";
+  let summary = "y = A * h for a CSR matrix A (SpMM with a sparse input)";
   let description = [{
     `y[i, :] = sum_p values[p] * h[coordinates[p], :]` over the stored
     entries `p` in `[positions[i], positions[i + 1])` of each row `i` of the
     CSR matrix A [M, K]: a graph's adjacency times node features (GCN's
-    `adj @ h`). A is its three buffers (torch's `crow_indices`,
-    `col_indices`, `values`), not a `#sparse_tensor.encoding` tensor,
-    because its shape is dynamic (a new graph per call, any node count,
-    any nnz) and `sparse_tensor.assemble`, which the sparse assembler would
-    put at the function boundary, needs a static shape. M is
-    `dim(positions) - 1`; K (h's rows) is dynamic; the feature count F,
-    h's and y's last dimension, is static. Positions and coordinates are
-    integers of any width (read unsigned); values, h and y one
-    floating-point type.
+    `adj @ h`).
+
+    A is given one of two ways:
+    - its three buffers (torch's `crow_indices`, `col_indices`, `values`),
+      the regions-mode kernel: its shape is dynamic (a new graph per call,
+      any node count, any nnz) and `sparse_tensor.assemble`, which the
+      sparse assembler would put at the function boundary, needs a static
+      shape. M is `dim(positions) - 1`; positions and coordinates are
+      integers of any width (read unsigned).
+    - one CSR tensor (`#sparse_tensor.encoding`, dense then compressed
+      levels, identity map), a whole graph's input of static [M, K] and
+      dynamic nnz (`smlir-raise-sparse-matmuls` makes this form from a
+      `linalg.matmul` reading it); the lowering reads its buffers in place.
+
+    K (h's rows) is dynamic; the feature count F, h's and y's last
+    dimension, is static. Values, h and y are one floating-point type.
 
     `smlir-lower-spmm` lowers f32 to a row-parallel vector kernel. The
     caller checks positions and coordinates (monotone, in range) before
@@ -210,15 +217,17 @@ def SparseMLIR_SpMMOp : SparseMLIR_Op<"spmm", [Pure]> {
     %y = smlir.spmm %pos, %crd, %values, %h
         : tensor<?xi32>, tensor<?xi32>, tensor<?xf32>, tensor<?x64xf32>
           -> tensor<?x64xf32>
+    %z = smlir.spmm %adj, %h
+        : tensor<100x100xf32, #CSR>, tensor<100x64xf32> -> tensor<?x64xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$positions, AnyRankedTensor:$coordinates,
-                       AnyRankedTensor:$values, AnyRankedTensor:$h);
+  let arguments = (ins Variadic<AnyRankedTensor>:$matrix, AnyRankedTensor:$h);
   let results = (outs AnyRankedTensor:$result);
-  let assemblyFormat = [{
-    $positions `,` $coordinates `,` $values `,` $h attr-dict
-    `:` type($positions) `,` type($coordinates) `,` type($values) `,` type($h)
-    `->` type($result)
+  // (A custom form: a variadic list before h would take h too.)
+  let hasCustomAssemblyFormat = 1;
+  let extraClassDeclaration = [{
+    /// A given as one CSR tensor rather than its three buffers.
+    bool hasSparseMatrix() { return getMatrix().size() == 1; }
   }];
   let hasVerifier = 1;
 }

@@ -576,6 +576,20 @@ def RaiseRowGathers : Pass<"smlir-raise-row-gathers", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::smlir::SparseMLIRDialect"];
 }
 
+def RaiseSparseMatmuls : Pass<"smlir-raise-sparse-matmuls", "::mlir::func::FuncOp"> {
+  let summary = "Raise a linalg.matmul reading a CSR matrix on the left to smlir.spmm";
+  let description = [{
+    `adj @ h` with `adj` a CSR tensor (a graph-mode sparse input, or any
+    CSR value a matmul reads on the left) becomes `smlir.spmm` on the tensor
+    itself, so smlir-lower-spmm's vector kernel reads its buffers in place
+    instead of upstream sparsification's scalar loops. Only f32, a static
+    feature count, and a zero-filled init (torch-mlir's `aten.mm`) are
+    raised; anything else is left alone.
+  }];
+  let dependentDialects = ["::mlir::smlir::SparseMLIRDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def LowerRowGathers : Pass<"smlir-lower-row-gathers", "::mlir::func::FuncOp"> {
   let summary = "Loops for smlir.gather_rows that read a CSR or n:m table's buffers";
   let description = [{

@@ -113,6 +113,8 @@ def test_graph_mode_takes_a_csr_input_of_any_nnz() -> None:
     fn = sm.compile(model, {"adj": sm.CSR()}, (torch.from_numpy(graph(0.1, 0).toarray()), x), mode="graph")
     assert "tensor<40x40xf32, #sparse" in fn.ir("sparse").split("func.func @main", 1)[1].split("\n", 1)[0]
     assert "sparse_tensor.convert" not in fn.ir("sparse")   # adj @ h reads the stored entries: never made dense
+    # ... with the SpMM kernel (smlir-raise-sparse-matmuls), not sparsification's scalar loops.
+    assert f"call @smlir_spmm_csr_features{HIDDEN}(" in fn.ir("sparse")
     entry, = [e for e in fn.sparsity_plan() if e.role == "input"]
     assert (entry.name, entry.shape, entry.format, entry.fallbacks) == ("adj", (NODES, NODES), "csr", ())
     for density, seed in [(0.0, 1), (0.02, 2), (0.3, 3), (1.0, 4)]:
