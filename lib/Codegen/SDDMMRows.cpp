@@ -192,7 +192,6 @@ public:
             .str();
     std::replace(name.begin(), name.end(), '-', 'd');   // (dynamic: -1)
     emitKernelRegion(b, loc, name, [&] {
-      batch = dimOf(a, 0);
       rows = dimOf(a, 1);
       cols = dimOf(bm, 1);
       nnzLast = arith::SubIOp::create(b, loc, toIndex(load(pos, {rows})),
@@ -200,7 +199,7 @@ public:
       int64_t T = op.getTileRows();
       Value tiles = arith::CeilDivUIOp::create(b, loc, rows, idx(T));
       scf::ParallelOp::create(
-          b, loc, ValueRange{idx(0), idx(0)}, ValueRange{batch, tiles},
+          b, loc, ValueRange{idx(0), idx(0)}, ValueRange{dimOf(a, 0), tiles},
           ValueRange{idx(1), idx(1)},
           [&](OpBuilder &, Location, ValueRange ivs) { tile(ivs[0], ivs[1]); });
     });
@@ -215,8 +214,8 @@ private:
   /// Tile t of batch entry h.
   void tile(Value h, Value t) {
     int64_t T = op.getTileRows();
-    Type index = b.getIndexType();
-    Value cursors = memref::AllocaOp::create(b, loc, MemRefType::get({T}, index));
+    Value cursors =
+        memref::AllocaOp::create(b, loc, MemRefType::get({T}, b.getIndexType()));
     Value i0 = mul(t, idx(T));
     Value iend = arith::MinUIOp::create(b, loc, add(i0, idx(T)), rows);
     Value count = arith::SubIOp::create(b, loc, iend, i0);
@@ -359,7 +358,7 @@ private:
   }
 
   SDDMMRowsOp op;
-  Value pos, crd, vals, a, bm, out, batch, rows, cols, nnzLast;
+  Value pos, crd, vals, a, bm, out, rows, cols, nnzLast;
 };
 
 } // namespace
