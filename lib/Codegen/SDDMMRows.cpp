@@ -117,8 +117,9 @@ Value GroupedDots::groupSums(ArrayRef<Value> row, Value memref, Value h,
         }
     SmallVector<Value> next;
     for (size_t p = 0; p + 1 < level.size(); p += 2) {
-      Value lo = vector::ShuffleOp::create(b, loc, level[p], level[p + 1], loMask);
-      Value hi = vector::ShuffleOp::create(b, loc, level[p], level[p + 1], hiMask);
+      Value x = level[p], y = level[p + 1];
+      Value lo = vector::ShuffleOp::create(b, loc, x, y, loMask);
+      Value hi = vector::ShuffleOp::create(b, loc, x, y, hiMask);
       next.push_back(arith::AddFOp::create(b, loc, lo, hi, fast));
     }
     level = std::move(next);
@@ -149,6 +150,10 @@ void GroupedDots::prefetchRow(Value memref, Value h, Value col) {
                                ValueRange{h, col, idx(k * lanes)},
                                /*isWrite=*/false, /*localityHint=*/3,
                                /*isDataCache=*/true);
+}
+
+std::string mlir::smlir::codegen::sizeName(int64_t size) {
+  return ShapedType::isDynamic(size) ? "dyn" : std::to_string(size);
 }
 
 //===----------------------------------------------------------------------===//
@@ -187,10 +192,10 @@ public:
     auto bType = cast<MemRefType>(bm.getType());
     std::string name =
         llvm::formatv("sddmm_rows_csr_{0}x{1}x{2}_g{3}w{4}{5}",
-                      aType.getDimSize(1), bType.getDimSize(1), dim, group,
+                      sizeName(aType.getDimSize(1)),
+                      sizeName(bType.getDimSize(1)), dim, group,
                       lanes, op.getScaled() ? "_scaled" : "")
             .str();
-    std::replace(name.begin(), name.end(), '-', 'd');   // (dynamic: -1)
     emitKernelRegion(b, loc, name, [&] {
       rows = dimOf(a, 1);
       cols = dimOf(bm, 1);
@@ -214,8 +219,8 @@ private:
   /// Tile t of batch entry h.
   void tile(Value h, Value t) {
     int64_t T = op.getTileRows();
-    Value cursors =
-        memref::AllocaOp::create(b, loc, MemRefType::get({T}, b.getIndexType()));
+    auto cursorsType = MemRefType::get({T}, b.getIndexType());
+    Value cursors = memref::AllocaOp::create(b, loc, cursorsType);
     Value i0 = mul(t, idx(T));
     Value iend = arith::MinUIOp::create(b, loc, add(i0, idx(T)), rows);
     Value count = arith::SubIOp::create(b, loc, iend, i0);
@@ -232,13 +237,11 @@ private:
               b, loc, lessThan(p, q),
               [&](OpBuilder &, Location) {
                 Value first = toIndex(load(crd, {p}));
-                Value last = add(
-                    toIndex(load(crd, {arith::SubIOp::create(b, loc, q, idx(1))})),
-                    idx(1));
-                scf::YieldOp::create(
-                    b, loc,
-                    ValueRange{arith::MinUIOp::create(b, loc, minMax[0], first),
-                               arith::MaxUIOp::create(b, loc, minMax[1], last)});
+                Value q1 = arith::SubIOp::create(b, loc, q, idx(1));
+                Value last = add(toIndex(load(crd, {q1})), idx(1));
+                Value lo = arith::MinUIOp::create(b, loc, minMax[0], first);
+                Value hi = arith::MaxUIOp::create(b, loc, minMax[1], last);
+                scf::YieldOp::create(b, loc, ValueRange{lo, hi});
               },
               [&](OpBuilder &, Location) {
                 scf::YieldOp::create(b, loc, minMax);
@@ -283,10 +286,12 @@ private:
       auto ifOp = scf::IfOp::create(
           b, loc, reused,
           [&](OpBuilder &, Location) {
-            scf::YieldOp::create(b, loc, groups(row, h, start, hi, cend, false));
+            Value end = groups(row, h, start, hi, cend, false);
+            scf::YieldOp::create(b, loc, end);
           },
           [&](OpBuilder &, Location) {
-            scf::YieldOp::create(b, loc, groups(row, h, start, hi, cend, true));
+            Value end = groups(row, h, start, hi, cend, true);
+            scf::YieldOp::create(b, loc, end);
           });
       next = ifOp.getResult(0);
     } else if (group > 1) {

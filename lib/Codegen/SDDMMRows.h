@@ -11,6 +11,8 @@
 #include "KernelBuilder.h"
 #include "SparseMLIR/IR/SparseMLIROps.h"
 
+#include <string>
+
 namespace mlir::smlir::codegen {
 
 /// Dot products of one row of D floats, held as ceil(D / W) vectors of W
@@ -45,6 +47,9 @@ public:
 private:
   Value loadChunk(Value memref, Value h, Value row, int64_t chunk);
 };
+
+/// A size in a kernel's name: the number, or "dyn".
+std::string sizeName(int64_t size);
 
 /// `op`'s kernel in an smlir.kernel, writing into `destination` (a [B, nnz]
 /// f32 buffer) or, when null, a new buffer; returns the buffer.

@@ -67,10 +67,9 @@ public:
         b.getI64IntegerAttr(64));
     int64_t rows = cast<MemRefType>(q.getType()).getDimSize(1);
     std::string name =
-        llvm::formatv("sparse_attention_csr_{0}x{1}x{2}x{3}_g{4}w{5}", rows,
-                      columns, dim, features, group, lanes)
+        llvm::formatv("sparse_attention_csr_{0}x{1}x{2}x{3}_g{4}w{5}",
+                      sizeName(rows), columns, dim, features, group, lanes)
             .str();
-    std::replace(name.begin(), name.end(), '-', 'd');   // (dynamic: -1)
     emitKernelRegion(b, loc, name, [&] {
       scf::ParallelOp::create(
           b, loc, ValueRange{idx(0), idx(0)},
@@ -111,8 +110,8 @@ private:
           Value pv = vector::BroadcastOp::create(b, loc, vType, p);
           Value vv = vector::LoadOp::create(b, loc, vType, v,
                                             ValueRange{h, col, idx(0)});
-          scf::YieldOp::create(
-              b, loc, ValueRange{vector::FMAOp::create(b, loc, pv, vv, acc[0])});
+          Value next = vector::FMAOp::create(b, loc, pv, vv, acc[0]);
+          scf::YieldOp::create(b, loc, ValueRange{next});
         });
     // A row with no stored entry: l = 0, acc = 0, out = 0.
     Value one = scalar(1.0f);
@@ -181,14 +180,16 @@ private:
     auto loop = scf::ForOp::create(
         b, loc, idx(0), n, idx(kExpLanes), ValueRange{zeros},
         [&](OpBuilder &, Location, Value t, ValueRange acc) {
-          Value live = prefixMask(kExpLanes, arith::SubIOp::create(b, loc, n, t));
-          Value s = vector::LoadOp::create(b, loc, expType, scores, ValueRange{t});
+          Value left = arith::SubIOp::create(b, loc, n, t);
+          Value live = prefixMask(kExpLanes, left);
+          Value s =
+              vector::LoadOp::create(b, loc, expType, scores, ValueRange{t});
           Value e = math::ExpOp::create(
               b, loc, arith::SubFOp::create(b, loc, s, maxes));
           Value p = arith::SelectOp::create(b, loc, live, e, zeros);
           vector::StoreOp::create(b, loc, p, scores, ValueRange{t});
-          scf::YieldOp::create(b, loc,
-                               ValueRange{arith::AddFOp::create(b, loc, acc[0], p)});
+          Value sum = arith::AddFOp::create(b, loc, acc[0], p);
+          scf::YieldOp::create(b, loc, ValueRange{sum});
         });
     return total(loop.getResult(0));
   }

@@ -77,3 +77,17 @@ func.func @sddmm_rows_no_prefetch(%pos: tensor<?xi32>, %crd: tensor<?xi32>, %val
   %s = smlir.sddmm_rows %pos, %crd, %values, %a, %b {group = 4 : i64, prefetch = 0 : i64} : tensor<?xi32>, tensor<?xi32>, tensor<?xf32>, tensor<?x8x8xf32>, tensor<?x12x8xf32> -> tensor<?x?xf32>
   return %s : tensor<?x?xf32>
 }
+
+// -----
+
+/// Rows and columns dynamic: the tile count, the rows' bound and b's
+/// column count read from the buffers.
+// CHECK-LABEL: func.func @sddmm_rows_dynamic_shape(
+// CHECK:         smlir.kernel "sddmm_rows_csr_dynxdynx8_g8w8"
+// CHECK:           memref.dim %{{.*}} : memref<?x?x8xf32>
+// CHECK:           arith.ceildivui
+// CHECK:         return
+func.func @sddmm_rows_dynamic_shape(%pos: tensor<?xi32>, %crd: tensor<?xi32>, %values: tensor<?xf32>, %a: tensor<?x?x8xf32>, %b: tensor<?x?x8xf32>) -> tensor<?x?xf32> {
+  %s = smlir.sddmm_rows %pos, %crd, %values, %a, %b : tensor<?xi32>, tensor<?xi32>, tensor<?xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32> -> tensor<?x?xf32>
+  return %s : tensor<?x?xf32>
+}
