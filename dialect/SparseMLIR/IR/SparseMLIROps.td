@@ -255,6 +255,13 @@ def SparseMLIR_SDDMMRowsOp : SparseMLIR_Op<"sddmm_rows", [Pure]> {
     A result whose only use is a `bufferization.materialize_in_destination`
     into a buffer (the caller's) is written there directly.
 
+    An op of its own rather than a strategy of `smlir.sampled_matmul`: that
+    op's pattern is a `#sparse_tensor.encoding` tensor of static shape whose
+    result shares its positions, any operand layout and a dynamic
+    contraction; this one takes the mask's buffers (any nnz, no
+    `sparse_tensor.assemble`), batch entries, b read by rows and a static D
+    that the register-resident row of a needs.
+
     ```mlir
     %s = smlir.sddmm_rows %pos, %crd, %values, %q, %k scaled
         {group = 8 : i64, lanes = 16 : i64}
