@@ -1,12 +1,15 @@
 """SDDMM and sparse attention with a sparse mask given as a model input
 (`encodings={"mask": sm.CSR()}`, a torch CSR tensor per call), against
-torch, 1 and 2 threads, same run; medians (ms).
+torch, 1 and 2 threads, same run; medians (ms). Ours and the main
+comparison (torch.sparse.sampled_addmm for SDDMM, SDPA without a mask for
+attention) are timed in turn, one call of each per repeat (paired_ms), so
+that another process's burst on the shared cores hits both.
 
 Masks [S, S], S = 1024 and 4096, at 1% and 10% density: random (uniform)
 and banded (a local window |i - j| <= w of the same density).
 
 SDDMM, D = 64: ours is sparse_mlir_sddmm as the compiled graph calls it
-(mask validated and packed, then the row kernel of sddmm_ir.py, or
+(mask validated and packed, then the row kernel, smlir.sddmm_rows, or
 smlir.sampled_matmul where the cost model times it faster, at the stored
 positions, values times the mask's values; a call like the last checked
 one goes straight to the row kernel, which writes into a values tensor
@@ -24,7 +27,7 @@ between the row kernel and smlir.sampled_matmul at the first call.
 
 Sparse attention, batch 1 x 2 heads, D = 64: ours is the compiled module's
 call (`softmax(masked_fill(q k^T / 8, mask == 0, -inf)) @ v`: the fused
-row kernel, row_kernels.py); `three_ops_ms` the unfused path (sampled
+row kernel, smlir.sparse_attention); `three_ops_ms` the unfused path (sampled
 product, row softmax in torch, SpMM); against dense SDPA
 (F.scaled_dot_product_attention) without a mask and with the boolean mask,
 and eager torch's masked softmax (the model itself, mask dense). Every
@@ -38,9 +41,11 @@ import argparse
 import json
 import math
 import os
+import statistics
 import time
 import warnings
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -77,6 +82,20 @@ def make_mask(kind: str, size: int, density: float, seed: int) -> torch.Tensor:
         mask = (i[:, None] - i[None, :]).abs() <= window
     mask[i, i] = True
     return mask.float()
+
+
+def paired_ms(ours: Callable[[], Any], theirs: Callable[[], Any], repeats: int) -> tuple[float, float]:
+    """Medians (ms) of `ours` and `theirs` timed in turn, one of each per
+    repeat (after one warm-up each): a neighbour's burst on the shared
+    cores slows both sides of a pair, not one side's whole series."""
+    ours(), theirs()
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(repeats):
+        for call, out in ((ours, times[0]), (theirs, times[1])):
+            start = time.perf_counter()
+            call()
+            out.append(time.perf_counter() - start)
+    return statistics.median(times[0]) * 1e3, statistics.median(times[1]) * 1e3
 
 
 def csr32(dense: torch.Tensor) -> torch.Tensor:
@@ -143,11 +162,12 @@ def main() -> None:
                     base = dict(seq=size, dim=d, mask=kind, density=round(nnz / size ** 2, 4), nnz=nnz,
                                 threads=threads, compile_s=round(compile_s, 2))
                     with torch.no_grad():
-                        row = dict(base, op="sddmm", rel_error=sddmm_error,
-                                   ours_ms=median_ms(lambda: sparse_mlir_sddmm(a, b, mask, handle), repeats),
+                        ours_ms, torch_sparse_ms = paired_ms(
+                            lambda: sparse_mlir_sddmm(a, b, mask, handle),
+                            lambda: torch.sparse.sampled_addmm(torch_mask, a, b.t(), beta=0.0), 2 * repeats)
+                        row = dict(base, op="sddmm", rel_error=sddmm_error, ours_ms=ours_ms,
                                    ours_best_ms=best_ms(lambda: sparse_mlir_sddmm(a, b, mask, handle), repeats),
-                                   torch_sparse_ms=median_ms(
-                                       lambda: torch.sparse.sampled_addmm(torch_mask, a, b.t(), beta=0.0), repeats),
+                                   torch_sparse_ms=torch_sparse_ms,
                                    dense_ms=median_ms(lambda: Masked()(a, b, dense), repeats),
                                    module_dense_out_ms=median_ms(lambda: sddmm_fn(a, b, mask), repeats))
                         copies = [csr32(dense) for _ in range(CHECKED_MASKS + 2)]
@@ -163,10 +183,12 @@ def main() -> None:
                         row["speedup_vs_dense"] = row["dense_ms"] / row["ours_ms"]
                         rows.append(row)
                         print(json.dumps(row), flush=True)
+                        ours_ms, sdpa_ms = paired_ms(lambda: attention_fn(q, k, v, mask),
+                                                     lambda: F.scaled_dot_product_attention(q, k, v), repeats)
                         row = dict(base, op="attention", heads=list(HEADS), rel_error=attention_error,
-                                   ours_ms=median_ms(lambda: attention_fn(q, k, v, mask), repeats),
+                                   ours_ms=ours_ms,
                                    ours_best_ms=best_ms(lambda: attention_fn(q, k, v, mask), repeats),
-                                   sdpa_ms=median_ms(lambda: F.scaled_dot_product_attention(q, k, v), repeats),
+                                   sdpa_ms=sdpa_ms,
                                    sdpa_mask_ms=median_ms(
                                        lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=bool_mask), repeats),
                                    eager_masked_ms=median_ms(lambda: Attention()(q, k, v, dense), repeats))
@@ -188,7 +210,8 @@ def main() -> None:
 def markdown(result: dict) -> str:
     lines = [f"Load average {result['load_average_start'][0]:.2f} at the start, "
              f"{result['load_average_end'][0]:.2f} at the end ({result['cpus']} CPUs, shared machine); "
-             "medians in ms; D = 64; attention: batch 1 x 2 heads.", "",
+             "medians in ms (ours timed in turn with torch.sparse.sampled_addmm / SDPA without a mask); "
+             "D = 64; attention: batch 1 x 2 heads.", "",
              "SDDMM `(a @ b^T) * mask`:", "",
              "| S | mask | density | threads | ours | ours, a new mask each call | ours, entry checks off | "
              "torch.sparse.sampled_addmm | dense then mask | vs torch.sparse | new mask vs torch.sparse | vs dense | "

@@ -144,6 +144,10 @@ void mlir::smlir::buildSparseCPUFrontend(
   LowerSpMMOptions spmm;
   spmm.lanes = options.lanes;
   pm.addNestedPass<func::FuncOp>(createLowerSpMM(spmm));
+  // Row kernels over a CSR mask's buffers (SDDMM, fused sparse attention):
+  // the ops' only lowerings; their attributes carry the kernels' decisions.
+  pm.addNestedPass<func::FuncOp>(createLowerSDDMMRows());
+  pm.addNestedPass<func::FuncOp>(createLowerSparseAttention());
   // Lookups in sparse tables: the op's only lowering.
   pm.addNestedPass<func::FuncOp>(createLowerRowGathers());
   if (options.microkernels) {

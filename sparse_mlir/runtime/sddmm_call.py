@@ -1,4 +1,4 @@
-"""Calling the SDDMM row kernel (row_kernels.py / sddmm_ir.py) on torch
+"""Calling the SDDMM row kernel (row_kernels.py: smlir.sddmm_rows) on torch
 tensors' memory: values [B, nnz] written into a tensor torch allocated.
 
 The kernel is `@main(pos, crd, values, a [B, R, D], b [B, C, D],

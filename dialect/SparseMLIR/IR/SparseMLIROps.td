@@ -232,6 +232,113 @@ def SparseMLIR_SpMMOp : SparseMLIR_Op<"spmm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def SparseMLIR_SDDMMRowsOp : SparseMLIR_Op<"sddmm_rows", [Pure]> {
+  let summary = "The SDDMM (a b^T) sampled at a CSR mask's stored entries, b read by rows";
+  let description = [{
+    `result[h, p] = sum_d a[h, i, d] * b[h, coordinates[p], d]` (times
+    `values[p]` with `scaled`) for every stored entry `p` in
+    `[positions[i], positions[i + 1])` of each row `i` of a CSR mask
+    [M, N] given by its buffers, for each batch entry `h` (attention's
+    heads): the masked scores `(q k^T) .* mask`, with k read by rows at
+    the stored columns only (O(nnz D) work and traffic, nothing packed).
+    a is [B, M, D], b [B, N, D], the result [B, nnz]; D is static (the
+    kernel keeps a row of a in registers); positions and coordinates are
+    integers of any width (read unsigned), values, a, b and the result
+    f32.
+
+    The attributes are the row kernel's decisions, which
+    `smlir-lower-sddmm-rows` follows:
+    - `group` (G): stored entries whose dot products are reduced together
+      by a transpose tree into one vector<G> (no horizontal reduction per
+      entry); 1: one entry at a time;
+    - `lanes` (W): the accumulators' f32 lanes (16 with AVX-512, else 8);
+    - `tile_rows`: rows that share column blocks of b;
+    - `l1_budget`: bytes of b one column block may take (the block is
+      `max(16, l1_budget / (4 D))` columns);
+    - `min_reuse`: a tile blocks b's columns where it reads each column of
+      its span this often on average (local / banded masks); else b is
+      read as stored;
+    - `prefetch`: groups ahead whose b rows are prefetched where b is not
+      blocked (0: none).
+
+    A result whose only use is a `bufferization.materialize_in_destination`
+    into a buffer (the caller's) is written there directly.
+
+    An op of its own rather than a strategy of `smlir.sampled_matmul`: that
+    op's pattern is a `#sparse_tensor.encoding` tensor of static shape whose
+    result shares its positions, any operand layout and a dynamic
+    contraction; this one takes the mask's buffers (any nnz, no
+    `sparse_tensor.assemble`), batch entries, b read by rows and a static D
+    that the register-resident row of a needs.
+
+    ```mlir
+    %s = smlir.sddmm_rows %pos, %crd, %values, %q, %k scaled
+        {group = 8 : i64, lanes = 16 : i64}
+        : tensor<?xi32>, tensor<?xi32>, tensor<?xf32>, tensor<?x4096x64xf32>,
+          tensor<?x4096x64xf32> -> tensor<?x?xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$positions, AnyRankedTensor:$coordinates,
+                       AnyRankedTensor:$values, AnyRankedTensor:$a,
+                       AnyRankedTensor:$b, UnitAttr:$scaled,
+                       DefaultValuedAttr<I64Attr, "8">:$group,
+                       DefaultValuedAttr<I64Attr, "8">:$lanes,
+                       DefaultValuedAttr<I64Attr, "32">:$tile_rows,
+                       DefaultValuedAttr<I64Attr, "32768">:$l1_budget,
+                       DefaultValuedAttr<I64Attr, "8">:$min_reuse,
+                       DefaultValuedAttr<I64Attr, "2">:$prefetch);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $positions `,` $coordinates `,` $values `,` $a `,` $b (`scaled` $scaled^)?
+    attr-dict `:` type($positions) `,` type($coordinates) `,` type($values)
+    `,` type($a) `,` type($b) `->` type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// Columns of b per column block (kept in L1 while a tile reads them).
+    int64_t getBlockColumns();
+  }];
+  let hasVerifier = 1;
+}
+
+def SparseMLIR_SparseAttentionOp : SparseMLIR_Op<"sparse_attention", [Pure]> {
+  let summary = "softmax(q k^T * scale) v over a CSR mask's stored entries, fused per row";
+  let description = [{
+    For each batch entry `h` and row `i` of a CSR mask [M, N] given by its
+    positions and coordinates: the scores `s_p = (q[h, i, :] . k[h, c_p, :])
+    * scale` at the row's stored columns `c_p`, their softmax over the
+    stored entries only, and `result[h, i, :] = sum_p softmax(s)_p
+    v[h, c_p, :]`; a row with no stored entry gives zeros. q is [B, M, D],
+    k [B, N, D], v [B, N, F], the result [B, M, F], all f32; D, F and N are
+    static (a row's scores sit in an N-float scratch on the stack).
+
+    `smlir-lower-sparse-attention` lowers it to one pass per row (no score
+    matrix written: FlashAttention's idea on a CSR pattern): the scores
+    `group` (G) entries at a time reduced together as `smlir.sddmm_rows`
+    does (`lanes` W-lane accumulators; 1: one entry at a time) with the
+    row's max, exp as 16-lane vectors and their sum, then the weighted sum
+    of v's rows.
+
+    ```mlir
+    %o = smlir.sparse_attention %pos, %crd, %q, %k, %v
+        {scale = 1.250000e-01 : f32, group = 8 : i64, lanes = 16 : i64}
+        : tensor<?xi32>, tensor<?xi32>, tensor<?x1024x64xf32>,
+          tensor<?x1024x64xf32>, tensor<?x1024x64xf32> -> tensor<?x1024x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$positions, AnyRankedTensor:$coordinates,
+                       AnyRankedTensor:$q, AnyRankedTensor:$k, AnyRankedTensor:$v,
+                       F32Attr:$scale,
+                       DefaultValuedAttr<I64Attr, "8">:$group,
+                       DefaultValuedAttr<I64Attr, "8">:$lanes);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $positions `,` $coordinates `,` $q `,` $k `,` $v attr-dict `:`
+    type($positions) `,` type($coordinates) `,` type($q) `,` type($k) `,`
+    type($v) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def SparseMLIR_GatherRowsOp : SparseMLIR_Op<"gather_rows", [Pure]> {
   let summary = "Rows of a sparse 2-d table picked by integer indices, dense (an embedding lookup)";
   let description = [{

@@ -657,6 +657,63 @@ def LowerSpMM : Pass<"smlir-lower-spmm", "::mlir::func::FuncOp"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def LowerSDDMMRows : Pass<"smlir-lower-sddmm-rows", "::mlir::func::FuncOp"> {
+  let summary = "The grouped row kernel of smlir.sddmm_rows (b read by rows, column-blocked in L1)";
+  let description = [{
+    Replaces an `smlir.sddmm_rows` by the loops its attributes describe, in
+    an `smlir.kernel`:
+
+    - an `scf.parallel` over batch entries and tiles of `tile_rows` rows;
+      the tile's column span (its rows' first and last columns); where the
+      tile reads each column of the span `min_reuse`+ times, column blocks
+      of b that fit `l1_budget`, each read by every row of the tile before
+      the next (a cursor per row); else one block;
+    - per block and row, a's row in ceil(D / W) vectors of `lanes` (W),
+      the last masked past D; `group` (G) entries at a time while the G-th
+      is in the block: W-lane FMA accumulators (two chains per entry)
+      summed lane-wise by a transpose tree (log2 G levels of two shuffles
+      and one add per pair) into one vector<G> of dot products, times the
+      mask values with `scaled`, one store; then one entry at a time (a
+      W-lane reduction);
+    - tiles that do not block b prefetch b's rows `prefetch` groups ahead
+      (they come from L2 / L3 in the mask's order).
+
+    The result is a new [B, nnz] buffer, or the caller's where its only
+    use is a `bufferization.materialize_in_destination` into a buffer.
+    The caller checks the mask's buffers (monotone positions, coordinates
+    in range) before the kernel reads them.
+  }];
+  let dependentDialects = ["::mlir::smlir::SparseMLIRDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def LowerSparseAttention
+    : Pass<"smlir-lower-sparse-attention", "::mlir::func::FuncOp"> {
+  let summary = "The fused row kernel of smlir.sparse_attention (no score matrix)";
+  let description = [{
+    Replaces an `smlir.sparse_attention` by one pass per row, in an
+    `smlir.kernel`: an `scf.parallel` over batch entries and rows; the
+    row's scores `group` entries at a time as `smlir-lower-sddmm-rows`
+    computes them (a transpose tree of `lanes`-lane accumulators; the last
+    n mod G entries one at a time) times `scale`, with their max, into an
+    N-float stack scratch; `exp(s - max)` 16 lanes at a time (`math.exp`,
+    a polynomial after `smlir-approximate-math`) and their sum l; the sum
+    of `p_j v[c_j, :]` in one F-lane FMA vector; `out[i, :] = acc / l` (a
+    row with no stored entry: zeros). The result is a new [B, M, F] buffer.
+  }];
+  let dependentDialects = ["::mlir::smlir::SparseMLIRDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 def LowerBatchMatmul
     : Pass<"smlir-lower-batch-matmul", "::mlir::func::FuncOp"> {
   let summary = "Register-tiled vector loops for a dense f32 batch_matmul";

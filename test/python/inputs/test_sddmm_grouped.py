@@ -1,4 +1,4 @@
-"""The SDDMM row kernel that reduces G entries together (sddmm_ir.py), and
+"""The SDDMM row kernel that reduces G entries together (smlir.sddmm_rows), and
 the attention kernel's scores computed so:
 against eager torch at f32 tolerance for head sizes that are not a multiple
 of the vector width, empty rows, rows with one and with many entries, the
@@ -16,7 +16,7 @@ from sparse_mlir.compiler.regions import inputs as sparse_inputs
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.row_kernels import ROW_KERNELS, RowSignature, bind, run
 from sparse_mlir.compiler.regions.sddmm import SDDMMRegion, sparse_mlir_sddmm
-from sparse_mlir.compiler.regions.sddmm_ir import L1_BUDGET
+from sparse_mlir.compiler.regions.row_kernels import L1_BUDGET
 from sparse_mlir.errors import SpecError
 from sparse_mlir.runtime.threads import set_num_threads
 
