@@ -8,6 +8,7 @@
 #include "MicrokernelBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -75,7 +76,7 @@ void MicrokernelBuilder::flushStage(Value m0, Value n0, Value nEnd) {
                                              ValueRange{add(row, idx(c))});
             Value n = add(n0, idx(c));
             if (!masked) {
-              vector::StoreOp::create(b, loc, v, y, ValueRange{m, n});
+              storeYVector(v, m, n, Value());
               continue;
             }
             // Columns n .. nEnd - 1 of this vector (none when n >= nEnd).
@@ -83,7 +84,7 @@ void MicrokernelBuilder::flushStage(Value m0, Value n0, Value nEnd) {
                 b, loc, arith::MaxSIOp::create(b, loc, nEnd, n), n);
             Value mask = vector::CreateMaskOp::create(
                 b, loc, VectorType::get({V}, b.getI1Type()), ValueRange{left});
-            vector::MaskedStoreOp::create(b, loc, y, ValueRange{m, n}, mask, v);
+            storeYVector(v, m, n, mask);
           }
           scf::YieldOp::create(b, loc);
         });
@@ -162,4 +163,90 @@ void MicrokernelBuilder::store(ArrayRef<Value> acc, Value column) {
                               stages, ValueRange{rowStart});
     }
   }
+}
+
+/// y's buffer. Accumulate-into reads and writes the `into` operand's buffer
+/// in place where the linear is its only reader (the tensor is then dead
+/// after it), else a copy of it.
+void MicrokernelBuilder::bindOutput() {
+  LinearOp op = lin.op; // (accessors are not const)
+  Value into = op.getInto();
+  if (!into) {
+    y = memref::AllocOp::create(b, loc, MemRefType::get({lin.M, lin.N}, f32),
+                                b.getI64IntegerAttr(64));
+    return;
+  }
+  accumulate = true;
+  auto yType = MemRefType::get(op.getResultType().getShape(), f32);
+  bool inPlace = into.hasOneUse();
+  Value buffer = bufferization::ToBufferOp::create(b, loc, yType, into,
+                                                   /*read_only=*/!inPlace);
+  if (inPlace) {
+    y = buffer;
+  } else {
+    y = memref::AllocOp::create(b, loc, yType, b.getI64IntegerAttr(64));
+    memref::CopyOp::create(b, loc, buffer, y);
+  }
+  if (Value columns = op.getColumns()) {
+    auto type = cast<RankedTensorType>(columns.getType());
+    yColumns = bufferization::ToBufferOp::create(
+        b, loc, MemRefType::get(type.getShape(), type.getElementType()),
+        columns, /*read_only=*/true);
+  }
+}
+
+void MicrokernelBuilder::storeY(Value v, Value m, Value n) {
+  if (!accumulate) {
+    memref::StoreOp::create(b, loc, v, y, ValueRange{m, n});
+    return;
+  }
+  Value column = yColumns ? arith::IndexCastOp::create(
+                                b, loc, b.getIndexType(), load(yColumns, {n}))
+                          : n;
+  Value sum = arith::AddFOp::create(b, loc, load(y, {m, column}), v);
+  memref::StoreOp::create(b, loc, sum, y, ValueRange{m, column});
+}
+
+/// Accumulating into given columns, the V columns are a gather and a
+/// scatter of y's row (AVX-512's vgatherdps / vscatterdps); into y's own
+/// columns, a (masked) load, add and store.
+void MicrokernelBuilder::storeYVector(Value v, Value m, Value n, Value mask) {
+  if (!accumulate) {
+    if (mask)
+      vector::MaskedStoreOp::create(b, loc, y, ValueRange{m, n}, mask, v);
+    else
+      vector::StoreOp::create(b, loc, v, y, ValueRange{m, n});
+    return;
+  }
+  Value zero = zeroVector();
+  if (!yColumns) {
+    Value old = mask ? vector::MaskedLoadOp::create(b, loc, vecType, y,
+                                                    ValueRange{m, n}, mask, zero)
+                           .getResult()
+                     : vector::LoadOp::create(b, loc, vecType, y,
+                                              ValueRange{m, n})
+                           .getResult();
+    Value sum = arith::AddFOp::create(b, loc, old, v);
+    if (mask)
+      vector::MaskedStoreOp::create(b, loc, y, ValueRange{m, n}, mask, sum);
+    else
+      vector::StoreOp::create(b, loc, sum, y, ValueRange{m, n});
+    return;
+  }
+  Type element = cast<MemRefType>(yColumns.getType()).getElementType();
+  auto columnsType = VectorType::get({V}, element);
+  auto maskType = VectorType::get({V}, b.getI1Type());
+  if (!mask)
+    mask = arith::ConstantOp::create(b, loc, maskType,
+                                     DenseElementsAttr::get(maskType, true));
+  Value noColumns = arith::ConstantOp::create(
+      b, loc, columnsType, DenseElementsAttr::get(columnsType, b.getIntegerAttr(element, 0)));
+  Value columns = vector::MaskedLoadOp::create(b, loc, columnsType, yColumns,
+                                               ValueRange{n}, mask, noColumns);
+  Value row = idx(0);
+  Value old = vector::GatherOp::create(b, loc, vecType, y, ValueRange{m, row},
+                                       columns, mask, zero);
+  Value sum = arith::AddFOp::create(b, loc, old, v);
+  vector::ScatterOp::create(b, loc, Type(), y, ValueRange{m, row}, columns,
+                            mask, sum);
 }
