@@ -123,7 +123,7 @@ public:
   /// y[m, n] = v, or y[m, columns[n]] += v when accumulating into y.
   void storeY(Value v, Value m, Value n);
   /// Vector `v` of columns n .. n + V - 1 (the first `mask` lanes, if
-  /// given) to y's row m, as storeY does each lane.
+  /// given) to y's row m, as storeY does each lane (not into `columns`).
   void storeYVector(Value v, Value m, Value n, Value mask);
 
   //===--- Decode (Decode.cpp) --------------------------------------------===//

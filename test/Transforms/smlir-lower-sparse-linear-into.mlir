@@ -2,8 +2,8 @@
 
 // Accumulate-into (`into`): the kernel's output stage reads y and adds the
 // product instead of storing it, in `into`'s buffer (no new y); with
-// `columns`, row n of W goes to y's column columns[n] (a gather and a
-// scatter of the row's columns).
+// `columns`, row n of W goes to y's column columns[n] (one scalar
+// read-modify-write each).
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 
@@ -31,9 +31,9 @@ func.func @csr_into(%w: tensor<5x64xf32, #CSR>, %x: tensor<16x64xf32>, %into: te
 
 // -----
 
-/// A remainder of 3 rows adding into 3 of y's 40 columns: the columns are
-/// loaded (masked: past W's last row nothing is read) and y's row gathered
-/// and scattered at them.
+/// A remainder of 3 rows adding into 3 of y's 40 columns: each of the
+/// stage's columns n goes to y[m, columns[n]], a scalar read-modify-write
+/// (no vector store of y at all).
 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
 
@@ -42,10 +42,13 @@ func.func @csr_into(%w: tensor<5x64xf32, #CSR>, %x: tensor<16x64xf32>, %into: te
 // CHECK-DAG:     %[[Y:[0-9]+]] = bufferization.to_buffer %[[INTO]] : tensor<16x40xf32> to memref<16x40xf32>
 // CHECK-DAG:     %[[C:[0-9]+]] = bufferization.to_buffer %[[COLS]] read_only : tensor<3xi64> to memref<3xi64>
 // CHECK:         smlir.kernel "linear_csr_16x64x3"
-// CHECK:           %[[IDX:.*]] = vector.maskedload %[[C]][{{.*}}], {{.*}} : memref<3xi64>, vector<8xi1>, vector<8xi64> into vector<8xi64>
-// CHECK:           %[[OLD:.*]] = vector.gather %[[Y]][{{.*}}] [%[[IDX]]]
-// CHECK:           %[[SUM:.*]] = arith.addf %[[OLD]], %{{.*}} : vector<8xf32>
-// CHECK:           vector.scatter %[[Y]][{{.*}}] [%[[IDX]]], %{{.*}}, %[[SUM]]
+// CHECK-NOT:       vector.store {{.*}}%[[Y]]
+// CHECK:           %[[N:.*]] = memref.load %[[C]][%{{.*}}] : memref<3xi64>
+// CHECK:           %[[COL:.*]] = arith.index_cast %[[N]] : i64 to index
+// CHECK:           %[[OLD:.*]] = memref.load %[[Y]][%{{.*}}, %[[COL]]] : memref<16x40xf32>
+// CHECK:           %[[SUM:.*]] = arith.addf %[[OLD]], %{{.*}} : f32
+// CHECK:           memref.store %[[SUM]], %[[Y]][%{{.*}}, %[[COL]]] : memref<16x40xf32>
+// CHECK-NOT:       vector.store {{.*}}%[[Y]]
 // CHECK-NOT:     smlir.linear
 func.func @csr_into_columns(%w: tensor<3x64xf32, #CSR>, %x: tensor<16x64xf32>, %into: tensor<16x40xf32>,
                             %cols: tensor<3xi64>) -> tensor<16x40xf32> {
