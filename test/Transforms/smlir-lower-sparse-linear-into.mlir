@@ -1,4 +1,5 @@
 // RUN: sparse-mlir-opt %s -smlir-lower-sparse-linear="rows=2 vectors=1 lanes=8" -split-input-file | FileCheck %s
+// RUN: sparse-mlir-opt %s -smlir-lower-sparse-linear="lanes=16 avx512=true" -split-input-file | FileCheck %s --check-prefix=PERMUTED
 
 // Accumulate-into (`into`): the kernel's output stage reads y and adds the
 // product instead of storing it, in `into`'s buffer (no new y); with
@@ -92,4 +93,24 @@ func.func @into_read_again_is_copied(%w: tensor<5x64xf32, #CSR>, %x: tensor<16x6
     -> (tensor<16x5xf32>, tensor<16x5xf32>) {
   %y = smlir.linear %x, %w into(%into : tensor<16x5xf32>) : tensor<16x64xf32>, tensor<5x64xf32, #CSR> -> tensor<16x5xf32>
   return %y, %into : tensor<16x5xf32>, tensor<16x5xf32>
+}
+
+// -----
+
+/// n:m decode with x permuted in registers (the AVX-512 RUN line): its
+/// sums are added to y's entries too.
+
+#NM = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 floordiv 4 : dense, d1 mod 4 : structured[2, 4]), crdWidth = 8 }>
+
+// PERMUTED-LABEL: func.func @nm_permuted_decode_into(
+// PERMUTED-SAME:    %{{.*}}: tensor<12x64xf32, #{{.*}}>, %{{.*}}: tensor<2x64xf32>, %[[INTO:.*]]: tensor<2x12xf32>)
+// PERMUTED:         %[[Y:.*]] = bufferization.to_buffer %[[INTO]] : tensor<2x12xf32> to memref<2x12xf32>
+// PERMUTED:         smlir.kernel "linear_2of4p_2x64x12"
+// PERMUTED:           smlir.permute2
+// PERMUTED:           %[[OLD:.*]] = memref.load %[[Y]]
+// PERMUTED:           %[[SUM:.*]] = arith.addf %[[OLD]], %{{.*}} : f32
+// PERMUTED:           memref.store %[[SUM]], %[[Y]]
+func.func @nm_permuted_decode_into(%w: tensor<12x64xf32, #NM>, %x: tensor<2x64xf32>, %into: tensor<2x12xf32>) -> tensor<2x12xf32> {
+  %y = smlir.linear %x, %w into(%into : tensor<2x12xf32>) : tensor<2x64xf32>, tensor<12x64xf32, #NM> -> tensor<2x12xf32>
+  return %y : tensor<2x12xf32>
 }
