@@ -4,10 +4,10 @@ entries, stored as CSR, BSR(4, 4), Hybrid(BSR(4, 4), CSR()) and dense
 (torch's F.linear on the same pruned weight), 1 and 2 threads, same run;
 medians (and best) in ms of the compiled module's call with our kernels forced
 (cost_model=False). Every result is checked against eager torch. Also
-records what sm.Auto() picks for the weight and times it ("auto"), and times
-the add Hybrid's second part costs (its product is a temporary [T, N] added
-into the first's output: "add [T, N]"). Writes
-benchmarks/results/formats.{json,md}.
+records what sm.Auto() picks for the weight and times it ("auto"). Hybrid's
+second part accumulates into the first part's y inside its kernel
+(smlir.linear `into`): no temporary [T, N] and no add. `--tokens` takes
+several counts. Writes benchmarks/results/formats.{json,md}.
 
 `--ell`: instead, ELL rows only (benchmarks/results/formats_ell.{json,md}):
 linears 768 -> 3072 and 3072 -> 768 at 128 and 1024 tokens, each compiled
@@ -15,9 +15,8 @@ at its token count, 10% of each row's entries nonzero on average, rows all
 of one length ("uniform"), of power-law lengths ("power-law") or mostly of
 one width with a power-law tenth ("dominant"), stored as CSR,
 Hybrid(ELL(), COO()) (median width: the ELL kernel, plus the CSR kernel
-over the rows with a remainder) and ELL() (the longest row), and the
-index_add of the remainder's product into y (what accumulating the second
-part costs on top of its kernel).
+over the rows with a remainder, accumulating into those columns of y in
+its output stage) and ELL() (the longest row); and what sm.Auto() picks.
 """
 
 from __future__ import annotations
@@ -112,6 +111,7 @@ def ell_rows(args: argparse.Namespace) -> None:
                         assert error < 1e-3, (name, error)
                 split = compiled["ell+coo"].sparsity_plan()[0].stored_as
                 alone = compiled["ell"].sparsity_plan()[0].stored_as
+                auto = auto_choice(linear.weight.detach().numpy())
                 for threads in args.threads:
                     torch.set_num_threads(threads)
                     set_num_threads(threads)
@@ -119,14 +119,9 @@ def ell_rows(args: argparse.Namespace) -> None:
                                density=round(float(counts.sum()) / counts.size / in_features, 4),
                                row_counts=dict(median=int(np.median(counts)), p90=int(np.percentile(counts, 90)),
                                                max=int(counts.max())),
-                               split=split, ell_alone=alone, ell_kernel=ell_kernel(compiled["ell+coo"]))
-                    # What the COO part's product costs to accumulate: an index_add into its rows' columns of y.
-                    (region,) = compiled["ell+coo"].regions()
-                    into = getattr(region._parts[-1], "output_columns", None)
-                    into = into if into is not None else torch.empty(0, dtype=torch.int64)
-                    y, part = torch.randn(tokens, out_features), torch.randn(tokens, into.numel())
-                    calls = {"dense torch": lambda: linear(x), **{n: (lambda f=f: f(x)) for n, f in compiled.items()},
-                             "coo accumulate": lambda: y.index_add_(1, into, part)}
+                               split=split, ell_alone=alone, ell_kernel=ell_kernel(compiled["ell+coo"]),
+                               auto_choice=auto)
+                    calls = {"dense torch": lambda: linear(x), **{n: (lambda f=f: f(x)) for n, f in compiled.items()}}
                     with torch.no_grad():
                         for name, call in calls.items():
                             row[name] = dict(median_ms=median_ms(call, args.repeats, warmup=3),
@@ -136,14 +131,20 @@ def ell_rows(args: argparse.Namespace) -> None:
     write_results(args.out + "_ell", rows, load, ell_markdown)
 
 
+def auto_choice(weight: np.ndarray) -> str:
+    """What sm.Auto() picks for `weight` (regions: Hybrid candidates) and why."""
+    from sparse_mlir.compiler.auto_format import choose
+    return choose(weight, sm.Auto(), "weight").reason
+
+
 def ell_markdown(result: dict) -> str:
-    names = ["dense torch", "csr", "ell+coo", "ell", "coo accumulate"]
+    names = ["dense torch", "csr", "ell+coo", "ell"]
     lines = [f"Load average {result['load_average_start'][0]:.2f} at the start, "
              f"{result['load_average_end'][0]:.2f} at the end ({result['cpus']} CPUs, shared machine). "
              "Linears ~10% dense (90% sparse), median ms (best in brackets), our kernels forced "
              "(cost_model=False); ell+coo's ELL part on the ELL kernel, its COO part on the CSR kernel over "
-             "the rows it has entries in; \"coo accumulate\" is the index_add of that part's product [T, rows] "
-             "into those columns of the ELL part's output (part of ell+coo's time).",
+             "the rows it has entries in, accumulating into those columns of the ELL part's y in its output "
+             "stage (no temporary, no index_add).",
              "", "| out x in | tokens | row lengths (median / p90 / max) | threads | " + " | ".join(names) + " |",
              "|---|---|---|---|" + "---|" * len(names)]
     for row in result["rows"]:
@@ -158,13 +159,14 @@ def ell_markdown(result: dict) -> str:
         if key not in seen:
             seen.add(key)
             lines.append(f"- {row['shape'][0]} x {row['shape'][1]}, {row['rows']}: ell+coo {row['split']} "
-                         f"(ELL kernel: {row['ell_kernel']}); ell alone {row['ell_alone']}")
+                         f"(ELL kernel: {row['ell_kernel']}); ell alone {row['ell_alone']}; sm.Auto() picks "
+                         f"{row['auto_choice'].split(':', 1)[0]}")
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--tokens", type=int, nargs="+", default=[128])
     parser.add_argument("--density", type=float, nargs="+", default=[0.1])
     parser.add_argument("--block-share", type=float, nargs="+", default=[0.5, 0.8, 0.95])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
@@ -182,55 +184,56 @@ def main() -> None:
     warnings.simplefilter("ignore")
     load = os.getloadavg()
     rows = []
-    torch.manual_seed(0)
-    x = torch.randn(args.tokens, 768)
     formats = {"csr": sm.CSR(), "bsr 4x4": sm.BSR(block=(4, 4)), "hybrid bsr+csr": sm.Hybrid(sm.BSR(block=(4, 4)),
                                                                                             sm.CSR())}
-    for density in args.density:
-        for share in args.block_share:
-            linear = torch.nn.Linear(768, 3072, bias=True)
-            with torch.no_grad():
-                linear.weight.copy_(block_weight(3072, 768, density, share, seed=1))
+    for tokens, density, share in ((t, d, s) for t in args.tokens for d in args.density for s in args.block_share):
+        torch.manual_seed(0)
+        x = torch.randn(tokens, 768)
+        linear = torch.nn.Linear(768, 3072, bias=True)
+        with torch.no_grad():
+            linear.weight.copy_(block_weight(3072, 768, density, share, seed=1))
             expected = linear(x)
-            compiled = {name: sm.compile(linear, {"weight": e}, (x,), mode="regions", cost_model=False)
-                        for name, e in formats.items()}
-            auto = sm.compile(linear, {"weight": sm.Auto()}, (x,), mode="regions", cost_model=False)
-            entry = auto.sparsity_plan()[0]
-            auto_plan = f"{entry.format}; " + entry.applied.split("sm.Auto() chose ", 1)[1]
-            for name, fn in {**compiled, "auto": auto}.items():
-                error = float((fn(x) - expected).abs().max())
-                assert error < 1e-3, (name, error)
-            for threads in args.threads:
-                torch.set_num_threads(threads)
-                set_num_threads(threads)
-                row = dict(tokens=args.tokens, shape=[3072, 768], density=density, block_share=share,
-                           threads=threads)
-                y, part = torch.randn(args.tokens, 3072), torch.randn(args.tokens, 3072)
-                calls = {"dense torch": lambda: linear(x), **{n: (lambda f=f: f(x)) for n, f in compiled.items()},
-                         "auto": lambda: auto(x), "add [T, N]": lambda: y.add_(part)}
-                with torch.no_grad():
-                    for name, call in calls.items():
-                        row[name] = dict(median_ms=median_ms(call, args.repeats, warmup=3),
-                                         best_ms=best_ms(call, args.repeats, warmup=1))
-                row["auto_choice"] = auto_plan
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+        compiled = {name: sm.compile(linear, {"weight": e}, (x,), mode="regions", cost_model=False)
+                    for name, e in formats.items()}
+        auto = sm.compile(linear, {"weight": sm.Auto()}, (x,), mode="regions", cost_model=False)
+        entry = auto.sparsity_plan()[0]
+        auto_plan = f"{entry.format}; " + entry.applied.split("sm.Auto() chose ", 1)[1]
+        for name, fn in {**compiled, "auto": auto}.items():
+            error = float((fn(x) - expected).abs().max())
+            assert error < 1e-3, (name, error)
+        for threads in args.threads:
+            torch.set_num_threads(threads)
+            set_num_threads(threads)
+            row = dict(tokens=tokens, shape=[3072, 768], density=density, block_share=share,
+                       threads=threads)
+            calls = {"dense torch": lambda: linear(x), **{n: (lambda f=f: f(x)) for n, f in compiled.items()},
+                     "auto": lambda: auto(x)}
+            with torch.no_grad():
+                for name, call in calls.items():
+                    row[name] = dict(median_ms=median_ms(call, args.repeats, warmup=3),
+                                     best_ms=best_ms(call, args.repeats, warmup=1))
+            row["auto_choice"] = auto_plan
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     write_results(args.out, rows, load, markdown)
 
 
 def markdown(result: dict) -> str:
-    names = ["dense torch", "csr", "bsr 4x4", "hybrid bsr+csr", "auto", "add [T, N]"]
+    names = ["dense torch", "csr", "bsr 4x4", "hybrid bsr+csr", "auto"]
     lines = [f"Load average {result['load_average_start'][0]:.2f} at the start, "
              f"{result['load_average_end'][0]:.2f} at the end ({result['cpus']} CPUs, shared machine). "
-             "Linear 768 -> 3072, median ms (best in brackets), our kernels forced (cost_model=False).", "",
-             "| density | share of nnz in 4x4 blocks | threads | " + " | ".join(names) + " |",
-             "|---|---|---|" + "---|" * len(names)]
+             "Linear 768 -> 3072, median ms (best in brackets), our kernels forced (cost_model=False); "
+             "hybrid's CSR part accumulates into the BSR part's y in its kernel (no temporary, no add).", "",
+             "| tokens | density | share of nnz in 4x4 blocks | threads | " + " | ".join(names) + " |",
+             "|---|---|---|---|" + "---|" * len(names)]
     for row in result["rows"]:
         cells = [f"{row[n]['median_ms']:.3f} ({row[n]['best_ms']:.3f})" for n in names]
-        lines.append(f"| {row['density']} | {row['block_share']} | {row['threads']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {row['tokens']} | {row['density']} | {row['block_share']} | {row['threads']} | "
+                     + " | ".join(cells) + " |")
     lines += ["", "sm.Auto()'s choice per weight:", ""]
+    first = result["rows"][0]
     for row in result["rows"]:
-        if row["threads"] == result["rows"][0]["threads"]:
+        if row["threads"] == first["threads"] and row["tokens"] == first["tokens"]:
             lines.append(f"- density {row['density']}, block share {row['block_share']}: {row['auto_choice']}")
     return "\n".join(lines) + "\n"
 

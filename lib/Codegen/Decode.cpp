@@ -78,7 +78,7 @@ void MicrokernelBuilder::decodeRows(Value m, Value n0) {
     Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, n,
                                          idx(lin.N));
     scf::IfOp::create(b, loc, inside, [&](OpBuilder &, Location) {
-      memref::StoreOp::create(b, loc, sums[r], y, ValueRange{m, n});
+      storeY(sums[r], m, n);
       scf::YieldOp::create(b, loc);
     });
   }

@@ -81,6 +81,10 @@ std::optional<SparseLinear> mlir::smlir::codegen::matchSparseLinear(LinearOp lin
   // x * W with W[K, N] and biases are left to smlir-decompose-linear.
   if (linear.getOrientation() != WeightOrientation::OutIn || linear.getBias())
     return std::nullopt;
+  // Accumulate-into: y (into's buffer) is written in place, so its shape
+  // must be static like x's.
+  if (linear.getInto() && !linear.getResultType().hasStaticShape())
+    return std::nullopt;
   Value weight = linear.getWeight();
   std::optional<WeightLayout> layout = classifyWeight(weight.getType());
   Value x = linear.getInput();
@@ -162,11 +166,10 @@ MicrokernelBuilder::MicrokernelBuilder(OpBuilder &b, Location loc,
 
 /// Returns y[M, N] as a tensor.
 Value MicrokernelBuilder::build() {
-  auto yType = MemRefType::get({lin.M, lin.N}, f32);
   x = bufferization::ToBufferOp::create(
       b, loc, MemRefType::get({lin.M, lin.K}, storage), lin.x,
       /*read_only=*/true);
-  y = memref::AllocOp::create(b, loc, yType, b.getI64IntegerAttr(64));
+  bindOutput();
   access->bindBuffers(*this);
 
   emitKernelRegion(b, loc, kernelName(), [&] {
@@ -178,8 +181,8 @@ Value MicrokernelBuilder::build() {
       buildTokenBlocks();
   });
   return bufferization::ToTensorOp::create(
-      b, loc, RankedTensorType::get({lin.M, lin.N}, f32), y,
-      /*restrict=*/true, /*writable=*/true);
+      b, loc, RankedTensorType::get(cast<MemRefType>(y.getType()).getShape(), f32),
+      y, /*restrict=*/true, /*writable=*/true);
 }
 
 std::string MicrokernelBuilder::kernelName() const {

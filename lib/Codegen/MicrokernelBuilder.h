@@ -118,6 +118,13 @@ public:
                        llvm::function_ref<void(Value nb, Value column)> visit);
   void flushStage(Value m0, Value n0, Value nEnd);
   void store(ArrayRef<Value> acc, Value column);
+  /// y's buffer: a new one, or (accumulate-into) the `into` operand's.
+  void bindOutput();
+  /// y[m, n] = v, or y[m, columns[n]] += v when accumulating into y.
+  void storeY(Value v, Value m, Value n);
+  /// Vector `v` of columns n .. n + V - 1 (the first `mask` lanes, if
+  /// given) to y's row m, as storeY does each lane (not into `columns`).
+  void storeYVector(Value v, Value m, Value n, Value mask);
 
   //===--- Decode (Decode.cpp) --------------------------------------------===//
   void buildDecode();
@@ -146,6 +153,10 @@ public:
   Type storage; // x's and the weight's element type: f32, bf16 or f16
   VectorType vecType;
   Value x, y, positions, coordinates, values;
+  // Accumulate-into (smlir.linear's `into`): y += x W^T, W's row n going
+  // to y's column yColumns[n] where yColumns (an i32 / i64 memref) is set.
+  bool accumulate = false;
+  Value yColumns;
   // A CSR weight interleaved by row blocks (interleaveRows), else null.
   Value blockStarts, packedEntries;
   // The output stages (one per parallel iteration) and this iteration's.

@@ -8,6 +8,7 @@
 #include "MicrokernelBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -64,6 +65,27 @@ void MicrokernelBuilder::flushStage(Value m0, Value n0, Value nEnd) {
                      : arith::MinSIOp::create(
                            b, loc, idx(MB),
                            arith::SubIOp::create(b, loc, idx(lin.M), m0));
+  if (yColumns) {
+    // Into given columns: scalar read-modify-writes along y's row (the
+    // columns ascend). A 16-lane gather + scatter per vector ran ~2x
+    // slower than this (AVX-512 scatters are microcoded on Zen 4: ELL +
+    // COO's remainder at 1024 x 768 -> 3072, 1525 rows, 1 thread: +1.7 ms).
+    scf::ForOp::create(
+        b, loc, idx(0), tokens, idx(1), ValueRange{},
+        [&](OpBuilder &, Location, Value t, ValueRange) {
+          Value m = add(m0, t);
+          Value row = arith::SubIOp::create(
+              b, loc, add(stageBase, mul(t, idx(W))), n0);
+          scf::ForOp::create(
+              b, loc, n0, nEnd, idx(1), ValueRange{},
+              [&](OpBuilder &, Location, Value n, ValueRange) {
+                storeY(load(stages, {add(row, n)}), m, n);
+                scf::YieldOp::create(b, loc);
+              });
+          scf::YieldOp::create(b, loc);
+        });
+    return;
+  }
   auto copy = [&](bool masked) {
     scf::ForOp::create(
         b, loc, idx(0), tokens, idx(1), ValueRange{},
@@ -75,7 +97,7 @@ void MicrokernelBuilder::flushStage(Value m0, Value n0, Value nEnd) {
                                              ValueRange{add(row, idx(c))});
             Value n = add(n0, idx(c));
             if (!masked) {
-              vector::StoreOp::create(b, loc, v, y, ValueRange{m, n});
+              storeYVector(v, m, n, Value());
               continue;
             }
             // Columns n .. nEnd - 1 of this vector (none when n >= nEnd).
@@ -83,7 +105,7 @@ void MicrokernelBuilder::flushStage(Value m0, Value n0, Value nEnd) {
                 b, loc, arith::MaxSIOp::create(b, loc, nEnd, n), n);
             Value mask = vector::CreateMaskOp::create(
                 b, loc, VectorType::get({V}, b.getI1Type()), ValueRange{left});
-            vector::MaskedStoreOp::create(b, loc, y, ValueRange{m, n}, mask, v);
+            storeYVector(v, m, n, mask);
           }
           scf::YieldOp::create(b, loc);
         });
@@ -162,4 +184,70 @@ void MicrokernelBuilder::store(ArrayRef<Value> acc, Value column) {
                               stages, ValueRange{rowStart});
     }
   }
+}
+
+/// y's buffer. Accumulate-into reads and writes the `into` operand's buffer
+/// in place where the linear is its only reader (the tensor is then dead
+/// after it), else a copy of it.
+void MicrokernelBuilder::bindOutput() {
+  LinearOp op = lin.op; // (accessors are not const)
+  Value into = op.getInto();
+  if (!into) {
+    y = memref::AllocOp::create(b, loc, MemRefType::get({lin.M, lin.N}, f32),
+                                b.getI64IntegerAttr(64));
+    return;
+  }
+  accumulate = true;
+  auto yType = MemRefType::get(op.getResultType().getShape(), f32);
+  bool inPlace = into.hasOneUse();
+  Value buffer = bufferization::ToBufferOp::create(b, loc, yType, into,
+                                                   /*read_only=*/!inPlace);
+  if (inPlace) {
+    y = buffer;
+  } else {
+    y = memref::AllocOp::create(b, loc, yType, b.getI64IntegerAttr(64));
+    memref::CopyOp::create(b, loc, buffer, y);
+  }
+  if (Value columns = op.getColumns()) {
+    auto type = cast<RankedTensorType>(columns.getType());
+    yColumns = bufferization::ToBufferOp::create(
+        b, loc, MemRefType::get(type.getShape(), type.getElementType()),
+        columns, /*read_only=*/true);
+  }
+}
+
+void MicrokernelBuilder::storeY(Value v, Value m, Value n) {
+  if (!accumulate) {
+    memref::StoreOp::create(b, loc, v, y, ValueRange{m, n});
+    return;
+  }
+  Value column = yColumns ? arith::IndexCastOp::create(
+                                b, loc, b.getIndexType(), load(yColumns, {n}))
+                          : n;
+  Value sum = arith::AddFOp::create(b, loc, load(y, {m, column}), v);
+  memref::StoreOp::create(b, loc, sum, y, ValueRange{m, column});
+}
+
+/// Accumulating into y's own columns, a (masked) load, add and store (into
+/// given columns flushStage stores each with storeY).
+void MicrokernelBuilder::storeYVector(Value v, Value m, Value n, Value mask) {
+  if (!accumulate) {
+    if (mask)
+      vector::MaskedStoreOp::create(b, loc, y, ValueRange{m, n}, mask, v);
+    else
+      vector::StoreOp::create(b, loc, v, y, ValueRange{m, n});
+    return;
+  }
+  assert(!yColumns && "flushStage stores into given columns one by one");
+  Value old = mask ? vector::MaskedLoadOp::create(b, loc, vecType, y,
+                                                  ValueRange{m, n}, mask,
+                                                  zeroVector())
+                         .getResult()
+                   : vector::LoadOp::create(b, loc, vecType, y, ValueRange{m, n})
+                         .getResult();
+  Value sum = arith::AddFOp::create(b, loc, old, v);
+  if (mask)
+    vector::MaskedStoreOp::create(b, loc, y, ValueRange{m, n}, mask, sum);
+  else
+    vector::StoreOp::create(b, loc, sum, y, ValueRange{m, n});
 }

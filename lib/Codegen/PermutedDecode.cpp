@@ -104,7 +104,7 @@ void MicrokernelBuilder::permutedRows(Value n0) {
         sum = tail.getResult(0);
       }
       scf::IfOp::create(b, loc, inside, [&](OpBuilder &, Location) {
-        memref::StoreOp::create(b, loc, sum, y, ValueRange{idx(t), row});
+        storeY(sum, idx(t), row);
         scf::YieldOp::create(b, loc);
       });
     }

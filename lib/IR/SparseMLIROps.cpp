@@ -120,7 +120,8 @@ LogicalResult LinearOp::verify() {
     return emitOpError() << "input has " << input.getDimSize(1)
                          << " features but the " << orientation << " weight "
                          << weight << " reads " << k;
-  if (mismatch(result.getDimSize(1), n) ||
+  // Accumulating into given columns, y is wider than W's rows.
+  if ((!getColumns() && mismatch(result.getDimSize(1), n)) ||
       mismatch(result.getDimSize(0), input.getDimSize(0)))
     return emitOpError() << "result " << result << " must be ["
                          << dimString(input.getDimSize(0)) << ", "
@@ -136,6 +137,43 @@ LogicalResult LinearOp::verify() {
                            << "-element " << resultElement << " vector, got "
                            << biasType;
   }
+  return verifyAccumulateInto(n);
+}
+
+/// `into` / `columns` (accumulate-into): y = into + x * W^T, row n of W
+/// added into column columns[n] of y where `columns` is given.
+LogicalResult LinearOp::verifyAccumulateInto(int64_t n) {
+  Value into = getInto(), columns = getColumns();
+  if (!into) {
+    if (columns)
+      return emitOpError() << "columns name where W's rows go in the y it "
+                              "accumulates into: they need `into`";
+    return success();
+  }
+  RankedTensorType result = getResultType();
+  if (into.getType() != result)
+    return emitOpError() << "accumulates into " << into.getType()
+                         << ", which must be the result's type " << result;
+  if (getBias())
+    return emitOpError() << "accumulates into y with a bias: the bias is "
+                            "added by the kernel that writes y first, not "
+                            "by one accumulating into it";
+  if (getOrientation() != WeightOrientation::OutIn)
+    return emitOpError() << "accumulates into y only for an out_in weight "
+                            "(W[N, K])";
+  if (!columns) // (y is then [M, N], checked above)
+    return success();
+  auto columnsType = cast<RankedTensorType>(columns.getType());
+  auto element = dyn_cast<IntegerType>(columnsType.getElementType());
+  if (columnsType.getRank() != 1 || !element ||
+      (element.getWidth() != 32 && element.getWidth() != 64) ||
+      sparse_tensor::getSparseTensorEncoding(columnsType) ||
+      (!ShapedType::isDynamic(columnsType.getDimSize(0)) &&
+       !ShapedType::isDynamic(n) && columnsType.getDimSize(0) != n))
+    return emitOpError() << "columns must be a dense " << dimString(n)
+                         << "-element i32 or i64 vector (one y column per row "
+                            "of W), got "
+                         << columnsType;
   return success();
 }
 

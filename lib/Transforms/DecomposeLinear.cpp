@@ -114,6 +114,16 @@ struct DecomposeLinearPass
     SmallVector<LinearOp> linears;
     getOperation().walk([&](LinearOp linear) { linears.push_back(linear); });
     for (LinearOp linear : linears) {
+      // Accumulate-into is the micro-kernels' output stage; its generic
+      // form (a scatter-add into given columns) is not written here.
+      if (linear.getInto()) {
+        linear.emitOpError()
+            << "accumulates into y (`into`), which only the CPU "
+               "micro-kernels of smlir-lower-sparse-linear lower; this "
+               "linear has none (a static f32 or half x and a CSR, ELL, BSR, "
+               "n:m or dense W)";
+        return signalPassFailure();
+      }
       OpBuilder b(linear);
       linear.getResult().replaceAllUsesWith(decompose(b, linear));
       linear.erase();

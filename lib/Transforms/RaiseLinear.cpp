@@ -97,7 +97,8 @@ static Value buildLinear(PatternRewriter &rewriter, Location loc, Value x,
        weightType.getDimSize(weightIsKN ? 1 : 0)},
       outType.getElementType());
   Value y = LinearOp::create(
-      rewriter, loc, yType, x, weight, /*bias=*/Value(),
+      rewriter, loc, yType, x, weight, /*bias=*/Value(), /*into=*/Value(),
+      /*columns=*/Value(),
       weightIsKN ? WeightOrientation::InOut : WeightOrientation::OutIn);
   if (y.getType() != outType)
     y = tensor::CastOp::create(rewriter, loc, outType, y);

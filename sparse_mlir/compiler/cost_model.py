@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from sparse_mlir.encodings import BSR, CSR, NM, Dense, Encoding
 
 MIN_ELEMENTS = 65536
@@ -111,3 +113,43 @@ def stored_cost(kind: str, stored_values: int) -> float:
 def second_kernel_cost(in_features: int, out_features: int) -> float:
     """The modelled fixed cost of a second kernel over the same x and y (Hybrid)."""
     return SECOND_KERNEL_COST_PER_FEATURE * (in_features + out_features)
+
+
+# sm.Auto() prices CSR (and the CSR kernel running ELL + COO's remainder) by
+# the slots its kernel visits, not by its nonzeros: at prefill token counts
+# the register-tiled kernel interleaves each block of CSR_TILE_ROWS rows
+# padded to the block's longest row (smlir-lower-sparse-linear's `rows`
+# tile, 4 on AVX2 and AVX-512; lib/Codegen/Interleave.cpp), so a block
+# holding one long row costs 4x that row. Measured on
+# benchmarks/results/formats_ell.json's weights (90% sparse, 1 thread, best
+# of 30, load 0.03): the CSR kernel's time per padded slot and token is
+# 0.024-0.029 ns at 3072 x 768 whether the rows are uniform, power-law (1.77x
+# as many padded slots as nonzeros) or of one dominant width (1.47x), where
+# its time per nonzero varies 0.026-0.044 ns; 768 x 3072: 0.026-0.040 per
+# slot, 0.032-0.062 per nonzero. STORED_VALUE_COST's csr (2.2) was set on
+# uniform random weights, whose 4-row blocks pad ~1.05x: 2.1 per slot.
+# The ELL kernel (no positions, fixed trip count) took 0.93-1.0x CSR's time
+# per slot on the same weights (uniform rows: 0.0241 vs 0.0259, 0.0263 vs
+# 0.0270, 0.0304 vs 0.0322, 0.0357 vs 0.0358 ns): 2.0.
+CSR_TILE_ROWS = 4
+PADDED_SLOT_COST = {"csr": 2.1, "ell": 2.0}
+# ELL + COO replaces CSR only when modelled this much cheaper: its gain is
+# the slots its split saves, and where that is under ~10% the measured
+# difference was within noise (power-law rows, formats_ell: 0.92-1.02x CSR's
+# time), so the simpler format is kept.
+ELL_COO_MARGIN = 0.9
+
+
+def padded_row_slots(counts: np.ndarray, rows: int = CSR_TILE_ROWS) -> int:
+    """Slots the CSR kernel visits for rows of `counts` nonzeros: each block
+    of `rows` consecutive rows padded to its longest."""
+    counts = np.asarray(counts, dtype=np.int64)
+    if not counts.size:
+        return 0
+    blocks = np.concatenate([counts, np.zeros(-counts.size % rows, dtype=np.int64)]).reshape(-1, rows)
+    return int(blocks.max(axis=1).sum()) * rows
+
+
+def slot_cost(kind: str, slots: int) -> float:
+    """The modelled cost of a kernel visiting `slots` padded slots (kind: csr, ell)."""
+    return PADDED_SLOT_COST[kind] * slots

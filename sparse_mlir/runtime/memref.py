@@ -202,6 +202,21 @@ class Kernel:
         static model (its frame is then built once). `lengths`: (input,
         length) of the 1-D inputs whose length changes per call (a sparse
         input's buffers, of dynamic nnz), set in the frame each call."""
+        return self._run(signature, addresses, scalars, lengths,
+                         lambda result: self._take_result(result, addresses))
+
+    def call_into(self, signature: tuple, addresses: Sequence[int]) -> None:
+        """Runs a kernel that writes its result into one of its inputs in
+        place (accumulate-into: smlir.linear's `into`), returning nothing;
+        the token result such a kernel returns (a buffer of its own) is freed."""
+        def take(result: ctypes.Structure) -> None:
+            if result.allocated and result.allocated not in self._bound_addresses and result.allocated not in addresses:
+                release(result.allocated)
+
+        self._run(signature, addresses, (), (), take)
+
+    def _run(self, signature: tuple, addresses: Sequence[int], scalars: Sequence[int],
+             lengths: Sequence[tuple[int, int]], take: Callable[[ctypes.Structure], Any]) -> Any:
         key = (signature, len(scalars))
         pool = self._frames.setdefault(key, [])
         try:
@@ -216,7 +231,7 @@ class Kernel:
             for slot, value in zip(frame.scalars, scalars):
                 slot.value = value
             self._function(frame.packed)
-            return self._take_result(frame.result, addresses)
+            return take(frame.result)
         finally:
             pool.append(frame)
 

@@ -59,7 +59,7 @@ def SparseMLIR_SparsifyOp : SparseMLIR_Op<"sparsify", [Pure]> {
   let hasVerifier = 1;
 }
 
-def SparseMLIR_LinearOp : SparseMLIR_Op<"linear", [Pure]> {
+def SparseMLIR_LinearOp : SparseMLIR_Op<"linear", [Pure, AttrSizedOperandSegments]> {
   let summary = "A linear layer, y = x * W^T (+ bias), whose weight may be sparse";
   let description = [{
     `y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n])` for a weight stored as
@@ -87,14 +87,37 @@ def SparseMLIR_LinearOp : SparseMLIR_Op<"linear", [Pure]> {
     %y = smlir.linear %x, %w
         : tensor<64x768xf16>, tensor<3072x768xf16, #NM24> -> tensor<64x3072xf32>
     ```
+
+    Accumulate-into (`into`): `y = into + x * W^T`, the product added to a
+    y that a previous kernel wrote (a composable format's second part,
+    `Hybrid(BSR, CSR)` or ELL + COO, adding into the first part's y). The
+    micro-kernel's output stage then loads y's tile and adds the product
+    instead of storing it, writing `into`'s buffer in place: no temporary
+    and no separate add. With `columns` (a 1-d integer tensor, one entry
+    per row of W, all distinct and less than y's columns) row n of W adds
+    into column `columns[n]` of y: a weight holding only some rows of a
+    larger one (ELL + COO's remainder, compacted to its non-empty rows).
+    `into` has the result's type; a bias is refused with it (the part that
+    writes y first adds the bias), as is `in_out`.
+
+    ```mlir
+    %y2 = smlir.linear %x, %rest into(%y1 : tensor<128x3072xf32>)
+        columns(%rows : tensor<200xi64>)
+        : tensor<128x768xf32>, tensor<200x768xf32, #CSR> -> tensor<128x3072xf32>
+    ```
   }];
   let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$weight,
                        Optional<AnyRankedTensor>:$bias,
+                       Optional<AnyRankedTensor>:$into,
+                       Optional<AnyRankedTensor>:$columns,
                        DefaultValuedAttr<SparseMLIR_WeightOrientationAttr,
                            "::mlir::smlir::WeightOrientation::OutIn">:$orientation);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
-    $input `,` $weight (`bias` $bias^)? (`orientation` $orientation^)? attr-dict
+    $input `,` $weight (`bias` $bias^)?
+    (`into` `(` $into^ `:` type($into) `)`)?
+    (`columns` `(` $columns^ `:` type($columns) `)`)?
+    (`orientation` $orientation^)? attr-dict
     `:` type($input) `,` type($weight) (`,` type($bias)^)? `->` type($result)
   }];
   let extraClassDeclaration = [{
@@ -116,6 +139,8 @@ def SparseMLIR_LinearOp : SparseMLIR_Op<"linear", [Pure]> {
     /// values (f16 -> f32, bf16 -> f32; not f16 -> bf16): a result element
     /// type wider than the operands'.
     static bool isWiderFloat(::mlir::Type wide, ::mlir::Type narrow);
+    /// The verifier's part for `into` / `columns` (W with `n` rows).
+    ::llvm::LogicalResult verifyAccumulateInto(int64_t n);
   }];
   let hasVerifier = 1;
 }

@@ -100,6 +100,9 @@ mlir::smlir::nm24::collectLinears(Value weight, StringRef name) {
                         "zero-filled accumulator)");
     if (linear.getOrientation() != WeightOrientation::OutIn)
       return fail(linear, "expected an out_in smlir.linear (x @ W^T)");
+    if (linear.getInto())
+      return fail(linear, "expected a linear writing y, not accumulating "
+                          "into one (`into`: CPU micro-kernels only)");
     if (!linear.getResultType().getElementType().isF32())
       return fail(linear, "expected an f32 result (the kernel accumulates "
                           "in f32)");

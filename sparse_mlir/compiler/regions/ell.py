@@ -7,7 +7,8 @@ are, so the region passes the implicit positions 0, k, 2k, ... made
 explicit (N + 1 indices held by the region, not stored with the weight;
 the kernel never reads them). The row-sorted COO remainder runs the CSR
 kernel over its non-empty rows only, with positions counted from its rows,
-its product added into those columns of the ELL part's output. Both read
+accumulating into those columns of the ELL part's output in place (the
+kernel's `into` / `columns`: no temporary, no index_add_). Both read
 views of the one values buffer (ELL's N * k, then COO's), as Hybrid(BSR,
 CSR) does (hybrid.py).
 
@@ -78,31 +79,36 @@ class EllLinearRegion(HybridLinearRegion):
         return parts
 
     def _part_region(self, name: str, encoding: Encoding, dense: torch.Tensor, buffers: list[np.ndarray],
-                     bias: bool) -> LinearRegion:
-        if name == "coo":
-            return self._remainder_region(encoding, buffers, bias)
-        if name != "ell":
-            return super()._part_region(name, encoding, dense, buffers, bias)
+                     bias: bool, accumulate: bool) -> LinearRegion:
+        if name == "coo" and accumulate:
+            return self._remainder_region(encoding, buffers)
+        if name != "ell":   # (a remainder alone: the ELL part stores nothing)
+            return super()._part_region(name, encoding, dense, buffers, bias, accumulate)
         ell = self._ell_and_rest()[0]
         width = buffers[1].size // max(1, self.signature.out_features)
         # (The weight is stored already: the kernel's encoding has no sparsifier of its own.)
         kernel = replace(ell, width=width, sparsifier=None, grad=None)
         return EllPartRegion(f"{self.name} (ell part)", encoding, kernel, dense, buffers, bias, self._options)
 
-    def _remainder_region(self, csr: Encoding, buffers: list[np.ndarray], bias: bool) -> LinearRegion:
+    def _remainder_region(self, csr: Encoding, buffers: list[np.ndarray]) -> LinearRegion:
         """The COO remainder on the CSR kernel over its non-empty rows only
-        (a [rows with a remainder, K] weight whose product is added into
-        those columns of y): the kernel pads each block of R rows to its
-        longest, and a remainder's rows are mostly empty (the rows at most
-        `width` long), a long one among them padded R-fold over all rows."""
+        (a [rows with a remainder, K] weight whose kernel accumulates into
+        those columns of y, smlir.linear's `into` with `columns`): the
+        kernel pads each block of R rows to its longest, and a remainder's
+        rows are mostly empty (the rows at most `width` long), a long one
+        among them padded R-fold over all rows. A remainder in every row
+        accumulates into y's own columns."""
         positions, columns, values = buffers
+        rows = self.signature.out_features
         counts = np.diff(positions.astype(np.int64))
         kept = np.flatnonzero(counts)
         compact = np.concatenate([[0], np.cumsum(counts[kept])]).astype(positions.dtype)
         dense = torch.zeros(1, dtype=torch.float32).expand(kept.size, self.signature.in_features)
-        part = LinearRegion(f"{self.name} (coo part)", csr, dense, [compact, columns, values], bias, self._options,
+        part = LinearRegion(f"{self.name} (coo part)", csr, dense, [compact, columns, values], False, self._options,
                             cost_model=False)
-        part.output_columns = torch.from_numpy(kept)
+        compacted = kept.size < rows
+        part.signature = replace(part.signature, accumulate=True, y_columns=rows if compacted else 0)
+        part.output_columns = np.ascontiguousarray(kept, dtype=np.int64) if compacted else None
         return part
 
     def split(self) -> str:

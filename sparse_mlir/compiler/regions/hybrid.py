@@ -6,14 +6,15 @@ state dict see one parameter. Each part is a plain LinearRegion over its
 index buffers and its slice of the values (a view: the kernels read the
 shared buffer in place), run without a cost model of its own; this region
 times the two kernels together against torch's F.linear on the whole weight.
-The first part writes y (with the bias), the second's product is added
-into it in place.
+The first part writes y (with the bias); the second's kernel accumulates
+into it in place (smlir.linear's `into`: its output stage loads y's tile
+and adds its product), so no temporary is made or read again.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -63,14 +64,19 @@ class HybridLinearRegion(LinearRegion):
         # A part is never read densely (_decide refuses a kernel that would):
         # its dense weight is a zero-stride stand-in, not a copy of W.
         nothing = torch.zeros(1, dtype=torch.float32).expand(shape)
-        return [self._part_region(name, part, nothing, buffers, self.signature.bias and index == 0)
+        # The first part writes y (with the bias), the others accumulate into it.
+        return [self._part_region(name, part, nothing, buffers, self.signature.bias and index == 0, index > 0)
                 for index, (name, part, buffers) in enumerate(parts)]
 
     def _part_region(self, name: str, encoding: Encoding, dense: torch.Tensor, buffers: list[np.ndarray],
-                     bias: bool) -> LinearRegion:
-        """The region running one part, stored in and compiled for `encoding`."""
-        return LinearRegion(f"{self.name} ({name} part)", encoding, dense, buffers, bias, self._options,
+                     bias: bool, accumulate: bool) -> LinearRegion:
+        """The region running one part, stored in and compiled for `encoding`
+        (with `accumulate`, its kernels add into the y an earlier part wrote)."""
+        part = LinearRegion(f"{self.name} ({name} part)", encoding, dense, buffers, bias, self._options,
                             cost_model=False)
+        if accumulate:
+            part.signature = replace(part.signature, accumulate=True)
+        return part
 
     def split(self) -> str:
         """What each part stores, for sparsity_plan()."""
@@ -104,14 +110,13 @@ class HybridLinearRegion(LinearRegion):
     def _ours(self, kernel: PieceKernels, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         assert isinstance(kernel, HybridKernels)
         columns = x.reshape(-1, self.signature.in_features).contiguous()
-        y = None
-        for part, kernels, adds_bias in kernel.parts:
-            out = part._linear(kernels, columns, bias if adds_bias else None)
-            # Accumulated into the first part's output (into its columns for
-            # a part stored over some rows of W only: ell.py's remainder).
-            into = getattr(part, "output_columns", None)
-            y = out if y is None else y.add_(out) if into is None else y.index_add_(1, into, out)
-        assert y is not None
+        (first, kernels, adds_bias), *rest = kernel.parts
+        y = first._linear(kernels, columns, bias if adds_bias else None)
+        # The other parts' kernels add into y in place (into its columns for
+        # a part stored over some rows of W only: ell.py's remainder): no
+        # temporary, no separate add.
+        for part, kernels, _ in rest:
+            part.accumulate_into(kernels, columns, y)
         return y.reshape(*x.shape[:-1], self.signature.out_features)
 
     def _decide(self, x: torch.Tensor, bias: torch.Tensor | None) -> Choice:

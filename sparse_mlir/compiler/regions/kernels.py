@@ -50,6 +50,12 @@ class LinearSignature:
     # x, the stored values, the bias and y: "float32", or "bfloat16" /
     # "float16" (read in that type, accumulated in f32; half.py).
     dtype: str = "float32"
+    # Accumulate-into (smlir.linear's `into`): the kernel takes y [T, N or
+    # y_columns] after x and adds x W^T into it in place, returning nothing
+    # new. y_columns > 0: W holds some rows of a wider weight, row n going
+    # to y's column columns[n] (an i64 [N] argument after y).
+    accumulate: bool = False
+    y_columns: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,17 +114,21 @@ def compile_linear(signature: LinearSignature, encoding: Encoding, tokens: int,
                               info["annotated"], info["pipeline"], time.perf_counter() - start, from_disk=True)
     k, n = signature.in_features, signature.out_features
     dtype = getattr(torch, signature.dtype)
-    model = (_BiasAsInput(k, n) if signature.bias else _NoBias(k, n)).to(dtype)
-    example = (torch.zeros(tokens, k, dtype=dtype),) + ((torch.zeros(n, dtype=dtype),) if signature.bias else ())
-    imported = import_model(model, example)
+    if signature.accumulate:
+        text, param_names = _accumulating_linear(signature, tokens), ["weight"]
+    else:
+        model = (_BiasAsInput(k, n) if signature.bias else _NoBias(k, n)).to(dtype)
+        example = (torch.zeros(tokens, k, dtype=dtype),) + ((torch.zeros(n, dtype=dtype),) if signature.bias else ())
+        imported = import_model(model, example)
+        text, param_names = imported.text, imported.param_names
     # A half linear: torch-mlir extends x and W to an f32 product, which
     # mixed-precision raising reads back as the half kernel's operands.
     frontend, convert, lowering = pipeline_pieces("warn", True, openmp, options.vector_lanes,
                                                   mixed_precision=dtype != torch.float32)
     pipeline = f"{frontend} -> {convert} -> {lowering}"
     with make_context() as context, ir.Location.unknown():
-        module = ir.Module.parse(imported.text)
-        annotate(module, imported.param_names, {"weight": encoding})
+        module = ir.Module.parse(text)
+        annotate(module, param_names, {"weight": encoding})
         annotated = str(module)
         with Diagnostics(context) as diagnostics:
             run_passes(frontend, module, annotated, pipeline, diagnostics)
@@ -133,6 +143,29 @@ def compile_linear(signature: LinearSignature, encoding: Encoding, tokens: int,
     log.info("compiled linear %dx%d (%s, %d tokens) in %.2f s", n, k, signature.encoding, tokens, seconds)
     return CompiledLinear(signature, tokens, engine.lookup("main"), stored_sparse, fallbacks, annotated, pipeline,
                           seconds, keep_alive=(engine, context, module))
+
+
+def _accumulating_linear(signature: LinearSignature, tokens: int) -> str:
+    """@main(W, x[T, K], y[T, N'], columns[N]?): y + x W^T written in y's
+    buffer (smlir.linear `into`: bufferization writes the function's
+    writable argument in place). Written as the raised op directly: torch
+    has no form of an add into given columns that torch-mlir imports.
+
+    It returns y[0:1, 0:1] rather than y: a returned buffer the function
+    does not own (an argument's) is cloned whole by the deallocation
+    pipeline, which would bring the temporary back; the slice keeps the op
+    live at the cost of one cloned element."""
+    if signature.dtype != "float32" or signature.bias:
+        raise ValueError(f"accumulate-into kernels take float32 and no bias, got {signature}")
+    k, n = signature.in_features, signature.out_features
+    width = signature.y_columns or n
+    x, w, y = f"tensor<{tokens}x{k}xf32>", f"tensor<{n}x{k}xf32>", f"tensor<{tokens}x{width}xf32>"
+    columns_arg = f", %columns: tensor<{n}xi64>" if signature.y_columns else ""
+    columns = f" columns(%columns : tensor<{n}xi64>)" if signature.y_columns else ""
+    return (f"func.func @main(%weight: {w}, %x: {x}, %y: {y}{columns_arg}) -> tensor<1x1xf32> {{\n"
+            f"  %0 = smlir.linear %x, %weight into(%y : {y}){columns} : {x}, {w} -> {y}\n"
+            f"  %1 = tensor.extract_slice %0[0, 0] [1, 1] [1, 1] : {y} to tensor<1x1xf32>\n"
+            f"  return %1 : tensor<1x1xf32>\n}}\n")
 
 
 def lower_and_jit(context: ir.Context, module: ir.Module, options: KernelOptions,

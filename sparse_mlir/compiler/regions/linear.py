@@ -9,6 +9,8 @@ import torch
 
 from sparse_mlir.encodings import CSR, NM, Encoding
 from sparse_mlir.errors import SpecError
+from sparse_mlir.runtime.memref import Kernel
+from sparse_mlir.runtime.threads import shares_torch_threads, single_threaded
 from sparse_mlir.compiler.regions.base import Choice, PieceKernels, Region, SampledChoice
 from sparse_mlir.compiler.regions.kernels import KernelOptions
 from sparse_mlir.compiler.regions.reprune import fast_nm, nm_sizes, prune_and_pack, prune_nm_into
@@ -35,6 +37,8 @@ class LinearRegion(Region):
         # (dx's region) Its dense W2^T is a view of the weight's own W2, which
         # the weight's sync keeps current: writing it again costs a scatter.
         self.dense_is_a_view = False
+        # (accumulating parts of a wider weight) y's column of each of W's rows
+        self.output_columns: np.ndarray | None = None
 
     def _check(self, x: torch.Tensor) -> None:
         if x.dim() == 0 or x.shape[-1] != self.signature.in_features:
@@ -48,6 +52,40 @@ class LinearRegion(Region):
     def _ours(self, kernel: PieceKernels, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         y = self._linear(kernel, x.reshape(-1, self.signature.in_features), bias)
         return y.reshape(*x.shape[:-1], self.signature.out_features)
+
+    def accumulate_into(self, kernels: PieceKernels, columns: torch.Tensor, y: torch.Tensor) -> None:
+        """y[T, N'] += x[T, K] W^T in place, for a region whose kernels
+        accumulate (signature.accumulate: a composable format's second
+        part): W's row n into y's column output_columns[n] where the region
+        holds some rows of a wider weight. A piece padded to its kernel's
+        size accumulates into a padded copy of its rows of y."""
+        columns = columns.contiguous()
+        assert self.signature.accumulate and y.is_contiguous() and y.dtype == torch.float32
+        for piece in kernels.pieces:
+            rows = columns[piece.start:piece.start + piece.rows]
+            into = y[piece.start:piece.start + piece.rows]
+            if piece.rows == piece.size:
+                self._call_into(kernels.by_size[piece.size], rows, into)
+                continue
+            padded, padded_y = columns.new_zeros(piece.size, columns.shape[1]), y.new_zeros(piece.size, y.shape[1])
+            padded[:piece.rows], padded_y[:piece.rows] = rows, into
+            self._call_into(kernels.by_size[piece.size], padded, padded_y)
+            into.copy_(padded_y[:piece.rows])
+
+    def _call_into(self, kernel: Kernel, columns: torch.Tensor, y: torch.Tensor) -> None:
+        """One accumulate-into kernel on contiguous x[T, K] and y[T, N']."""
+        tokens, depth = columns.shape
+        signature = [((tokens, depth), (depth, 1), np.dtype(np.float32)),
+                     (tuple(y.shape), (y.shape[1], 1), np.dtype(np.float32))]
+        addresses = [columns.data_ptr(), y.data_ptr()]
+        if self.output_columns is not None:
+            signature.append(((self.output_columns.size,), (1,), self.output_columns.dtype))
+            addresses.append(self.output_columns.ctypes.data)
+        if torch.get_num_threads() > 1 and not shares_torch_threads():
+            with single_threaded():   # (as _call: our threads and torch's would slow each other)
+                kernel.call_into(tuple(signature), addresses)
+            return
+        kernel.call_into(tuple(signature), addresses)
 
     def _torch(self, x: torch.Tensor, bias: torch.Tensor | None, weight: torch.Tensor | None = None) -> torch.Tensor:
         weight = self._weight if weight is None else weight

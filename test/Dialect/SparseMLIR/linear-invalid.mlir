@@ -118,3 +118,62 @@ func.func @orientation(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) {
   %y = smlir.linear %x, %w orientation <sideways> : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
   return
 }
+
+// -----
+
+/// Accumulate-into: one case per message.
+
+func.func @columns_without_into(%x: tensor<4x8xf32>, %w: tensor<3x8xf32>, %c: tensor<3xi64>) {
+  // expected-error@+1 {{'smlir.linear' op columns name where W's rows go in the y it accumulates into: they need `into`}}
+  %y = smlir.linear %x, %w columns(%c : tensor<3xi64>) : tensor<4x8xf32>, tensor<3x8xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @into_other_type(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %into: tensor<4x16xf16>) {
+  // expected-error@+1 {{'smlir.linear' op accumulates into 'tensor<4x16xf16>', which must be the result's type 'tensor<4x16xf32>'}}
+  %y = smlir.linear %x, %w into(%into : tensor<4x16xf16>) : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+/// A bias is the first part's (the kernel writing y), never added twice.
+func.func @into_with_bias(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>, %into: tensor<4x16xf32>) {
+  // expected-error@+1 {{'smlir.linear' op accumulates into y with a bias: the bias is added by the kernel that writes y first, not by one accumulating into it}}
+  %y = smlir.linear %x, %w bias %b into(%into : tensor<4x16xf32>) : tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @into_in_out(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %into: tensor<4x16xf32>) {
+  // expected-error@+1 {{'smlir.linear' op accumulates into y only for an out_in weight (W[N, K])}}
+  %y = smlir.linear %x, %w into(%into : tensor<4x16xf32>) orientation <in_out> : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @into_wider_without_columns(%x: tensor<4x8xf32>, %w: tensor<3x8xf32>, %into: tensor<4x16xf32>) {
+  // expected-error@+1 {{'smlir.linear' op result 'tensor<4x16xf32>' must be [4, 3] (tokens of the input, outputs of the out_in weight)}}
+  %y = smlir.linear %x, %w into(%into : tensor<4x16xf32>) : tensor<4x8xf32>, tensor<3x8xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @columns_wrong_count(%x: tensor<4x8xf32>, %w: tensor<3x8xf32>, %into: tensor<4x16xf32>, %c: tensor<4xi64>) {
+  // expected-error@+1 {{'smlir.linear' op columns must be a dense 3-element i32 or i64 vector (one y column per row of W), got 'tensor<4xi64>'}}
+  %y = smlir.linear %x, %w into(%into : tensor<4x16xf32>) columns(%c : tensor<4xi64>) : tensor<4x8xf32>, tensor<3x8xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @columns_float(%x: tensor<4x8xf32>, %w: tensor<3x8xf32>, %into: tensor<4x16xf32>, %c: tensor<3xf32>) {
+  // expected-error@+1 {{'smlir.linear' op columns must be a dense 3-element i32 or i64 vector (one y column per row of W), got 'tensor<3xf32>'}}
+  %y = smlir.linear %x, %w into(%into : tensor<4x16xf32>) columns(%c : tensor<3xf32>) : tensor<4x8xf32>, tensor<3x8xf32> -> tensor<4x16xf32>
+  return
+}

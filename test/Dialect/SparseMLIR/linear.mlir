@@ -55,3 +55,22 @@ func.func @bf16_operands_f32_result(%x: tensor<?x8xbf16>, %w: tensor<2x8xbf16>) 
   %y = smlir.linear %x, %w : tensor<?x8xbf16>, tensor<2x8xbf16> -> tensor<?x2xf32>
   return %y : tensor<?x2xf32>
 }
+
+// -----
+
+/// Accumulate-into: `into` (and `columns`) round-trip.
+
+#CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed), posWidth = 32, crdWidth = 32 }>
+
+// CHECK-LABEL: func.func @accumulate_into_columns(
+// CHECK-SAME:      %[[X:.*]]: tensor<4x64xf32>, %[[W:.*]]: tensor<3x64xf32, #{{.*}}>, %[[Y:.*]]: tensor<4x32xf32>, %[[C:.*]]: tensor<3xi64>)
+// CHECK:         smlir.linear %[[X]], %[[W]] into(%[[Y]] : tensor<4x32xf32>) columns(%[[C]] : tensor<3xi64>) : tensor<4x64xf32>, tensor<3x64xf32, #{{.*}}> -> tensor<4x32xf32>
+// CHECK:         smlir.linear %[[X]], %{{.*}} into(%[[Y]] : tensor<4x32xf32>) : tensor<4x64xf32>, tensor<32x64xf32> -> tensor<4x32xf32>
+func.func @accumulate_into_columns(%x: tensor<4x64xf32>, %w: tensor<3x64xf32, #CSR>, %y: tensor<4x32xf32>,
+                                   %c: tensor<3xi64>) -> (tensor<4x32xf32>, tensor<4x32xf32>) {
+  %0 = smlir.linear %x, %w into(%y : tensor<4x32xf32>) columns(%c : tensor<3xi64>)
+      : tensor<4x64xf32>, tensor<3x64xf32, #CSR> -> tensor<4x32xf32>
+  %d = arith.constant dense<1.0> : tensor<32x64xf32>
+  %1 = smlir.linear %x, %d into(%y : tensor<4x32xf32>) : tensor<4x64xf32>, tensor<32x64xf32> -> tensor<4x32xf32>
+  return %0, %1 : tensor<4x32xf32>, tensor<4x32xf32>
+}

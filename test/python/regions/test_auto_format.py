@@ -86,7 +86,8 @@ def test_nm_choice_is_the_pattern_that_fits() -> None:
 
 def test_reason_says_why() -> None:
     choice = choose(random_weight(0.05), sm.Auto(), "w")
-    assert choice.reason.startswith("CSR: 95% zeros, unstructured; ")
+    assert choice.reason.startswith("CSR: 95% zeros, unstructured; counted: "), choice.reason
+    assert "slots in 4-row blocks padded to their longest row" in choice.reason
     assert "BSR 4x4 would store" in choice.reason and "dense would store" in choice.reason
     choice = choose(block_weight(0.1), sm.Auto(), "w")
     assert choice.reason.startswith("BSR 4x4: 90% zeros, nonzeros in blocks (100% of the nonzeros in 4x4 blocks at "
@@ -99,7 +100,7 @@ def test_reason_says_why() -> None:
 def test_reason_with_dearer_blocks(dear_blocks) -> None:
     choice = choose(block_weight(0.1), sm.Auto(), "w")
     assert choice.reason.startswith("CSR: 90% zeros, 100% of the nonzeros in 4x4 blocks at least 50% full, but a "
-                                    "value stored in BSR costs more than one in CSR (2.8 vs 2.2 per value); "), \
+                                    "value stored in BSR costs more than one in CSR (2.8 vs 2.2 per value); counted: "), \
         choice.reason
 
 
