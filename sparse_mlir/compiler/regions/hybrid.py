@@ -93,9 +93,11 @@ class HybridLinearRegion(LinearRegion):
                 f"blocks at least {encoding.threshold:g} full go to {encoding.first.format_name}")
 
     def _follow_replaced_values(self) -> None:
-        before = self._packed[-1].ctypes.data if self._packed else 0
+        # (the base rebinds by storing a new array: compared by identity, as
+        # `.ctypes` costs ~1 us on every call)
+        before = self._packed[-1] if self._packed else None
         super()._follow_replaced_values()
-        if self._packed and self._packed[-1].ctypes.data != before:
+        if self._packed and self._packed[-1] is not before:
             self._parts = self._make_parts()   # bound to the new memory
 
     def freeze(self) -> None:

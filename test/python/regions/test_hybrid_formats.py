@@ -174,6 +174,21 @@ def test_optimizer_step_reaches_both_parts_kernels() -> None:
     assert all(choice.kernel is not None for choice in region.choices.values())
 
 
+def test_values_replaced_through_data_rebind_both_parts() -> None:
+    """`values.data = ...` (new memory): both parts' kernels read the new
+    values (they are views of the shared buffer, made again)."""
+    model = mlp_with_block_weight()
+    fn = compile_pruned(model, {"up.weight": HYBRID}, torch.randn(4, 32), cost_model=False)
+    x = torch.randn(3, 32)
+    fn(x)   # kernels bound to the compile-time memory
+    region = next(r for r in fn.regions() if r.name == "up.weight")
+    values = fn.model.up.weight_values
+    with torch.no_grad():
+        values.data = values.detach() * -2.0 + 0.5
+        model.up.weight.copy_(region.dense_matrix(values.detach()))
+    torch.testing.assert_close(fn(x), model(x).detach(), rtol=1e-5, atol=1e-5)
+
+
 def test_state_dict_round_trips_through_eager() -> None:
     model = mlp_with_block_weight()
     fn = compile_pruned(model, {"up.weight": HYBRID}, torch.randn(4, 32), cost_model=False)
