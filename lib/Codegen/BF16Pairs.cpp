@@ -186,22 +186,8 @@ void MicrokernelBuilder::interleavePairs() {
 /// per row, each one i64 load, a broadcast and U dot products.
 void MicrokernelBuilder::pairedEntries(Value lo, Value hi, Value slab,
                                        SmallVectorImpl<Value> &acc) {
-  auto loop = scf::ForOp::create(
-      b, loc, lo, hi, idx(R), acc,
-      [&](OpBuilder &, Location, Value q, ValueRange carried) {
-        SmallVector<Value> next(carried.begin(), carried.end());
-        for (int64_t r = 0; r < R; ++r) {
-          Value packed = load(packedEntries, {add(q, idx(r))});
-          Value word = arith::TruncIOp::create(b, loc, b.getI32Type(), packed);
-          Value offset = arith::IndexCastUIOp::create(
-              b, loc, b.getIndexType(),
-              arith::ShRUIOp::create(
-                  b, loc, packed,
-                  arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32))));
-          dotPairs(slab, offset, word,
-                   MutableArrayRef<Value>(next).slice(r * U, U));
-        }
-        scf::YieldOp::create(b, loc, next);
-      });
-  acc.assign(loop.getResults().begin(), loop.getResults().end());
+  packedEntryLoop(lo, hi, acc,
+                  [&](Value word, Value offset, MutableArrayRef<Value> a) {
+                    dotPairs(slab, offset, word, a);
+                  });
 }

@@ -179,29 +179,42 @@ void MicrokernelBuilder::interleavedRows(Value nb, Value slab,
 /// block's slab `slab`.
 void MicrokernelBuilder::interleavedEntries(Value lo, Value hi, Value slab,
                         SmallVectorImpl<Value> &acc) {
+  packedEntryLoop(lo, hi, acc,
+                  [&](Value bits, Value row, MutableArrayRef<Value> a) {
+                    Value w = vector::BroadcastOp::create(
+                        b, loc, vecType,
+                        arith::BitcastOp::create(b, loc, f32, bits));
+                    for (int64_t u = 0; u < U; ++u) {
+                      Value xv = vector::LoadOp::create(
+                          b, loc, vecType, slab,
+                          ValueRange{add(row, idx(u * V))});
+                      a[u] = vector::FMAOp::create(b, loc, w, xv, a[u]);
+                    }
+                  });
+}
+
+/// The loop over packed entries [lo, hi) (a multiple of R apart), R at a
+/// time, one per row: each i64 split into its low half (the stored bits, a
+/// broadcast from a GPR) and its high half (the slab offset: one shift, no
+/// masking), handed to `entry` with that row's U accumulators.
+void MicrokernelBuilder::packedEntryLoop(
+    Value lo, Value hi, SmallVectorImpl<Value> &acc,
+    llvm::function_ref<void(Value bits, Value offset,
+                            MutableArrayRef<Value> acc)>
+        entry) {
   auto loop = scf::ForOp::create(
       b, loc, lo, hi, idx(R), acc,
       [&](OpBuilder &, Location, Value q, ValueRange carried) {
         SmallVector<Value> next(carried.begin(), carried.end());
         for (int64_t r = 0; r < R; ++r) {
-          Value at = add(q, idx(r));
-          Value packed = load(packedEntries, {at});
-          // Low half: the value's bits (a broadcast from a GPR); high
-          // half: the offset (one shift, no masking).
+          Value packed = load(packedEntries, {add(q, idx(r))});
           Value bits = arith::TruncIOp::create(b, loc, b.getI32Type(), packed);
-          Value row = arith::IndexCastUIOp::create(
+          Value offset = arith::IndexCastUIOp::create(
               b, loc, b.getIndexType(),
               arith::ShRUIOp::create(
                   b, loc, packed,
                   arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32))));
-          Value w = vector::BroadcastOp::create(
-              b, loc, vecType, arith::BitcastOp::create(b, loc, f32, bits));
-          for (int64_t u = 0; u < U; ++u) {
-            Value xv = vector::LoadOp::create(b, loc, vecType, slab,
-                                              ValueRange{add(row, idx(u * V))});
-            next[r * U + u] =
-                vector::FMAOp::create(b, loc, w, xv, next[r * U + u]);
-          }
+          entry(bits, offset, MutableArrayRef<Value>(next).slice(r * U, U));
         }
         scf::YieldOp::create(b, loc, next);
       });

@@ -91,6 +91,11 @@ public:
   void interleavedRows(Value nb, Value slab, SmallVectorImpl<Value> &acc);
   void interleavedEntries(Value lo, Value hi, Value slab,
                           SmallVectorImpl<Value> &acc);
+  void packedEntryLoop(
+      Value lo, Value hi, SmallVectorImpl<Value> &acc,
+      llvm::function_ref<void(Value bits, Value offset,
+                              MutableArrayRef<Value> acc)>
+          entry);
 
   //===--- bf16 2:4 with dot products of pairs (BF16Pairs.cpp) ------------===//
   /// f32 values per token block's slab: the f32 slab (K x MB), then with
