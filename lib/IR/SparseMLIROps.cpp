@@ -301,15 +301,19 @@ void SpMMOp::print(OpAsmPrinter &printer) {
   printer << " : " << getOperandTypes() << " -> " << getResult().getType();
 }
 
-/// The form with A as one CSR tensor: dense then compressed levels,
-/// identity map, [M, K] agreeing with h and the result where static.
+bool SpMMOp::isCSRMatrix(RankedTensorType type) {
+  if (!sparse_tensor::getSparseTensorEncoding(type) || type.getRank() != 2)
+    return false;
+  sparse_tensor::SparseTensorType st(type);
+  return st.isIdentity() && st.isDenseLvl(0) && st.isCompressedLvl(1);
+}
+
+/// The form with A as one CSR tensor, [M, K] agreeing with h and the
+/// result where static.
 static LogicalResult verifySparseMatrix(SpMMOp op, RankedTensorType a,
                                         RankedTensorType h,
                                         RankedTensorType result) {
-  auto encoding = sparse_tensor::getSparseTensorEncoding(a);
-  sparse_tensor::SparseTensorType st(a);
-  if (!encoding || a.getRank() != 2 || !st.isIdentity() ||
-      !st.isDenseLvl(0) || !st.isCompressedLvl(1))
+  if (!SpMMOp::isCSRMatrix(a))
     return op.emitOpError() << "expects A as one CSR tensor (dense then "
                                "compressed levels, identity map), got "
                             << a;

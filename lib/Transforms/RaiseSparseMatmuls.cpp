@@ -12,7 +12,6 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SparseTensor/IR/SparseTensor.h"
-#include "mlir/Dialect/SparseTensor/IR/SparseTensorType.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
@@ -27,15 +26,6 @@ using namespace mlir;
 using namespace mlir::smlir;
 
 namespace {
-
-/// True for a 2-d f32 CSR tensor type (dense then compressed, identity map).
-static bool isCSR(RankedTensorType type) {
-  if (!sparse_tensor::getSparseTensorEncoding(type) || type.getRank() != 2 ||
-      !type.getElementType().isF32())
-    return false;
-  sparse_tensor::SparseTensorType st(type);
-  return st.isIdentity() && st.isDenseLvl(0) && st.isCompressedLvl(1);
-}
 
 /// True where `init` is a `linalg.fill` of +0.0 (the product is the result).
 static bool isZeroFilled(Value init) {
@@ -57,7 +47,7 @@ struct RaiseCSRMatmul : OpRewritePattern<linalg::MatmulOp> {
     auto aType = cast<RankedTensorType>(a.getType());
     auto hType = cast<RankedTensorType>(h.getType());
     auto resultType = cast<RankedTensorType>(matmul.getResult(0).getType());
-    if (!isCSR(aType))
+    if (!SpMMOp::isCSRMatrix(aType) || !aType.getElementType().isF32())
       return rewriter.notifyMatchFailure(matmul, "A is not an f32 CSR tensor");
     if (sparse_tensor::getSparseTensorEncoding(hType) ||
         sparse_tensor::getSparseTensorEncoding(resultType) ||

@@ -253,6 +253,9 @@ def SparseMLIR_SpMMOp : SparseMLIR_Op<"spmm", [Pure]> {
   let extraClassDeclaration = [{
     /// A given as one CSR tensor rather than its three buffers.
     bool hasSparseMatrix() { return getMatrix().size() == 1; }
+    /// True for the type A may have as one tensor: 2-d CSR (dense then
+    /// compressed levels, identity map).
+    static bool isCSRMatrix(::mlir::RankedTensorType type);
   }];
   let hasVerifier = 1;
 }
