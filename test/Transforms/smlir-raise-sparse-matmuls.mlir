@@ -23,10 +23,10 @@ func.func @csr_input_matmul(%a: tensor<50x40xf32, #CSR>, %h: tensor<40x32xf32>) 
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed) }>
 
 /// An init that is not zero (y += A h): left to sparsification.
-// CHECK-LABEL: func.func @accumulating_init_is_left(
+// CHECK-LABEL: func.func @negative_accumulating_init(
 // CHECK:         linalg.matmul
 // CHECK-NOT:     smlir.spmm
-func.func @accumulating_init_is_left(%a: tensor<8x8xf32, #CSR>, %h: tensor<8x16xf32>, %acc: tensor<8x16xf32>) -> tensor<8x16xf32> {
+func.func @negative_accumulating_init(%a: tensor<8x8xf32, #CSR>, %h: tensor<8x16xf32>, %acc: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %y = linalg.matmul ins(%a, %h : tensor<8x8xf32, #CSR>, tensor<8x16xf32>) outs(%acc : tensor<8x16xf32>) -> tensor<8x16xf32>
   return %y : tensor<8x16xf32>
 }
@@ -36,10 +36,10 @@ func.func @accumulating_init_is_left(%a: tensor<8x8xf32, #CSR>, %h: tensor<8x16x
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed) }>
 
 /// A sparse matrix on the right (h @ adj) is not an SpMM of this form.
-// CHECK-LABEL: func.func @csr_on_the_right_is_left(
+// CHECK-LABEL: func.func @negative_csr_on_the_right(
 // CHECK:         linalg.matmul
 // CHECK-NOT:     smlir.spmm
-func.func @csr_on_the_right_is_left(%h: tensor<16x8xf32>, %a: tensor<8x8xf32, #CSR>) -> tensor<16x8xf32> {
+func.func @negative_csr_on_the_right(%h: tensor<16x8xf32>, %a: tensor<8x8xf32, #CSR>) -> tensor<16x8xf32> {
   %zero = arith.constant 0.000000e+00 : f32
   %empty = tensor.empty() : tensor<16x8xf32>
   %fill = linalg.fill ins(%zero : f32) outs(%empty : tensor<16x8xf32>) -> tensor<16x8xf32>
@@ -52,10 +52,10 @@ func.func @csr_on_the_right_is_left(%h: tensor<16x8xf32>, %a: tensor<8x8xf32, #C
 #CSC = #sparse_tensor.encoding<{ map = (d0, d1) -> (d1 : dense, d0 : compressed) }>
 
 /// CSC (a permuted map) has no row kernel here.
-// CHECK-LABEL: func.func @csc_is_left(
+// CHECK-LABEL: func.func @negative_csc(
 // CHECK:         linalg.matmul
 // CHECK-NOT:     smlir.spmm
-func.func @csc_is_left(%a: tensor<8x8xf32, #CSC>, %h: tensor<8x16xf32>) -> tensor<8x16xf32> {
+func.func @negative_csc(%a: tensor<8x8xf32, #CSC>, %h: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %zero = arith.constant 0.000000e+00 : f32
   %empty = tensor.empty() : tensor<8x16xf32>
   %fill = linalg.fill ins(%zero : f32) outs(%empty : tensor<8x16xf32>) -> tensor<8x16xf32>
@@ -68,10 +68,10 @@ func.func @csc_is_left(%a: tensor<8x8xf32, #CSC>, %h: tensor<8x16xf32>) -> tenso
 #CSR = #sparse_tensor.encoding<{ map = (d0, d1) -> (d0 : dense, d1 : compressed) }>
 
 /// f64: the kernel computes in f32.
-// CHECK-LABEL: func.func @f64_is_left(
+// CHECK-LABEL: func.func @negative_f64(
 // CHECK:         linalg.matmul
 // CHECK-NOT:     smlir.spmm
-func.func @f64_is_left(%a: tensor<8x8xf64, #CSR>, %h: tensor<8x16xf64>) -> tensor<8x16xf64> {
+func.func @negative_f64(%a: tensor<8x8xf64, #CSR>, %h: tensor<8x16xf64>) -> tensor<8x16xf64> {
   %zero = arith.constant 0.000000e+00 : f64
   %empty = tensor.empty() : tensor<8x16xf64>
   %fill = linalg.fill ins(%zero : f64) outs(%empty : tensor<8x16xf64>) -> tensor<8x16xf64>
