@@ -134,3 +134,11 @@ func.func @negative_matrix_rows(%a: tensor<4x4xf32, #CSR>, %h: tensor<4x8xf32>) 
   %y = smlir.spmm %a, %h : tensor<4x4xf32, #CSR>, tensor<4x8xf32> -> tensor<3x8xf32>
   return %y : tensor<3x8xf32>
 }
+
+// -----
+
+func.func @negative_h_alone(%h: tensor<?x8xf32>) {
+  // expected-error@+1 {{expects A's operands, then h}}
+  %y = smlir.spmm %h : tensor<?x8xf32> -> tensor<?x8xf32>
+  return
+}
